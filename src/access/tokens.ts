@@ -1,0 +1,33 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Store } from '../store/store.js';
+import type { Viewer } from './viewer.js';
+
+/**
+ * Opaque bearer tokens: a recognisable prefix (so secret scanners can find leaked ones) and 256 random
+ * bits. Only the SHA-256 of a token is stored; with that much entropy a slow password hash adds nothing.
+ */
+export const TOKEN_PREFIX = 'pst_';
+const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/;
+
+export function generateToken(): { token: string; hash: Buffer } {
+  const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+  return { token, hash: hashToken(token) };
+}
+
+export function hashToken(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}
+
+export type TokenCheck =
+  | { ok: true; viewer: Viewer }
+  | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
+
+/** Checks a presented opaque token against the store. Never throws for a bad token; a store failure does throw. */
+export async function checkToken(store: Store, token: string, now: number = Date.now()): Promise<TokenCheck> {
+  if (!TOKEN_SHAPE.test(token)) return { ok: false, reason: 'malformed' };
+  const found = await store.findToken(hashToken(token));
+  if (!found) return { ok: false, reason: 'unknown' };
+  if (found.revokedAt !== null) return { ok: false, reason: 'revoked' };
+  if (found.expiresAt !== null && found.expiresAt <= now) return { ok: false, reason: 'expired' };
+  return { ok: true, viewer: { userId: found.userId, admin: found.admin } };
+}

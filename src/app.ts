@@ -1,0 +1,47 @@
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
+import type { Config } from './config.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
+import { registerOpenApi } from './http/openapi.js';
+import { healthRoutes } from './http/routes/health.js';
+import { plantRoutes } from './http/routes/plants.js';
+import { strictValidatorCompiler } from './http/strict-query.js';
+import { loggerOptions } from './logger.js';
+import type { Store } from './store/store.js';
+
+export interface AppOptions {
+  config: Config;
+  store: Store;
+  /** Where JSON logs go (stdout by default); tests pass a stream to read them. */
+  logStream?: DestinationStream;
+}
+
+/**
+ * The one factory of the HTTP application, used by the server, the CLI and the tests alike. The caller owns
+ * the store: it opens it before and closes it after the app.
+ */
+export async function buildApp({ config, store, logStream }: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: loggerOptions(config.logLevel, logStream),
+    logController: new LogController({ disableRequestLogging: !config.logRequests }),
+    clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
+    // Draining on SIGTERM: in-flight and already-arrived requests complete (with Connection: close);
+    // Fastify's own closing reply would not be the contract's Error body.
+    return503OnClosing: false,
+    requestTimeout: 30_000,
+    bodyLimit: 64 * 1024,
+  });
+
+  app.decorateRequest('viewer', null);
+  app.setValidatorCompiler(strictValidatorCompiler);
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+  });
+  installErrorHandling(app);
+
+  await registerOpenApi(app);
+  await app.register(healthRoutes, { store });
+  await app.register(plantRoutes, { store });
+  return app;
+}

@@ -1,0 +1,42 @@
+import { invalidInput } from '../errors.js';
+
+/** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
+export const MAX_NAME_LENGTH = 1024;
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** Names and tags are stored and returned byte-exact, so only what cannot round-trip is refused. */
+function checkText(what: string, value: string): void {
+  if (value.length === 0) throw invalidInput(`${what} must not be empty`);
+  if (value.length > MAX_NAME_LENGTH) throw invalidInput(`${what} is longer than ${MAX_NAME_LENGTH} characters`);
+  if (!value.isWellFormed()) throw invalidInput(`${what} contains a lone surrogate and cannot be stored as UTF-8`);
+}
+
+/** Plant names and tags may hold anything printable or not (quotes, HTML, control characters). */
+export function checkPlantName(name: string): void {
+  checkText('plant name', name);
+}
+
+export function checkTag(tag: string): void {
+  checkText('tag', tag);
+}
+
+/**
+ * User and group names are identifiers typed by operators: no control characters, no surrounding
+ * spaces, and a user name cannot start with `group:`, which marks a group in `sharedWith`.
+ */
+function checkIdentifier(what: string, name: string): void {
+  checkText(what, name);
+  if (CONTROL.test(name)) throw invalidInput(`${what} must not contain control characters`);
+  if (name.trim() !== name) throw invalidInput(`${what} must not start or end with white space`);
+}
+
+export function checkUserName(name: string): void {
+  checkIdentifier('user name', name);
+  if (name.startsWith('group:') || name.startsWith('user:')) {
+    throw invalidInput(`user name must not start with "group:" or "user:" (they mark grantees in sharedWith)`);
+  }
+}
+
+export function checkGroupName(name: string): void {
+  checkIdentifier('group name', name);
+}

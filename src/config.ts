@@ -1,0 +1,73 @@
+import { invalidInput } from './errors.js';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Validated configuration. Only the entry points read the environment; everything else gets this. */
+export interface Config {
+  /** SQLite file path (or `:memory:`). */
+  db: string;
+  host: string;
+  port: number;
+  logLevel: LogLevel;
+  /** Log one line per request (method, path, status, time); never headers. */
+  logRequests: boolean;
+  /** Seconds to wait for in-flight requests on SIGTERM before closing anyway. */
+  shutdownGraceSeconds: number;
+}
+
+/** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
+export interface ConfigInput {
+  db?: string | undefined;
+  host?: string | undefined;
+  port?: string | number | undefined;
+  logLevel?: string | undefined;
+  logRequests?: string | boolean | undefined;
+  shutdownGraceSeconds?: string | number | undefined;
+}
+
+export const DEFAULT_DB = './data/plantstore.db';
+
+function pick<T>(flag: T | undefined, env: T | undefined, fallback: T): T {
+  return flag ?? env ?? fallback;
+}
+
+function integerIn(name: string, value: string | number, min: number, max: number): number {
+  const text = String(value).trim();
+  if (!/^[0-9]+$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw invalidInput(`invalid ${name} "${value}": expected a whole number from ${min} to ${max}`);
+  }
+  return Number(text);
+}
+
+function bool(name: string, value: string | boolean): boolean {
+  if (typeof value === 'boolean') return value;
+  const v = value.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  throw invalidInput(`invalid ${name} "${value}": expected true or false`);
+}
+
+export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {}): Config {
+  const db = pick(input.db, env.PLANTSTORE_DB, DEFAULT_DB);
+  if (db.trim() === '') throw invalidInput('invalid database: PLANTSTORE_DB / --db must not be empty');
+  const host = pick(input.host, env.PLANTSTORE_HOST, '127.0.0.1');
+  if (host.trim() === '') throw invalidInput('invalid host: must not be empty');
+  const logLevel = pick(input.logLevel, env.PLANTSTORE_LOG_LEVEL, 'info');
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw invalidInput(`invalid log level "${logLevel}": expected one of ${LOG_LEVELS.join(', ')}`);
+  }
+  return {
+    db,
+    host,
+    port: integerIn('port', pick<string | number>(input.port, env.PLANTSTORE_PORT, 8080), 0, 65535),
+    logLevel: logLevel as LogLevel,
+    logRequests: bool('PLANTSTORE_LOG_REQUESTS', pick<string | boolean>(input.logRequests, env.PLANTSTORE_LOG_REQUESTS, true)),
+    shutdownGraceSeconds: integerIn(
+      'shutdown grace',
+      pick<string | number>(input.shutdownGraceSeconds, env.PLANTSTORE_SHUTDOWN_GRACE_SECONDS, 10),
+      0,
+      3600,
+    ),
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * The error-code catalogue: every error response has the contract's Error body `{ error, message }`, where
+ * `error` is one of these stable codes. A code is the HTTP status times 100 plus a sequence number, so
+ * `Math.floor(error / 100)` is always the status it was sent with. Codes are never reused or renumbered.
+ */
+export const errorCatalogue = {
+  invalid_parameter: { code: 40001, status: 400, summary: 'A query parameter has an invalid value.' },
+  repeated_parameter: { code: 40002, status: 400, summary: 'A query parameter that takes one value was given more than once.' },
+  bad_request: { code: 40003, status: 400, summary: 'The request is malformed (bad URL encoding, bad body, bad headers).' },
+  missing_credentials: { code: 40101, status: 401, summary: 'No bearer token was sent (no Authorization header, or another scheme).' },
+  invalid_token: { code: 40102, status: 401, summary: 'The bearer token is malformed or unknown.' },
+  expired_token: { code: 40103, status: 401, summary: 'The bearer token has expired.' },
+  revoked_token: { code: 40104, status: 401, summary: 'The bearer token has been revoked.' },
+  not_found: { code: 40401, status: 404, summary: 'No such path.' },
+  method_not_allowed: { code: 40501, status: 405, summary: 'The path exists but not for this method; see the Allow header.' },
+  not_acceptable: { code: 40601, status: 406, summary: 'The Accept header rules out application/json.' },
+  request_timeout: { code: 40801, status: 408, summary: 'The client took too long to send the request.' },
+  payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
+  unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },
+  headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
+  internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },
+  unavailable: { code: 50301, status: 503, summary: 'The database is unreachable or the server is shutting down; retry later.' },
+} as const satisfies Record<string, { code: number; status: number; summary: string }>;
+
+export type ErrorName = keyof typeof errorCatalogue;
+
+/** An error that becomes exactly one Error response. `headers` are sent with it (e.g. WWW-Authenticate, Allow). */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: number;
+
+  constructor(
+    readonly errorName: ErrorName,
+    message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = errorCatalogue[errorName].status;
+    this.code = errorCatalogue[errorName].code;
+  }
+
+  get body(): { error: number; message: string } {
+    return { error: this.code, message: this.message };
+  }
+}
+
+/** Markdown table of the catalogue, for the served OpenAPI document and the README. */
+export function errorCatalogueMarkdown(): string {
+  const rows = Object.entries(errorCatalogue).map(
+    ([name, e]) => `| ${e.code} | ${e.status} | \`${name}\` | ${e.summary} |`,
+  );
+  return ['| error | status | name | meaning |', '|---|---|---|---|', ...rows].join('\n');
+}

@@ -1,0 +1,56 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance } from 'fastify';
+import { errorCatalogueMarkdown } from './error-catalogue.js';
+import { sharedSchemas } from './schemas.js';
+
+export const API_TITLE = 'OpenAPI Plant Store';
+export const API_VERSION = '1.0.0';
+
+const description = `A sample API: Plant Store returns the plants that the calling user has access to.
+
+Every operation needs a bearer token (\`Authorization: Bearer <token>\`), issued by an operator with
+\`plantstore tokens create USER\`. A user sees a plant when the user is an admin, owns the plant, the
+plant is public, or the plant is shared with the user or with a group the user belongs to. Plants are
+listed in catalogue order (the order they were added).
+
+## Error codes
+
+Every error response has the \`Error\` body. Its \`error\` field is a stable code from this catalogue:
+
+${errorCatalogueMarkdown()}
+`;
+
+/**
+ * The served OpenAPI 3.1 document is generated from the route schemas and the shared schemas, so it cannot
+ * drift from what the service validates and sends. Must be registered before any route.
+ */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  for (const schema of sharedSchemas) app.addSchema(schema);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: API_TITLE,
+        version: API_VERSION,
+        description,
+        license: { name: 'MIT', identifier: 'MIT' },
+      },
+      components: {
+        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
+      },
+      security: [{ bearerAuth: [] }],
+    },
+    // Shared schemas keep their own names (Plant, Error) in components.schemas.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { tryItOutEnabled: true, displayRequestDuration: true, validatorUrl: null, deepLinking: false },
+    staticCSP: true,
+  });
+}

@@ -1,0 +1,50 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { Store } from '../../store/store.js';
+import { ApiError } from '../error-catalogue.js';
+import { errorResponse } from '../schemas.js';
+
+const Status = Type.Object({ status: Type.String() });
+
+/** Liveness and readiness for orchestrators. Unauthenticated, and they say nothing about the data. */
+export async function healthRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        operationId: 'health',
+        summary: 'Liveness: the process is up',
+        security: [],
+        response: { 200: { ...Status, description: 'The process is up' } },
+      },
+    },
+    async (_request, reply) => {
+      reply.header('cache-control', 'no-store');
+      return { status: 'ok' };
+    },
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        operationId: 'ready',
+        summary: 'Readiness: the database answers',
+        security: [],
+        response: {
+          200: { ...Status, description: 'Ready to serve requests' },
+          503: errorResponse('The database is unreachable or the server is shutting down'),
+        },
+      },
+    },
+    async (_request, reply) => {
+      reply.header('cache-control', 'no-store');
+      try {
+        await opts.store.ping();
+      } catch {
+        throw new ApiError('unavailable', 'The database is not reachable');
+      }
+      return { status: 'ready' };
+    },
+  );
+}

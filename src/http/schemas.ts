@@ -1,0 +1,50 @@
+import { Type, type Static } from 'typebox';
+
+/**
+ * The contract's schemas, written once. They are registered as shared schemas, drive request validation
+ * and response serialization, and appear as `components.schemas` in the served OpenAPI document.
+ */
+export const PlantSchema = Type.Object(
+  {
+    name: Type.String({ description: 'The name of the plant' }),
+    tag: Type.Optional(Type.String({ description: 'Tag that specifies the type of the plant' })),
+  },
+  { $id: 'Plant' },
+);
+
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.Integer({
+      format: 'int32',
+      description: 'A stable error code from the catalogue in the API description: the HTTP status times 100 plus a sequence number.',
+    }),
+    message: Type.String({ description: 'What went wrong, for a human.' }),
+  },
+  { $id: 'Error' },
+);
+
+export const INT32_MAX = 2_147_483_647;
+
+export const ListPlantsQuery = Type.Object({
+  limit: Type.Optional(
+    Type.Integer({
+      format: 'int32',
+      minimum: 0,
+      maximum: INT32_MAX,
+      description:
+        'The maximum number of results to return. Absent: every plant the caller has access to. ' +
+        'Must be written in plain decimal digits (0 to 2147483647) and given at most once; anything else ' +
+        '(empty, signed, fractional, exponent or hex notation, spaces, repeated) is a 400.',
+    }),
+  ),
+});
+export type ListPlantsQuery = Static<typeof ListPlantsQuery>;
+
+export const sharedSchemas = [PlantSchema, ErrorSchema];
+
+export const PlantRef = Type.Ref('Plant');
+
+/** A documented error response: the Error body, plus response headers where the status sends some. */
+export function errorResponse(description: string, headers?: Record<string, { type: 'string'; description: string }>) {
+  return { description, ...(headers ? { headers } : {}), ...Type.Ref('Error') };
+}

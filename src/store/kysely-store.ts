@@ -1,0 +1,323 @@
+import type { Kysely, Transaction } from 'kysely';
+import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../catalogue/names.js';
+import type { CatalogueRecord } from '../catalogue/records.js';
+import { conflict, notFound } from '../errors.js';
+import type { Database } from './schema.js';
+import type {
+  GrantInfo,
+  Grantee,
+  GroupInfo,
+  ImportProgress,
+  ImportSummary,
+  NewToken,
+  NumberedRecord,
+  Plant,
+  PlantInfo,
+  Store,
+  TokenCredential,
+  TokenInfo,
+  UserInfo,
+} from './store.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+const describe = (g: Grantee): string => ('user' in g ? `user "${g.user}"` : `group "${g.group}"`);
+
+/**
+ * The administrative half of the Store, written once in Kysely for every backend. Backends add the hot
+ * path (token lookup, listings) and bulk import/export, where they use their driver directly for speed.
+ */
+export abstract class KyselyStore implements Store {
+  abstract readonly backend: 'sqlite' | 'postgres';
+
+  protected constructor(protected readonly db: Kysely<Database>) {}
+
+  abstract ping(): Promise<void>;
+  abstract close(): Promise<void>;
+  abstract findToken(hash: Buffer): Promise<TokenCredential | undefined>;
+  abstract listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]>;
+  abstract listAllPlants(limit: number | undefined): Promise<Plant[]>;
+  abstract importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
+  abstract exportRecords(): AsyncIterable<CatalogueRecord>;
+  /** True when `err` is the backend's unique-constraint violation (a concurrent insert won the race). */
+  protected abstract isUniqueViolation(err: unknown): boolean;
+
+  private async insertUnique<T>(what: string, insert: () => Promise<T>): Promise<T> {
+    try {
+      return await insert();
+    } catch (err) {
+      if (this.isUniqueViolation(err)) throw conflict(`${what} already exists`);
+      throw err;
+    }
+  }
+
+  protected async userId(db: Db, name: string): Promise<number> {
+    const row = await db.selectFrom('users').select('id').where('name', '=', name).executeTakeFirst();
+    if (!row) throw notFound(`no user named "${name}"`);
+    return Number(row.id);
+  }
+
+  protected async groupId(db: Db, name: string): Promise<number> {
+    const row = await db.selectFrom('groups').select('id').where('name', '=', name).executeTakeFirst();
+    if (!row) throw notFound(`no group named "${name}"`);
+    return Number(row.id);
+  }
+
+  private async plantExists(db: Db, id: number): Promise<void> {
+    const row = await db.selectFrom('plants').select('id').where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound(`no plant with id ${id}`);
+  }
+
+  async addUser(name: string, admin: boolean): Promise<UserInfo> {
+    checkUserName(name);
+    const createdAt = Date.now();
+    const row = await this.insertUnique(`user "${name}"`, () =>
+      this.db
+        .insertInto('users')
+        .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
+    return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
+  }
+
+  async setAdmin(name: string, admin: boolean): Promise<void> {
+    const result = await this.db.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0) throw notFound(`no user named "${name}"`);
+  }
+
+  async removeUser(name: string, opts: { withPlants: boolean }): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const id = await this.userId(trx, name);
+      const owned = await trx
+        .selectFrom('plants')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('owner_id', '=', id)
+        .executeTakeFirstOrThrow();
+      if (Number(owned.n) > 0) {
+        if (!opts.withPlants) {
+          throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
+        }
+        await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
+      }
+      await trx.deleteFrom('users').where('id', '=', id).execute();
+    });
+  }
+
+  async listUsers(): Promise<UserInfo[]> {
+    const rows = await this.db.selectFrom('users').selectAll().orderBy('id').execute();
+    return rows.map((r) => ({ id: Number(r.id), name: r.name, admin: Number(r.is_admin) === 1, createdAt: new Date(Number(r.created_at)) }));
+  }
+
+  async addGroup(name: string): Promise<GroupInfo> {
+    checkGroupName(name);
+    const createdAt = Date.now();
+    const row = await this.insertUnique(`group "${name}"`, () =>
+      this.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
+    );
+    return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
+  }
+
+  async removeGroup(name: string): Promise<void> {
+    const result = await this.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst();
+    if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
+  }
+
+  async addMember(group: string, user: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const groupId = await this.groupId(trx, group);
+      const userId = await this.userId(trx, user);
+      await trx
+        .insertInto('group_members')
+        .values({ group_id: groupId, user_id: userId })
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+    });
+  }
+
+  async removeMember(group: string, user: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const groupId = await this.groupId(trx, group);
+      const userId = await this.userId(trx, user);
+      const result = await trx
+        .deleteFrom('group_members')
+        .where('group_id', '=', groupId)
+        .where('user_id', '=', userId)
+        .executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) throw notFound(`user "${user}" is not a member of group "${group}"`);
+    });
+  }
+
+  async listGroups(): Promise<GroupInfo[]> {
+    const groups = await this.db.selectFrom('groups').selectAll().orderBy('id').execute();
+    const members = await this.db
+      .selectFrom('group_members')
+      .innerJoin('users', 'users.id', 'group_members.user_id')
+      .select(['group_members.group_id', 'users.name'])
+      .orderBy('group_members.group_id')
+      .orderBy('users.id')
+      .execute();
+    const byGroup = new Map<number, string[]>();
+    for (const m of members) {
+      const list = byGroup.get(Number(m.group_id)) ?? [];
+      list.push(m.name);
+      byGroup.set(Number(m.group_id), list);
+    }
+    return groups.map((g) => ({
+      id: Number(g.id),
+      name: g.name,
+      members: byGroup.get(Number(g.id)) ?? [],
+      createdAt: new Date(Number(g.created_at)),
+    }));
+  }
+
+  async addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
+    checkPlantName(plant.name);
+    if (plant.tag !== undefined) checkTag(plant.tag);
+    const createdAt = Date.now();
+    return this.db.transaction().execute(async (trx) => {
+      const ownerId = await this.userId(trx, plant.owner);
+      const row = await trx
+        .insertInto('plants')
+        .values({ name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: plant.public ? 1 : 0, created_at: createdAt })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      return { id: Number(row.id), ...plant, createdAt: new Date(createdAt) };
+    });
+  }
+
+  async removePlant(id: number): Promise<void> {
+    const result = await this.db.deleteFrom('plants').where('id', '=', id).executeTakeFirst();
+    if (Number(result.numDeletedRows) === 0) throw notFound(`no plant with id ${id}`);
+  }
+
+  async listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]> {
+    let query = this.db
+      .selectFrom('plants')
+      .innerJoin('users', 'users.id', 'plants.owner_id')
+      .select(['plants.id', 'plants.name', 'plants.tag', 'plants.is_public', 'plants.created_at', 'users.name as owner'])
+      .orderBy('plants.id');
+    if (filter.owner !== undefined) query = query.where('users.name', '=', filter.owner);
+    const rows = await query.execute();
+    return rows.map((r) => ({
+      id: Number(r.id),
+      name: r.name,
+      ...(r.tag === null ? {} : { tag: r.tag }),
+      owner: r.owner,
+      public: Number(r.is_public) === 1,
+      createdAt: new Date(Number(r.created_at)),
+    }));
+  }
+
+  async addGrant(plantId: number, grantee: Grantee): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await this.plantExists(trx, plantId);
+      if ('user' in grantee) {
+        const userId = await this.userId(trx, grantee.user);
+        await trx.insertInto('plant_user_grants').values({ user_id: userId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
+      } else {
+        const groupId = await this.groupId(trx, grantee.group);
+        await trx.insertInto('plant_group_grants').values({ group_id: groupId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
+      }
+    });
+  }
+
+  async removeGrant(plantId: number, grantee: Grantee): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await this.plantExists(trx, plantId);
+      let deleted: bigint;
+      if ('user' in grantee) {
+        const userId = await this.userId(trx, grantee.user);
+        const r = await trx.deleteFrom('plant_user_grants').where('user_id', '=', userId).where('plant_id', '=', plantId).executeTakeFirst();
+        deleted = r.numDeletedRows;
+      } else {
+        const groupId = await this.groupId(trx, grantee.group);
+        const r = await trx.deleteFrom('plant_group_grants').where('group_id', '=', groupId).where('plant_id', '=', plantId).executeTakeFirst();
+        deleted = r.numDeletedRows;
+      }
+      if (Number(deleted) === 0) throw notFound(`plant ${plantId} is not granted to ${describe(grantee)}`);
+    });
+  }
+
+  async listGrants(filter: { plantId?: number }): Promise<GrantInfo[]> {
+    let users = this.db
+      .selectFrom('plant_user_grants as g')
+      .innerJoin('plants as p', 'p.id', 'g.plant_id')
+      .innerJoin('users as u', 'u.id', 'g.user_id')
+      .select(['p.id as plantId', 'p.name as plantName', 'u.name as grantee', 'u.id as granteeId']);
+    let groups = this.db
+      .selectFrom('plant_group_grants as g')
+      .innerJoin('plants as p', 'p.id', 'g.plant_id')
+      .innerJoin('groups as gr', 'gr.id', 'g.group_id')
+      .select(['p.id as plantId', 'p.name as plantName', 'gr.name as grantee', 'gr.id as granteeId']);
+    if (filter.plantId !== undefined) {
+      users = users.where('p.id', '=', filter.plantId);
+      groups = groups.where('p.id', '=', filter.plantId);
+    }
+    const [u, g] = await Promise.all([users.execute(), groups.execute()]);
+    const all = [
+      ...u.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { user: r.grantee } as Grantee, order: [0, Number(r.granteeId)] })),
+      ...g.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { group: r.grantee } as Grantee, order: [1, Number(r.granteeId)] })),
+    ];
+    all.sort((a, b) => a.plantId - b.plantId || a.order[0]! - b.order[0]! || a.order[1]! - b.order[1]!);
+    return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));
+  }
+
+  async addToken(token: NewToken): Promise<TokenInfo> {
+    const createdAt = Date.now();
+    return this.db.transaction().execute(async (trx) => {
+      const userId = await this.userId(trx, token.user);
+      const row = await trx
+        .insertInto('tokens')
+        .values({
+          user_id: userId,
+          token_hash: token.hash,
+          label: token.label ?? null,
+          created_at: createdAt,
+          expires_at: token.expiresAt?.getTime() ?? null,
+          revoked_at: null,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      return {
+        id: Number(row.id),
+        user: token.user,
+        ...(token.label === undefined ? {} : { label: token.label }),
+        createdAt: new Date(createdAt),
+        ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt }),
+      };
+    });
+  }
+
+  async revokeToken(id: number): Promise<void> {
+    const result = await this.db
+      .updateTable('tokens')
+      .set({ revoked_at: Date.now() })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0) {
+      const exists = await this.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();
+      if (!exists) throw notFound(`no token with id ${id}`);
+      // Revoking twice is not an error: the token is revoked either way.
+    }
+  }
+
+  async listTokens(filter: { user?: string }): Promise<TokenInfo[]> {
+    let query = this.db
+      .selectFrom('tokens as t')
+      .innerJoin('users as u', 'u.id', 't.user_id')
+      .select(['t.id', 'u.name as user', 't.label', 't.created_at', 't.expires_at', 't.revoked_at'])
+      .orderBy('t.id');
+    if (filter.user !== undefined) query = query.where('u.name', '=', filter.user);
+    const rows = await query.execute();
+    return rows.map((r) => ({
+      id: Number(r.id),
+      user: r.user,
+      ...(r.label === null ? {} : { label: r.label }),
+      createdAt: new Date(Number(r.created_at)),
+      ...(r.expires_at === null ? {} : { expiresAt: new Date(Number(r.expires_at)) }),
+      ...(r.revoked_at === null ? {} : { revokedAt: new Date(Number(r.revoked_at)) }),
+    }));
+  }
+}

@@ -1,0 +1,28 @@
+import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import type { Dialect } from '../schema.js';
+import { initialSchema } from './0001-initial.js';
+
+/** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
+function migrations(dialect: Dialect): Record<string, Migration> {
+  return {
+    '0001-initial': initialSchema(dialect),
+  };
+}
+
+class ListedMigrations implements MigrationProvider {
+  constructor(private readonly dialect: Dialect) {}
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return migrations(this.dialect);
+  }
+}
+
+/** Brings the schema to the latest version; throws with the failing migration's name on error. */
+export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: new ListedMigrations(dialect) });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    throw new Error(`database migration ${failed} failed: ${(error as Error).message ?? String(error)}`);
+  }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

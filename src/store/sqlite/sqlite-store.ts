@@ -1,0 +1,250 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
+import { invalidInput } from '../../errors.js';
+import { KyselyStore } from '../kysely-store.js';
+import { migrateToLatest } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import type { ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+
+type PlantRow = [name: string, tag: string | null];
+
+const toPlants = (rows: PlantRow[]): Plant[] =>
+  rows.map(([name, tag]) => (tag === null ? { name } : { name, tag }));
+
+/**
+ * Each branch of "who may see this plant" is an index range read in id order and cut at `limit`
+ * before the union, so a first page costs about `limit` rows per branch, not the catalogue's size.
+ * SQLite's LIMIT -1 means no limit.
+ */
+const VISIBLE_PLANTS_SQL = `
+  SELECT p.name, p.tag FROM (
+    SELECT id FROM (SELECT id FROM plants WHERE is_public = 1 ORDER BY id LIMIT @limit)
+    UNION
+    SELECT id FROM (SELECT id FROM plants WHERE owner_id = @user ORDER BY id LIMIT @limit)
+    UNION
+    SELECT id FROM (SELECT plant_id AS id FROM plant_user_grants WHERE user_id = @user ORDER BY plant_id LIMIT @limit)
+    UNION
+    SELECT id FROM (
+      SELECT gg.plant_id AS id FROM group_members gm
+      JOIN plant_group_grants gg ON gg.group_id = gm.group_id
+      WHERE gm.user_id = @user ORDER BY gg.plant_id LIMIT @limit)
+    ORDER BY id LIMIT @limit
+  ) v JOIN plants p ON p.id = v.id
+  ORDER BY p.id`;
+
+export interface SqliteOptions {
+  /** A file path, or `:memory:` for a private in-memory database. */
+  path: string;
+}
+
+/** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
+export class SqliteStore extends KyselyStore {
+  readonly backend = 'sqlite' as const;
+  private closed = false;
+
+  private readonly stmts: {
+    findToken: BetterSqlite3.Statement<[Buffer]>;
+    visible: BetterSqlite3.Statement<{ user: number; limit: number }>;
+    all: BetterSqlite3.Statement<{ limit: number }>;
+  };
+
+  private constructor(
+    private readonly sqlite: BetterSqlite3.Database,
+    db: Kysely<Database>,
+  ) {
+    super(db);
+    this.stmts = {
+      findToken: sqlite.prepare(
+        `SELECT t.id AS tokenId, t.user_id AS userId, u.is_admin AS admin, t.expires_at AS expiresAt, t.revoked_at AS revokedAt
+         FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
+      ),
+      visible: sqlite.prepare(VISIBLE_PLANTS_SQL),
+      all: sqlite.prepare('SELECT name, tag FROM plants ORDER BY id LIMIT @limit'),
+    };
+    this.stmts.visible.raw(true);
+    this.stmts.all.raw(true);
+  }
+
+  static async open(options: SqliteOptions): Promise<SqliteStore> {
+    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+    const sqlite = new BetterSqlite3(options.path);
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
+      sqlite.pragma('synchronous = FULL');
+      sqlite.pragma('foreign_keys = ON');
+      // The server reads while the CLI writes; wait for a writer rather than failing at once.
+      sqlite.pragma('busy_timeout = 5000');
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+      await migrateToLatest(db, 'sqlite');
+      return new SqliteStore(sqlite, db);
+    } catch (err) {
+      sqlite.close();
+      throw err;
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.sqlite.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.db.destroy();
+  }
+
+  protected isUniqueViolation(err: unknown): boolean {
+    const code = (err as { code?: string }).code;
+    return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+  }
+
+  async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
+    const row = this.stmts.findToken.get(hash) as
+      | { tokenId: number; userId: number; admin: number; expiresAt: number | null; revokedAt: number | null }
+      | undefined;
+    if (!row) return undefined;
+    return { tokenId: row.tokenId, userId: row.userId, admin: row.admin === 1, expiresAt: row.expiresAt, revokedAt: row.revokedAt };
+  }
+
+  async listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]> {
+    return toPlants(this.stmts.visible.all({ user: userId, limit: limit ?? -1 }) as PlantRow[]);
+  }
+
+  async listAllPlants(limit: number | undefined): Promise<Plant[]> {
+    return toPlants(this.stmts.all.all({ limit: limit ?? -1 }) as PlantRow[]);
+  }
+
+  async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
+    const db = this.sqlite;
+    const now = Date.now();
+    const upsertUser = db.prepare<{ name: string; admin: number | null; now: number }, { id: number }>(
+      `INSERT INTO users (name, is_admin, created_at) VALUES (@name, coalesce(@admin, 0), @now)
+       ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(@admin, users.is_admin) RETURNING id`,
+    );
+    const upsertGroup = db.prepare<{ name: string; now: number }, { id: number }>(
+      `INSERT INTO groups (name, created_at) VALUES (@name, @now)
+       ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+    );
+    const findUser = db.prepare<[string], { id: number }>('SELECT id FROM users WHERE name = ?');
+    const findGroup = db.prepare<[string], { id: number }>('SELECT id FROM groups WHERE name = ?');
+    const addMember = db.prepare('INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
+    const addPlant = db.prepare('INSERT INTO plants (name, tag, owner_id, is_public, created_at) VALUES (?, ?, ?, ?, ?)');
+    const grantUser = db.prepare('INSERT INTO plant_user_grants (user_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
+    const grantGroup = db.prepare('INSERT INTO plant_group_grants (group_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
+
+    // Name-to-id caches grow with users and groups, never with plants, so memory stays flat on big imports.
+    const userIds = new Map<string, number>();
+    const groupIds = new Map<string, number>();
+    const userId = (name: string, line: number): number => {
+      let id = userIds.get(name);
+      if (id === undefined) {
+        id = findUser.get(name)?.id;
+        if (id === undefined) throw invalidInput(`line ${line}: no user named "${name}" (define it on an earlier line)`);
+        userIds.set(name, id);
+      }
+      return id;
+    };
+    const groupId = (name: string, line: number): number => {
+      let id = groupIds.get(name);
+      if (id === undefined) {
+        id = findGroup.get(name)?.id;
+        if (id === undefined) throw invalidInput(`line ${line}: no group named "${name}" (define it on an earlier line)`);
+        groupIds.set(name, id);
+      }
+      return id;
+    };
+
+    const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
+    let done = 0;
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      for await (const { line, record } of records) {
+        switch (record.type) {
+          case 'user': {
+            const id = upsertUser.get({ name: record.name, admin: record.admin === undefined ? null : Number(record.admin), now })!.id;
+            userIds.set(record.name, id);
+            summary.users++;
+            break;
+          }
+          case 'group': {
+            const id = upsertGroup.get({ name: record.name, now })!.id;
+            groupIds.set(record.name, id);
+            for (const member of record.members ?? []) addMember.run(id, userId(member, line));
+            summary.groups++;
+            break;
+          }
+          case 'plant': {
+            const owner = userId(record.owner, line);
+            const plantId = Number(addPlant.run(record.name, record.tag ?? null, owner, record.public ? 1 : 0, now).lastInsertRowid);
+            for (const entry of record.sharedWith ?? []) {
+              const grantee = parseSharedWith(entry);
+              if ('user' in grantee) grantUser.run(userId(grantee.user, line), plantId);
+              else grantGroup.run(groupId(grantee.group, line), plantId);
+              summary.grants++;
+            }
+            summary.plants++;
+            break;
+          }
+        }
+        if (++done % 10_000 === 0) progress?.(done);
+      }
+      db.exec('COMMIT');
+      progress?.(done);
+      return summary;
+    } catch (err) {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  async *exportRecords(): AsyncGenerator<CatalogueRecord> {
+    const db = this.sqlite;
+    // One read transaction: the export is a consistent snapshot even while others write.
+    db.exec('BEGIN');
+    try {
+      const users = db.prepare('SELECT name, is_admin FROM users ORDER BY id').raw(true);
+      for (const [name, admin] of users.iterate() as Iterable<[string, number]>) {
+        yield admin === 1 ? { type: 'user', name, admin: true } : { type: 'user', name };
+      }
+      const groups = db
+        .prepare(
+          `SELECT g.name, (SELECT json_group_array(name) FROM (
+             SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id)) AS members
+           FROM groups g ORDER BY g.id`,
+        )
+        .raw(true);
+      for (const [name, members] of groups.iterate() as Iterable<[string, string]>) {
+        const list = JSON.parse(members) as string[];
+        yield list.length > 0 ? { type: 'group', name, members: list } : { type: 'group', name };
+      }
+      const plants = db
+        .prepare(
+          `SELECT p.name, p.tag, u.name, p.is_public,
+             (SELECT json_group_array(name) FROM (
+                SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id)),
+             (SELECT json_group_array('group:' || name) FROM (
+                SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id))
+           FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id`,
+        )
+        .raw(true);
+      type Row = [string, string | null, string, number, string, string];
+      for (const [name, tag, owner, isPublic, users, groups] of plants.iterate() as Iterable<Row>) {
+        const sharedWith = [...(JSON.parse(users) as string[]), ...(JSON.parse(groups) as string[])];
+        yield {
+          type: 'plant',
+          name,
+          ...(tag === null ? {} : { tag }),
+          owner,
+          public: isPublic === 1,
+          ...(sharedWith.length > 0 ? { sharedWith } : {}),
+        };
+      }
+    } finally {
+      if (db.inTransaction) db.exec('COMMIT');
+    }
+  }
+}

@@ -1,0 +1,134 @@
+import type { CatalogueRecord } from '../catalogue/records.js';
+
+/** A plant as the contract shows it: `tag` is absent, never null, when the plant has none. */
+export interface Plant {
+  name: string;
+  tag?: string;
+}
+
+export interface UserInfo {
+  id: number;
+  name: string;
+  admin: boolean;
+  createdAt: Date;
+}
+
+export interface GroupInfo {
+  id: number;
+  name: string;
+  members: string[];
+  createdAt: Date;
+}
+
+export interface PlantInfo {
+  id: number;
+  name: string;
+  tag?: string;
+  owner: string;
+  public: boolean;
+  createdAt: Date;
+}
+
+export type Grantee = { user: string } | { group: string };
+
+export interface GrantInfo {
+  plantId: number;
+  plantName: string;
+  grantee: Grantee;
+}
+
+export interface TokenInfo {
+  id: number;
+  user: string;
+  label?: string;
+  createdAt: Date;
+  expiresAt?: Date;
+  revokedAt?: Date;
+}
+
+/** What the hot path needs to know about a presented token. */
+export interface TokenCredential {
+  tokenId: number;
+  userId: number;
+  admin: boolean;
+  expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+export interface NewToken {
+  user: string;
+  hash: Buffer;
+  label?: string;
+  expiresAt?: Date;
+}
+
+export interface ImportProgress {
+  (recordsDone: number): void;
+}
+
+export interface ImportSummary {
+  users: number;
+  groups: number;
+  plants: number;
+  grants: number;
+}
+
+/** One numbered record of an import stream; `line` is used in error messages. */
+export interface NumberedRecord {
+  line: number;
+  record: CatalogueRecord;
+}
+
+/**
+ * The one storage interface. The HTTP layer and the access rules speak only to this; each backend
+ * (SQLite, PostgreSQL) implements it. Names identify users and groups; plants are identified by a
+ * numeric id that also defines catalogue order (ids only ever grow).
+ */
+export interface Store {
+  readonly backend: 'sqlite' | 'postgres';
+
+  /** Resolves when the database answers a trivial query; rejects otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  // Hot path.
+  findToken(hash: Buffer): Promise<TokenCredential | undefined>;
+  /** Plants the user may see, in catalogue order; `limit` undefined means all. */
+  listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]>;
+  /** Every plant, in catalogue order (what an admin sees). */
+  listAllPlants(limit: number | undefined): Promise<Plant[]>;
+
+  // Users.
+  addUser(name: string, admin: boolean): Promise<UserInfo>;
+  setAdmin(name: string, admin: boolean): Promise<void>;
+  removeUser(name: string, opts: { withPlants: boolean }): Promise<void>;
+  listUsers(): Promise<UserInfo[]>;
+
+  // Groups.
+  addGroup(name: string): Promise<GroupInfo>;
+  removeGroup(name: string): Promise<void>;
+  addMember(group: string, user: string): Promise<void>;
+  removeMember(group: string, user: string): Promise<void>;
+  listGroups(): Promise<GroupInfo[]>;
+
+  // Plants.
+  addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo>;
+  removePlant(id: number): Promise<void>;
+  listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]>;
+
+  // Grants.
+  addGrant(plantId: number, grantee: Grantee): Promise<void>;
+  removeGrant(plantId: number, grantee: Grantee): Promise<void>;
+  listGrants(filter: { plantId?: number }): Promise<GrantInfo[]>;
+
+  // Tokens (only hashes are stored).
+  addToken(token: NewToken): Promise<TokenInfo>;
+  revokeToken(id: number): Promise<void>;
+  listTokens(filter: { user?: string }): Promise<TokenInfo[]>;
+
+  // Bulk.
+  /** All-or-nothing: either every record is written or none is. */
+  importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
+  /** Streams the whole catalogue in import format, in an order that imports back. */
+  exportRecords(): AsyncIterable<CatalogueRecord>;
+}
