@@ -51,6 +51,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     uiConfig: { tryItOutEnabled: true, displayRequestDuration: true, validatorUrl: null, deepLinking: false },
-    staticCSP: true,
+    // Everything the page needs is served from here: no external origins, and no upgrade-insecure-requests,
+    // which would break "try it out" on a plain-HTTP deployment.
+    staticCSP:
+      "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' data:; frame-ancestors 'self'; " +
+      "img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self'",
   });
 }

@@ -1,0 +1,54 @@
+import type { Command } from 'commander';
+import { invalidInput } from '../../errors.js';
+import type { Grantee } from '../../store/store.js';
+import { parseId, withStore } from '../context.js';
+import { printRows } from '../output.js';
+
+function grantee(opts: { user?: string; group?: string }): Grantee {
+  if ((opts.user === undefined) === (opts.group === undefined)) throw invalidInput('give exactly one of --user or --group');
+  return opts.user !== undefined ? { user: opts.user } : { group: opts.group! };
+}
+
+export function registerGrantCommands(program: Command): void {
+  const grants = program.command('grants').description('share plants with users and groups');
+
+  grants
+    .command('add <plant-id>')
+    .description('share a plant with a user or a group')
+    .option('--user <user>', 'the user to share with')
+    .option('--group <group>', 'the group to share with')
+    .addHelpText('after', '\nExamples:\n  plantstore grants add 42 --user bob\n  plantstore grants add 42 --group gardeners')
+    .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
+      const to = grantee(opts);
+      await withStore(cmd, (store) => store.addGrant(parseId('plant id', id), to));
+    });
+
+  grants
+    .command('remove <plant-id>')
+    .description('stop sharing a plant with a user or a group')
+    .option('--user <user>', 'the user')
+    .option('--group <group>', 'the group')
+    .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
+      const from = grantee(opts);
+      await withStore(cmd, (store) => store.removeGrant(parseId('plant id', id), from));
+    });
+
+  grants
+    .command('list')
+    .description('list grants')
+    .option('--plant <id>', 'only grants of this plant')
+    .option('--json', 'print JSON', false)
+    .action(async (opts: { plant?: string; json: boolean }, cmd: Command) => {
+      const filter = opts.plant === undefined ? {} : { plantId: parseId('plant id', opts.plant) };
+      const rows = await withStore(cmd, (store) => store.listGrants(filter));
+      printRows(
+        rows,
+        [
+          { header: 'plant', value: (g) => String(g.plantId) },
+          { header: 'name', value: (g) => g.plantName },
+          { header: 'grantee', value: (g) => ('user' in g.grantee ? `user:${g.grantee.user}` : `group:${g.grantee.group}`) },
+        ],
+        opts.json,
+      );
+    });
+}

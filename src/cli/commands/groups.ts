@@ -1,0 +1,57 @@
+import type { Command } from 'commander';
+import { withStore } from '../context.js';
+import { printRows } from '../output.js';
+
+export function registerGroupCommands(program: Command): void {
+  const groups = program.command('groups').description('manage groups of users');
+
+  groups
+    .command('add <name>')
+    .description('add a group')
+    .addHelpText('after', '\nExample:\n  plantstore groups add gardeners')
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.addGroup(name));
+      process.stderr.write(`added group ${name}\n`);
+    });
+
+  groups
+    .command('remove <name>')
+    .description('remove a group (its members and grants go with it)')
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.removeGroup(name));
+      process.stderr.write(`removed group ${name}\n`);
+    });
+
+  groups
+    .command('add-member <group> <users...>')
+    .description('add users to a group')
+    .addHelpText('after', '\nExample:\n  plantstore groups add-member gardeners alice bob')
+    .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
+      await withStore(cmd, async (store) => {
+        for (const user of users) await store.addMember(group, user);
+      });
+    });
+
+  groups
+    .command('remove-member <group> <user>')
+    .description('remove a user from a group')
+    .action(async (group: string, user: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.removeMember(group, user));
+    });
+
+  groups
+    .command('list')
+    .description('list groups and their members')
+    .option('--json', 'print JSON', false)
+    .action(async (opts: { json: boolean }, cmd: Command) => {
+      const rows = await withStore(cmd, (store) => store.listGroups());
+      printRows(
+        rows,
+        [
+          { header: 'name', value: (g) => g.name },
+          { header: 'members', value: (g) => g.members.join(', ') },
+        ],
+        opts.json,
+      );
+    });
+}

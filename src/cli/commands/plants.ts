@@ -1,0 +1,50 @@
+import type { Command } from 'commander';
+import { parseId, withStore } from '../context.js';
+import { printRows } from '../output.js';
+
+export function registerPlantCommands(program: Command): void {
+  const plants = program.command('plants').description('manage plants');
+
+  plants
+    .command('add')
+    .description('add a plant; prints its id')
+    .requiredOption('--name <name>', 'the name of the plant')
+    .requiredOption('--owner <user>', 'the user who owns it')
+    .option('--tag <tag>', 'tag that specifies the type of the plant')
+    .option('--public', 'every user sees it', false)
+    .addHelpText('after', '\nExample:\n  plantstore plants add --name "Monstera deliciosa" --tag tropical --owner alice --public')
+    .action(async (opts: { name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
+      const plant = await withStore(cmd, (store) =>
+        store.addPlant({ name: opts.name, owner: opts.owner, public: opts.public, ...(opts.tag === undefined ? {} : { tag: opts.tag }) }),
+      );
+      process.stdout.write(`${plant.id}\n`);
+    });
+
+  plants
+    .command('list')
+    .description('list plants in catalogue order')
+    .option('--owner <user>', 'only plants of this owner')
+    .option('--json', 'print JSON', false)
+    .action(async (opts: { owner?: string; json: boolean }, cmd: Command) => {
+      const rows = await withStore(cmd, (store) => store.listPlantRecords(opts.owner === undefined ? {} : { owner: opts.owner }));
+      printRows(
+        rows,
+        [
+          { header: 'id', value: (p) => String(p.id) },
+          { header: 'name', value: (p) => p.name },
+          { header: 'tag', value: (p) => p.tag ?? '-' },
+          { header: 'owner', value: (p) => p.owner },
+          { header: 'public', value: (p) => (p.public ? 'yes' : 'no') },
+        ],
+        opts.json,
+      );
+    });
+
+  plants
+    .command('remove <id>')
+    .description('remove a plant and its grants')
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.removePlant(parseId('plant id', id)));
+      process.stderr.write(`removed plant ${id}\n`);
+    });
+}

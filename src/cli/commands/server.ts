@@ -1,0 +1,81 @@
+import type { Command } from 'commander';
+import { generateToken } from '../../access/tokens.js';
+import { openStore } from '../../store/open-store.js';
+import type { NumberedRecord, Store } from '../../store/store.js';
+import { configFrom, withStore } from '../context.js';
+import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
+
+// The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
+const loadServer = () => import('../../server.js');
+
+interface ServeOptions {
+  host?: string;
+  port?: string;
+  logLevel?: string;
+}
+
+function addServeOptions(command: Command): Command {
+  return command
+    .option('--host <host>', 'address to listen on (PLANTSTORE_HOST, default 127.0.0.1)')
+    .option('--port <port>', 'port to listen on (PLANTSTORE_PORT, default 8080)')
+    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)');
+}
+
+async function* demoRecords(): AsyncGenerator<NumberedRecord> {
+  let line = 0;
+  for (const record of DEMO_RECORDS) yield { line: ++line, record };
+}
+
+/** Loads the demo catalogue once (a second run keeps it) and issues fresh 7-day tokens; prints how to try it. */
+async function seedDemo(store: Store, baseUrl: string): Promise<void> {
+  const existing = new Set((await store.listUsers()).map((u) => u.name));
+  if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(demoRecords());
+  const lines = ['', 'Plant Store demo. Tokens (valid 7 days):', ''];
+  const curls: string[] = [];
+  for (const user of DEMO_USERS) {
+    const { token, hash } = generateToken();
+    await store.addToken({ user: user.name, hash, label: 'demo', expiresAt: new Date(Date.now() + 7 * 86_400_000) });
+    lines.push(`  ${user.name.padEnd(6)} ${user.note}`, `         ${token}`);
+    curls.push(`curl -s -H 'Authorization: Bearer ${token}' '${baseUrl}/plants?limit=5'   # as ${user.name}`);
+  }
+  lines.push('', 'Try:', '', ...curls.map((c) => `  ${c}`), `  curl -s '${baseUrl}/plants'   # no token: 401`, '');
+  lines.push(`API reference: ${baseUrl}/docs   OpenAPI document: ${baseUrl}/openapi.json`, '');
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+export function registerServerCommands(program: Command): void {
+  addServeOptions(program.command('serve'))
+    .description('run the HTTP service')
+    .addHelpText('after', '\nExamples:\n  plantstore serve\n  PLANTSTORE_DB=/var/lib/plantstore/plants.db plantstore serve --host 0.0.0.0 --port 8080')
+    .action(async (opts: ServeOptions, cmd: Command) => {
+      const config = configFrom(cmd, opts);
+      const { runServer } = await loadServer();
+      await runServer(config);
+    });
+
+  program
+    .command('migrate')
+    .description('create the database or bring its schema up to date (serve and every command also do this)')
+    .action(async (_opts: unknown, cmd: Command) => {
+      await withStore(cmd, async () => {});
+      process.stderr.write('database schema is up to date\n');
+    });
+
+  addServeOptions(program.command('demo'))
+    .description('load demo users, groups and plants, issue tokens and print ready-to-paste curl commands')
+    .option('--serve', 'then run the service', false)
+    .addHelpText('after', '\nExample:\n  plantstore demo --db ./data/demo.db --serve')
+    .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
+      const config = configFrom(cmd, opts);
+      const store = await openStore(config.db);
+      const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+      try {
+        await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`);
+      } catch (err) {
+        await store.close();
+        throw err;
+      }
+      if (opts.serve) await (await loadServer()).runServer(config, store);
+      else await store.close();
+    });
+}

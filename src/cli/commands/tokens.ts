@@ -1,0 +1,57 @@
+import type { Command } from 'commander';
+import { generateToken } from '../../access/tokens.js';
+import { parseDuration } from '../duration.js';
+import { parseId, withStore } from '../context.js';
+import { isoDate, printRows } from '../output.js';
+
+export function registerTokenCommands(program: Command): void {
+  const tokens = program.command('tokens').description('issue, list and revoke bearer tokens');
+
+  tokens
+    .command('create <user>')
+    .description('issue a bearer token for a user; prints the token alone (it is shown only this once)')
+    .option('--expires-in <duration>', 'lifetime, e.g. 90s, 15m, 12h, 30d, 2w (default: no expiry)')
+    .option('--label <text>', 'a note to recognise the token by')
+    .addHelpText('after', '\nExample:\n  TOKEN=$(plantstore tokens create alice --expires-in 30d --label laptop)')
+    .action(async (user: string, opts: { expiresIn?: string; label?: string }, cmd: Command) => {
+      const expiresAt = opts.expiresIn === undefined ? undefined : new Date(Date.now() + parseDuration(opts.expiresIn));
+      const { token, hash } = generateToken();
+      const info = await withStore(cmd, (store) =>
+        store.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
+      );
+      process.stdout.write(`${token}\n`);
+      if (process.stderr.isTTY) process.stderr.write(`token ${info.id} for ${user}; store it now, it cannot be shown again\n`);
+    });
+
+  tokens
+    .command('list')
+    .description('list tokens (never their values)')
+    .option('--user <user>', 'only tokens of this user')
+    .option('--json', 'print JSON', false)
+    .action(async (opts: { user?: string; json: boolean }, cmd: Command) => {
+      const rows = await withStore(cmd, (store) => store.listTokens(opts.user === undefined ? {} : { user: opts.user }));
+      const now = Date.now();
+      const state = (t: (typeof rows)[number]) =>
+        t.revokedAt ? 'revoked' : t.expiresAt && t.expiresAt.getTime() <= now ? 'expired' : 'active';
+      printRows(
+        rows.map((t) => ({ ...t, state: state(t) })),
+        [
+          { header: 'id', value: (t) => String(t.id) },
+          { header: 'user', value: (t) => t.user },
+          { header: 'label', value: (t) => t.label ?? '-' },
+          { header: 'state', value: (t) => t.state },
+          { header: 'created', value: (t) => isoDate(t.createdAt) },
+          { header: 'expires', value: (t) => isoDate(t.expiresAt) },
+        ],
+        opts.json,
+      );
+    });
+
+  tokens
+    .command('revoke <id>')
+    .description('revoke a token; the next request with it is refused')
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.revokeToken(parseId('token id', id)));
+      process.stderr.write(`revoked token ${id}\n`);
+    });
+}

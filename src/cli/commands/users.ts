@@ -1,0 +1,56 @@
+import type { Command } from 'commander';
+import { invalidInput } from '../../errors.js';
+import { withStore } from '../context.js';
+import { isoDate, printRows } from '../output.js';
+
+export function registerUserCommands(program: Command): void {
+  const users = program.command('users').description('manage users');
+
+  users
+    .command('add <name>')
+    .description('add a user')
+    .option('--admin', 'the user sees every plant', false)
+    .addHelpText('after', '\nExamples:\n  plantstore users add alice\n  plantstore users add root --admin')
+    .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
+      await withStore(cmd, async (store) => {
+        await store.addUser(name, opts.admin);
+        process.stderr.write(`added user ${name}${opts.admin ? ' (admin)' : ''}\n`);
+      });
+    });
+
+  users
+    .command('set-admin <name> <on|off>')
+    .description('make a user an admin, or not')
+    .addHelpText('after', '\nExample:\n  plantstore users set-admin alice on')
+    .action(async (name: string, flag: string, _opts: unknown, cmd: Command) => {
+      if (flag !== 'on' && flag !== 'off') throw invalidInput(`expected "on" or "off", not "${flag}"`);
+      await withStore(cmd, (store) => store.setAdmin(name, flag === 'on'));
+    });
+
+  users
+    .command('list')
+    .description('list users')
+    .option('--json', 'print JSON', false)
+    .action(async (opts: { json: boolean }, cmd: Command) => {
+      const rows = await withStore(cmd, (store) => store.listUsers());
+      printRows(
+        rows,
+        [
+          { header: 'name', value: (u) => u.name },
+          { header: 'admin', value: (u) => (u.admin ? 'yes' : 'no') },
+          { header: 'created', value: (u) => isoDate(u.createdAt) },
+        ],
+        opts.json,
+      );
+    });
+
+  users
+    .command('remove <name>')
+    .description('remove a user, with their tokens, grants and memberships')
+    .option('--with-plants', 'also remove the plants the user owns', false)
+    .addHelpText('after', '\nExample:\n  plantstore users remove bob --with-plants')
+    .action(async (name: string, opts: { withPlants: boolean }, cmd: Command) => {
+      await withStore(cmd, (store) => store.removeUser(name, { withPlants: opts.withPlants }));
+      process.stderr.write(`removed user ${name}\n`);
+    });
+}

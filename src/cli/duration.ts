@@ -1,0 +1,10 @@
+import { invalidInput } from '../errors.js';
+
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
+
+/** Parses `90s`, `15m`, `12h`, `30d`, `2w` into milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^([1-9][0-9]{0,8})([smhdw])$/.exec(text.trim());
+  if (!match) throw invalidInput(`invalid duration "${text}": use a number and a unit, e.g. 90s, 15m, 12h, 30d, 2w`);
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+}

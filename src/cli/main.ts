@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { DomainError } from '../errors.js';
+import { registerCatalogueCommands } from './commands/catalogue.js';
+import { registerGrantCommands } from './commands/grants.js';
+import { registerGroupCommands } from './commands/groups.js';
+import { registerPlantCommands } from './commands/plants.js';
+import { registerServerCommands } from './commands/server.js';
+import { registerTokenCommands } from './commands/tokens.js';
+import { registerUserCommands } from './commands/users.js';
+import { VERSION } from '../version.js';
+
+export function buildCli(): Command {
+  const program = new Command('plantstore')
+    .description('Plant Store: serve GET /plants and manage its users, groups, plants, grants and tokens')
+    .version(VERSION)
+    .option('--db <path>', 'SQLite database file (PLANTSTORE_DB, default ./data/plantstore.db)')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  registerServerCommands(program);
+  registerUserCommands(program);
+  registerGroupCommands(program);
+  registerPlantCommands(program);
+  registerGrantCommands(program);
+  registerTokenCommands(program);
+  registerCatalogueCommands(program);
+  return program;
+}
+
+/** Every failure is one line on stderr and a non-zero exit; stack traces only with PLANTSTORE_DEBUG=1. */
+async function main(): Promise<void> {
+  try {
+    await buildCli().parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Commander already printed its message (or help / version); keep its exit code.
+      process.exitCode = err.exitCode;
+      return;
+    }
+    if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
+    const message = err instanceof DomainError || err instanceof Error ? err.message : String(err);
+    process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
+    process.exitCode = 1;
+  }
+}
+
+await main();

@@ -1,0 +1,238 @@
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../src/config.js';
+import { startServer } from '../../src/server.js';
+
+// The CLI is tested as users run it: the built bin, in a child process, on a real database file.
+const BIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(db: string, args: string[], stdin?: string): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [BIN, '--db', db, ...args],
+      { env: { ...process.env, PLANTSTORE_DB: '' }, maxBuffer: 256 * 1024 * 1024 },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
+    if (stdin !== undefined) child.stdin!.end(stdin);
+  });
+}
+
+async function ok(db: string, args: string[], stdin?: string): Promise<Run> {
+  const run = await cli(db, args, stdin);
+  assert.equal(run.code, 0, `plantstore ${args.join(' ')} failed: ${run.stderr}`);
+  return run;
+}
+
+/** A user mistake: non-zero exit, exactly one line on stderr, no stack trace. */
+async function fails(db: string, args: string[], pattern: RegExp, stdin?: string): Promise<Run> {
+  const run = await cli(db, args, stdin);
+  assert.notEqual(run.code, 0, `expected plantstore ${args.join(' ')} to fail`);
+  const lines = run.stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 1, `expected one line on stderr, got:\n${run.stderr}`);
+  assert.match(lines[0]!, pattern);
+  assert.doesNotMatch(run.stderr, /\n\s+at /);
+  return run;
+}
+
+const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+
+describe('plantstore CLI', () => {
+  let dir: string;
+  let n = 0;
+  const freshDb = () => join(dir, `db-${++n}`, 'plants.db');
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('manages users, groups, plants and grants, with --json lists', async () => {
+    const db = freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    await ok(db, ['users', 'add', 'root', '--admin']);
+    await ok(db, ['groups', 'add', 'gardeners']);
+    await ok(db, ['groups', 'add-member', 'gardeners', 'alice', 'root']);
+    const id = (await ok(db, ['plants', 'add', '--name', 'Monstera', '--tag', 'tropical', '--owner', 'root'])).stdout.trim();
+    assert.match(id, /^\d+$/);
+    await ok(db, ['grants', 'add', id, '--group', 'gardeners']);
+    await ok(db, ['grants', 'add', id, '--user', 'alice']);
+
+    const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
+    assert.deepEqual(users.map((u: { name: string; admin: boolean }) => [u.name, u.admin]), [['alice', false], ['root', true]]);
+    const groups = JSON.parse((await ok(db, ['groups', 'list', '--json'])).stdout);
+    assert.deepEqual(groups[0].members, ['alice', 'root']);
+    const plants = JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout);
+    assert.deepEqual(plants.map((p: { name: string; tag: string; owner: string }) => [p.name, p.tag, p.owner]), [['Monstera', 'tropical', 'root']]);
+    const grants = JSON.parse((await ok(db, ['grants', 'list', '--json', '--plant', id])).stdout);
+    assert.deepEqual(grants.map((g: { grantee: object }) => g.grantee), [{ user: 'alice' }, { group: 'gardeners' }]);
+    assert.match((await ok(db, ['users', 'list'])).stdout, /^NAME\s+ADMIN\s+CREATED\nalice\s+no/);
+
+    await ok(db, ['grants', 'remove', id, '--user', 'alice']);
+    await ok(db, ['groups', 'remove-member', 'gardeners', 'alice']);
+    await fails(db, ['users', 'remove', 'root'], /owns 1 plant/);
+    await ok(db, ['users', 'remove', 'root', '--with-plants']);
+    assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout), []);
+  });
+
+  it('reports user mistakes as one line and a non-zero exit', async () => {
+    const db = freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    await fails(db, ['users', 'add', 'alice'], /^plantstore: user "alice" already exists$/);
+    await fails(db, ['users', 'add', ' spaced'], /white space/);
+    await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
+    await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
+    await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);
+    await fails(db, ['grants', 'add', '1'], /exactly one of --user or --group|no plant/);
+    await fails(db, ['tokens', 'create', 'alice', '--expires-in', '10 years'], /invalid duration/);
+    await fails(db, ['tokens', 'revoke', '42'], /no token with id 42/);
+    await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
+    const notADb = join(dir, 'not-a-db');
+    writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
+    await fails(notADb, ['users', 'list'], /not a database/);
+    const unknown = await cli(db, ['frobnicate']);
+    assert.notEqual(unknown.code, 0);
+    assert.match(unknown.stderr, /unknown command/);
+  });
+
+  it('issues a token printed alone, which works until it is revoked', async () => {
+    const db = freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
+    const created = await ok(db, ['tokens', 'create', 'alice', '--label', 'laptop', '--expires-in', '30d']);
+    const token = created.stdout.trim();
+    assert.match(created.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/);
+
+    const server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent' }));
+    try {
+      const get = () => fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+      const before = await get();
+      assert.equal(before.status, 200);
+      assert.deepEqual(await before.json(), [{ name: 'Fern' }]);
+
+      const [listed] = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout);
+      assert.equal(listed.label, 'laptop');
+      assert.equal(listed.state, 'active');
+      assert.ok(!JSON.stringify(listed).includes(token), 'token list must never show the token');
+      await ok(db, ['tokens', 'revoke', String(listed.id)]);
+
+      const afterRevoke = await get();
+      assert.equal(afterRevoke.status, 401);
+      assert.equal((await afterRevoke.json()).error, 40104);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('imports all or nothing, naming the bad line', async () => {
+    const db = freshDb();
+    const good = [
+      { type: 'user', name: 'alice' },
+      { type: 'user', name: 'bob' },
+      { type: 'group', name: 'gardeners', members: ['alice', 'bob'] },
+      { type: 'plant', name: 'Monstera deliciosa', tag: 'tropical', owner: 'alice', public: false, sharedWith: ['bob', 'group:gardeners'] },
+    ];
+    const cases: [string, string, RegExp][] = [
+      ['not JSON', ndjson(good) + '{"type": "plant",\n', /^plantstore: line 5: not valid JSON/],
+      ['unknown owner', ndjson([...good, { type: 'plant', name: 'X', owner: 'carol' }]), /^plantstore: line 5: no user named "carol"/],
+      ['unknown group', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', sharedWith: ['group:nope'] }]), /line 5: no group named "nope"/],
+      ['member before user', ndjson([{ type: 'group', name: 'g', members: ['zed'] }, ...good]), /line 1: no user named "zed"/],
+      ['unknown type', ndjson([...good, { type: 'tree', name: 'X' }]), /line 5: "type" must be/],
+      ['unknown field', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', tags: 'x' }]), /line 5: unknown field "tags"/],
+      ['wrong type', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', public: 'yes' }]), /line 5: field public must be boolean/],
+      ['empty name', ndjson([...good, { type: 'plant', name: '', owner: 'bob' }]), /line 5: plant name must not be empty/],
+      ['missing owner', ndjson([...good, { type: 'plant', name: 'X' }]), /line 5: plant record is missing "owner"/],
+    ];
+    for (const [label, text, pattern] of cases) {
+      const file = join(dir, `bad-${label.replaceAll(' ', '-')}.ndjson`);
+      writeFileSync(file, text);
+      await fails(db, ['import', file], pattern);
+      const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
+      assert.deepEqual(users, [], `${label}: nothing may be written by a failed import`);
+    }
+    const file = join(dir, 'good.ndjson');
+    writeFileSync(file, ndjson(good));
+    const run = await ok(db, ['import', file]);
+    assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
+  });
+
+  it('round-trips export then import, byte for byte, including odd names', async () => {
+    const source = freshDb();
+    const records = [
+      { type: 'user', name: 'alice', admin: true },
+      { type: 'user', name: 'bob' },
+      { type: 'user', name: 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿' },
+      { type: 'group', name: 'gardeners', members: ['bob', 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿'] },
+      { type: 'group', name: 'empty group' },
+      { type: 'plant', name: 'Plain', owner: 'bob', public: false },
+      { type: 'plant', name: 'Tagged', tag: 'tropical', owner: 'alice', public: true, sharedWith: ['bob', 'group:gardeners'] },
+      { type: 'plant', name: 'Odd "quoted"; DROP TABLE plants; -- <script>alert(1)</script>\u0001\t', tag: '\u0007', owner: 'bob', public: false, sharedWith: ['group:empty group'] },
+    ];
+    await ok(source, ['import', '-'], ndjson(records));
+    const exported = (await ok(source, ['export'])).stdout;
+    assert.deepEqual(exported.trimEnd().split('\n').map((l) => JSON.parse(l)), records);
+
+    const target = freshDb();
+    const file = join(dir, 'export.ndjson');
+    await ok(source, ['export', '-o', file]);
+    assert.equal(readFileSync(file, 'utf8'), exported);
+    await ok(target, ['import', file]);
+    assert.equal((await ok(target, ['export'])).stdout, exported);
+  });
+
+  it('imports a large catalogue in one streaming pass', async () => {
+    const db = freshDb();
+    const lines = [JSON.stringify({ type: 'user', name: 'owner' }), JSON.stringify({ type: 'group', name: 'g', members: ['owner'] })];
+    for (let i = 0; i < 50_000; i++) {
+      lines.push(JSON.stringify({ type: 'plant', name: `plant ${i}`, ...(i % 3 ? { tag: `t${i % 7}` } : {}), owner: 'owner', public: i % 20 === 0, ...(i % 10 === 0 ? { sharedWith: ['group:g'] } : {}) }));
+    }
+    const file = join(dir, 'large.ndjson');
+    writeFileSync(file, lines.join('\n') + '\n');
+    const run = await ok(db, ['import', file]);
+    assert.match(run.stderr, /imported 1 users, 1 groups, 50000 plants, 5000 grants/);
+    const exported = (await ok(db, ['export'])).stdout;
+    assert.equal(exported, lines.join('\n') + '\n');
+  });
+
+  it('demo seeds once and prints working curl commands', async () => {
+    const db = freshDb();
+    const first = await ok(db, ['demo']);
+    const second = await ok(db, ['demo']);
+    assert.match(first.stdout, /curl -s -H 'Authorization: Bearer pst_[A-Za-z0-9_-]{43}' 'http:\/\/127\.0\.0\.1:8080\/plants\?limit=5'/);
+    const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
+    assert.equal(users.length, 4, 'a second demo run must not duplicate the catalogue');
+    assert.notEqual(first.stdout, second.stdout, 'each run issues fresh tokens');
+  });
+
+  it('serve answers, then drains and exits 0 on SIGTERM', async () => {
+    const db = freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (match) resolve(match[1]!);
+      });
+      child.on('exit', () => reject(new Error(`serve exited early: ${out}`)));
+    });
+    const health = await fetch(`${url}/healthz`);
+    assert.equal(health.status, 200);
+    const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exit, 0);
+    assert.match(out, /shutting down/);
+  });
+});
