@@ -5,8 +5,16 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** Validated configuration. Only the entry points read the environment; everything else gets this. */
 export interface Config {
-  /** SQLite file path (or `:memory:`). */
+  /** SQLite file path (or `:memory:`), or a postgres:// URL. */
   db: string;
+  /** Optional PostgreSQL read replica for listings; tokens are always checked on the primary. */
+  readDb: string | undefined;
+  /** PostgreSQL connections per process. */
+  poolSize: number;
+  /** PostgreSQL statement timeout, so a stuck query becomes a 503 instead of a hung request. */
+  statementTimeoutMs: number;
+  /** HTTP worker processes for `serve` (one per core is typical). */
+  workers: number;
   host: string;
   port: number;
   logLevel: LogLevel;
@@ -19,6 +27,10 @@ export interface Config {
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
 export interface ConfigInput {
   db?: string | undefined;
+  readDb?: string | undefined;
+  poolSize?: string | number | undefined;
+  statementTimeoutMs?: string | number | undefined;
+  workers?: string | number | undefined;
   host?: string | undefined;
   port?: string | number | undefined;
   logLevel?: string | undefined;
@@ -57,8 +69,24 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw invalidInput(`invalid log level "${logLevel}": expected one of ${LOG_LEVELS.join(', ')}`);
   }
+  const readDb = input.readDb ?? env.PLANTSTORE_READ_DB;
+  if (readDb !== undefined && readDb !== '' && !/^postgres(ql)?:\/\//i.test(readDb)) {
+    throw invalidInput('invalid read database: PLANTSTORE_READ_DB / --read-db must be a postgres:// URL');
+  }
+  if (readDb && !/^postgres(ql)?:\/\//i.test(db)) {
+    throw invalidInput('a read replica (--read-db) needs a PostgreSQL primary (--db postgres://...)');
+  }
   return {
     db,
+    readDb: readDb || undefined,
+    poolSize: integerIn('pool size', pick<string | number>(input.poolSize, env.PLANTSTORE_PG_POOL_SIZE, 10), 1, 1000),
+    statementTimeoutMs: integerIn(
+      'statement timeout',
+      pick<string | number>(input.statementTimeoutMs, env.PLANTSTORE_PG_STATEMENT_TIMEOUT_MS, 5000),
+      1,
+      3_600_000,
+    ),
+    workers: integerIn('workers', pick<string | number>(input.workers, env.PLANTSTORE_WORKERS, 1), 1, 256),
     host,
     port: integerIn('port', pick<string | number>(input.port, env.PLANTSTORE_PORT, 8080), 0, 65535),
     logLevel: logLevel as LogLevel,

@@ -13,7 +13,7 @@ export interface RunningServer {
 }
 
 export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
-  const store = existingStore ?? (await openStore(config.db));
+  const store = existingStore ?? (await openStore(config));
   let app: FastifyInstance;
   try {
     app = await buildApp({ config, store });
@@ -63,6 +63,59 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
         process.exit(1);
       },
     );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}
+
+/**
+ * `serve --workers N`: a primary process that forks N HTTP workers sharing the port (node:cluster),
+ * replaces any that die, and on SIGTERM/SIGINT asks each to drain and waits for them. The schema is
+ * migrated once here, before any worker starts, so workers never race on it.
+ */
+export async function runCluster(config: Config): Promise<void> {
+  const cluster = (await import('node:cluster')).default;
+  const { pino } = await import('pino');
+  const { fileURLToPath } = await import('node:url');
+  const { loggerOptions } = await import('./logger.js');
+  const log = pino(loggerOptions(config.logLevel));
+
+  await (await openStore(config)).close();
+
+  cluster.setupPrimary({ exec: fileURLToPath(new URL('./worker.js', import.meta.url)), args: [] });
+  const workerEnv = { PLANTSTORE_WORKER_CONFIG: JSON.stringify({ ...config, workers: 1 }) };
+  let stopping = false;
+  const startedAt = new Map<number, number>();
+  const fork = () => {
+    const worker = cluster.fork(workerEnv);
+    startedAt.set(worker.id, Date.now());
+  };
+  cluster.on('exit', (worker, code, signal) => {
+    const lived = Date.now() - (startedAt.get(worker.id) ?? 0);
+    startedAt.delete(worker.id);
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) {
+        log.info('all workers stopped');
+        process.exit(0);
+      }
+      return;
+    }
+    // A worker that dies at once (bad port, database down) is restarted after a pause, not in a tight loop.
+    const delay = lived < 2_000 ? 1_000 : 0;
+    log.warn({ pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
+    setTimeout(fork, delay);
+  });
+  for (let i = 0; i < config.workers; i++) fork();
+  log.info({ workers: config.workers }, 'started workers');
+
+  const onSignal = (signal: NodeJS.Signals) => {
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining workers');
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    setTimeout(() => {
+      log.error('shutdown grace period ran out');
+      process.exit(1);
+    }, (config.shutdownGraceSeconds + 1) * 1000).unref();
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);

@@ -9,9 +9,11 @@ function checkText(what: string, value: string): void {
   if (value.length === 0) throw invalidInput(`${what} must not be empty`);
   if (value.length > MAX_NAME_LENGTH) throw invalidInput(`${what} is longer than ${MAX_NAME_LENGTH} characters`);
   if (!value.isWellFormed()) throw invalidInput(`${what} contains a lone surrogate and cannot be stored as UTF-8`);
+  // PostgreSQL text cannot hold NUL; refusing it everywhere keeps both backends byte-for-byte alike.
+  if (value.includes('\u0000')) throw invalidInput(`${what} must not contain the NUL character`);
 }
 
-/** Plant names and tags may hold anything printable or not (quotes, HTML, control characters). */
+/** Plant names and tags may hold anything printable or not (quotes, HTML, control characters but NUL). */
 export function checkPlantName(name: string): void {
   checkText('plant name', name);
 }

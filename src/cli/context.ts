@@ -5,14 +5,14 @@ import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 
 /** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
-export function configFrom(command: Command, extra: Partial<Record<'host' | 'port' | 'logLevel', string>> = {}): Config {
+export function configFrom(command: Command, extra: Partial<Record<'host' | 'port' | 'logLevel' | 'readDb' | 'workers', string>> = {}): Config {
   const { db } = command.optsWithGlobals<{ db?: string }>();
   return loadConfig({ db, ...extra }, process.env);
 }
 
 /** Opens the store for one command and always closes it, even when the command fails. */
 export async function withStore<T>(command: Command, run: (store: Store) => Promise<T>): Promise<T> {
-  const store = await openStore(configFrom(command).db);
+  const store = await openStore(configFrom(command));
   try {
     return await run(store);
   } finally {

@@ -129,7 +129,7 @@ describe('plantstore CLI', () => {
 
       const afterRevoke = await get();
       assert.equal(afterRevoke.status, 401);
-      assert.equal((await afterRevoke.json()).error, 40104);
+      assert.equal(((await afterRevoke.json()) as { error: number }).error, 40104);
     } finally {
       await server.stop();
     }

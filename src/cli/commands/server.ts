@@ -12,13 +12,17 @@ interface ServeOptions {
   host?: string;
   port?: string;
   logLevel?: string;
+  readDb?: string;
+  workers?: string;
 }
 
 function addServeOptions(command: Command): Command {
   return command
     .option('--host <host>', 'address to listen on (PLANTSTORE_HOST, default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (PLANTSTORE_PORT, default 8080)')
-    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)');
+    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)')
+    .option('--workers <n>', 'HTTP worker processes sharing the port; dead ones are replaced (PLANTSTORE_WORKERS, default 1)')
+    .option('--read-db <url>', 'PostgreSQL read replica for listings (PLANTSTORE_READ_DB)');
 }
 
 async function* demoRecords(): AsyncGenerator<NumberedRecord> {
@@ -46,11 +50,15 @@ async function seedDemo(store: Store, baseUrl: string): Promise<void> {
 export function registerServerCommands(program: Command): void {
   addServeOptions(program.command('serve'))
     .description('run the HTTP service')
-    .addHelpText('after', '\nExamples:\n  plantstore serve\n  PLANTSTORE_DB=/var/lib/plantstore/plants.db plantstore serve --host 0.0.0.0 --port 8080')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  plantstore serve\n  PLANTSTORE_DB=/var/lib/plantstore/plants.db plantstore serve --host 0.0.0.0 --port 8080' +
+        '\n  plantstore --db postgres://plantstore@db.internal/plantstore serve --host 0.0.0.0 --workers 4',
+    )
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = configFrom(cmd, opts);
-      const { runServer } = await loadServer();
-      await runServer(config);
+      const { runServer, runCluster } = await loadServer();
+      await (config.workers > 1 ? runCluster(config) : runServer(config));
     });
 
   program
@@ -67,7 +75,7 @@ export function registerServerCommands(program: Command): void {
     .addHelpText('after', '\nExample:\n  plantstore demo --db ./data/demo.db --serve')
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
       const config = configFrom(cmd, opts);
-      const store = await openStore(config.db);
+      const store = await openStore(config);
       const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
       try {
         await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`);
@@ -75,7 +83,8 @@ export function registerServerCommands(program: Command): void {
         await store.close();
         throw err;
       }
-      if (opts.serve) await (await loadServer()).runServer(config, store);
-      else await store.close();
+      if (!opts.serve) await store.close();
+      else if (config.workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config));
+      else await (await loadServer()).runServer(config, store);
     });
 }

@@ -17,8 +17,9 @@ class ListedMigrations implements MigrationProvider {
 }
 
 /** Brings the schema to the latest version; throws with the failing migration's name on error. */
-export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: new ListedMigrations(dialect) });
+export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<string[]> {
+  // With a schema, the bookkeeping tables live in it too (several Plant Stores can share one database).
+  const migrator = new Migrator({ db, provider: new ListedMigrations(dialect), ...(schema ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';

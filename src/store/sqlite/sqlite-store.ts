@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
-import { parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
+import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
 import { invalidInput } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
@@ -207,9 +207,7 @@ export class SqliteStore extends KyselyStore {
     db.exec('BEGIN');
     try {
       const users = db.prepare('SELECT name, is_admin FROM users ORDER BY id').raw(true);
-      for (const [name, admin] of users.iterate() as Iterable<[string, number]>) {
-        yield admin === 1 ? { type: 'user', name, admin: true } : { type: 'user', name };
-      }
+      for (const [name, admin] of users.iterate() as Iterable<[string, number]>) yield exportRecord.user(name, admin === 1);
       const groups = db
         .prepare(
           `SELECT g.name, (SELECT json_group_array(name) FROM (
@@ -218,30 +216,21 @@ export class SqliteStore extends KyselyStore {
         )
         .raw(true);
       for (const [name, members] of groups.iterate() as Iterable<[string, string]>) {
-        const list = JSON.parse(members) as string[];
-        yield list.length > 0 ? { type: 'group', name, members: list } : { type: 'group', name };
+        yield exportRecord.group(name, JSON.parse(members) as string[]);
       }
       const plants = db
         .prepare(
           `SELECT p.name, p.tag, u.name, p.is_public,
              (SELECT json_group_array(name) FROM (
                 SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id)),
-             (SELECT json_group_array('group:' || name) FROM (
+             (SELECT json_group_array(name) FROM (
                 SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id))
            FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id`,
         )
         .raw(true);
       type Row = [string, string | null, string, number, string, string];
       for (const [name, tag, owner, isPublic, users, groups] of plants.iterate() as Iterable<Row>) {
-        const sharedWith = [...(JSON.parse(users) as string[]), ...(JSON.parse(groups) as string[])];
-        yield {
-          type: 'plant',
-          name,
-          ...(tag === null ? {} : { tag }),
-          owner,
-          public: isPublic === 1,
-          ...(sharedWith.length > 0 ? { sharedWith } : {}),
-        };
+        yield exportRecord.plant(name, tag, owner, isPublic === 1, JSON.parse(users) as string[], JSON.parse(groups) as string[]);
       }
     } finally {
       if (db.inTransaction) db.exec('COMMIT');

@@ -1,0 +1,332 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import Cursor from 'pg-cursor';
+import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
+import { invalidInput, unavailable } from '../../errors.js';
+import { KyselyStore } from '../kysely-store.js';
+import { migrateToLatest } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import type { ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+
+export interface PostgresOptions {
+  /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
+  url: string;
+  /** A read replica for the listings; token checks and all writes stay on the primary. */
+  readUrl?: string;
+  poolSize?: number;
+  statementTimeoutMs?: number;
+}
+
+/** Same shape as the SQLite query: each access branch is an index range cut at `limit` before the union. */
+const VISIBLE_PLANTS_SQL = `
+  SELECT p.name, p.tag FROM (
+    (SELECT id FROM plants WHERE is_public = 1 ORDER BY id LIMIT $2)
+    UNION
+    (SELECT id FROM plants WHERE owner_id = $1 ORDER BY id LIMIT $2)
+    UNION
+    (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 ORDER BY plant_id LIMIT $2)
+    UNION
+    (SELECT gg.plant_id FROM group_members gm JOIN plant_group_grants gg ON gg.group_id = gm.group_id
+     WHERE gm.user_id = $1 ORDER BY gg.plant_id LIMIT $2)
+    ORDER BY 1 LIMIT $2
+  ) v JOIN plants p ON p.id = v.id
+  ORDER BY p.id`;
+
+const IMPORT_BATCH = 5_000;
+
+/** Errors that mean "the database is not there right now" rather than "this request is wrong". */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code)) return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+    e.message ?? '',
+  );
+}
+
+function splitSchema(url: string): { connectionString: string; schema?: string } {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema') ?? undefined;
+  parsed.searchParams.delete('schema');
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw invalidInput(`invalid schema "${schema}": use lower-case letters, digits and underscores`);
+  }
+  return { connectionString: parsed.toString(), ...(schema ? { schema } : {}) };
+}
+
+function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; schema?: string } {
+  const { connectionString, schema } = splitSchema(url);
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: options.statementTimeoutMs ?? 5_000,
+    ...(new URL(url).searchParams.has('application_name') ? {} : { application_name: 'plantstore' }),
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
+    types: {
+      getTypeParser: ((oid: number, format?: string) =>
+        oid === 20 ? Number : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    },
+  });
+  // An idle connection dropped by the server (restart, pg_terminate_backend) must not crash the process;
+  // the pool discards it and the next query opens a fresh one.
+  pool.on('error', () => {});
+  return { pool, ...(schema ? { schema } : {}) };
+}
+
+const rowToPlant = (r: { name: string; tag: string | null }): Plant => (r.tag === null ? { name: r.name } : { name: r.name, tag: r.tag });
+
+/** The server backend: many stateless instances on one PostgreSQL database. */
+export class PostgresStore extends KyselyStore {
+  readonly backend = 'postgres' as const;
+  private closed = false;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly readPool: pg.Pool,
+    db: Kysely<Database>,
+  ) {
+    super(db);
+  }
+
+  static async open(options: PostgresOptions): Promise<PostgresStore> {
+    const { pool, schema } = createPool(options.url, options);
+    const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
+    try {
+      if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+      await migrateToLatest(db, 'postgres', schema);
+      return new PostgresStore(pool, readPool ?? pool, db);
+    } catch (err) {
+      await pool.end();
+      await readPool?.end();
+      if (isConnectionError(err)) throw unavailable(`cannot reach PostgreSQL: ${(err as Error).message}`);
+      throw err;
+    }
+  }
+
+  /** Runs a hot-path query as a named prepared statement; connection failures become "unavailable" (503). */
+  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], pool = this.pool): Promise<R[]> {
+    try {
+      return (await pool.query<R>({ name, text, values })).rows;
+    } catch (err) {
+      if (isConnectionError(err)) throw unavailable('database unavailable');
+      throw err;
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.query('ping', 'SELECT 1', []);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.db.destroy();
+    if (this.readPool !== this.pool) await this.readPool.end();
+  }
+
+  protected isUniqueViolation(err: unknown): boolean {
+    return (err as { code?: string }).code === '23505';
+  }
+
+  async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
+    const [row] = await this.query<{ token_id: number; user_id: number; is_admin: number; expires_at: number | null; revoked_at: number | null }>(
+      'find_token',
+      `SELECT t.id AS token_id, t.user_id, u.is_admin, t.expires_at, t.revoked_at
+       FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`,
+      [hash],
+    );
+    if (!row) return undefined;
+    return { tokenId: row.token_id, userId: row.user_id, admin: row.is_admin === 1, expiresAt: row.expires_at, revokedAt: row.revoked_at };
+  }
+
+  async listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]> {
+    // LIMIT NULL is no limit in PostgreSQL.
+    const rows = await this.query<{ name: string; tag: string | null }>(
+      'visible_plants',
+      VISIBLE_PLANTS_SQL,
+      [userId, limit ?? null],
+      this.readPool,
+    );
+    return rows.map(rowToPlant);
+  }
+
+  async listAllPlants(limit: number | undefined): Promise<Plant[]> {
+    const rows = await this.query<{ name: string; tag: string | null }>(
+      'all_plants',
+      'SELECT name, tag FROM plants ORDER BY id LIMIT $1',
+      [limit ?? null],
+      this.readPool,
+    );
+    return rows.map(rowToPlant);
+  }
+
+  async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
+    const client = await this.pool.connect();
+    const now = Date.now();
+    const userIds = new Map<string, number>();
+    const groupIds = new Map<string, number>();
+    const lookup = async (table: 'users' | 'groups', cache: Map<string, number>, name: string, line: number): Promise<number> => {
+      let id = cache.get(name);
+      if (id === undefined) {
+        const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${table} WHERE name = $1`, [name]);
+        id = rows[0]?.id;
+        const what = table === 'users' ? 'user' : 'group';
+        if (id === undefined) throw invalidInput(`line ${line}: no ${what} named "${name}" (define it on an earlier line)`);
+        cache.set(name, id);
+      }
+      return id;
+    };
+
+    // Plants are buffered and written a batch at a time with ids reserved up front, so grants can refer to them.
+    type Pending = { name: string; tag: string | null; owner: number; isPublic: number; users: number[]; groups: number[] };
+    let batch: Pending[] = [];
+    const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
+    const flush = async () => {
+      if (batch.length === 0) return;
+      const { rows } = await client.query<{ id: number }>(
+        `SELECT nextval(pg_get_serial_sequence('plants', 'id')) AS id FROM generate_series(1, $1)`,
+        [batch.length],
+      );
+      const ids = rows.map((r) => r.id).sort((a, b) => a - b);
+      await client.query(
+        `INSERT INTO plants (id, name, tag, owner_id, is_public, created_at) OVERRIDING SYSTEM VALUE
+         SELECT id, name, tag, owner_id, is_public, $6 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[])
+           AS t(id, name, tag, owner_id, is_public)`,
+        [ids, batch.map((p) => p.name), batch.map((p) => p.tag), batch.map((p) => p.owner), batch.map((p) => p.isPublic), now],
+      );
+      const userGrants: [number[], number[]] = [[], []];
+      const groupGrants: [number[], number[]] = [[], []];
+      batch.forEach((p, i) => {
+        for (const u of p.users) userGrants[0].push(u), userGrants[1].push(ids[i]!);
+        for (const g of p.groups) groupGrants[0].push(g), groupGrants[1].push(ids[i]!);
+      });
+      if (userGrants[0].length > 0) {
+        await client.query(
+          'INSERT INTO plant_user_grants (user_id, plant_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING',
+          userGrants,
+        );
+      }
+      if (groupGrants[0].length > 0) {
+        await client.query(
+          'INSERT INTO plant_group_grants (group_id, plant_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING',
+          groupGrants,
+        );
+      }
+      batch = [];
+    };
+
+    let done = 0;
+    try {
+      await client.query('BEGIN');
+      for await (const { line, record } of records) {
+        switch (record.type) {
+          case 'user': {
+            await flush();
+            const { rows } = await client.query<{ id: number }>(
+              `INSERT INTO users (name, is_admin, created_at) VALUES ($1, coalesce($2::int, 0), $3)
+               ON CONFLICT (name) DO UPDATE SET is_admin = coalesce($2::int, users.is_admin) RETURNING id`,
+              [record.name, record.admin === undefined ? null : Number(record.admin), now],
+            );
+            userIds.set(record.name, rows[0]!.id);
+            summary.users++;
+            break;
+          }
+          case 'group': {
+            await flush();
+            const { rows } = await client.query<{ id: number }>(
+              `INSERT INTO groups (name, created_at) VALUES ($1, $2)
+               ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+              [record.name, now],
+            );
+            const groupId = rows[0]!.id;
+            groupIds.set(record.name, groupId);
+            const members: number[] = [];
+            for (const m of record.members ?? []) members.push(await lookup('users', userIds, m, line));
+            if (members.length > 0) {
+              await client.query(
+                'INSERT INTO group_members (group_id, user_id) SELECT $1, * FROM unnest($2::bigint[]) ON CONFLICT DO NOTHING',
+                [groupId, members],
+              );
+            }
+            summary.groups++;
+            break;
+          }
+          case 'plant': {
+            const plant: Pending = {
+              name: record.name,
+              tag: record.tag ?? null,
+              owner: await lookup('users', userIds, record.owner, line),
+              isPublic: record.public ? 1 : 0,
+              users: [],
+              groups: [],
+            };
+            for (const entry of record.sharedWith ?? []) {
+              const grantee = parseSharedWith(entry);
+              if ('user' in grantee) plant.users.push(await lookup('users', userIds, grantee.user, line));
+              else plant.groups.push(await lookup('groups', groupIds, grantee.group, line));
+              summary.grants++;
+            }
+            batch.push(plant);
+            summary.plants++;
+            if (batch.length >= IMPORT_BATCH) await flush();
+            break;
+          }
+        }
+        if (++done % 10_000 === 0) progress?.(done);
+      }
+      await flush();
+      await client.query('COMMIT');
+      progress?.(done);
+      return summary;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async *exportRecords(): AsyncGenerator<CatalogueRecord> {
+    const client = await this.pool.connect();
+    // One snapshot for the whole export; rows are read through a cursor so memory stays flat.
+    async function* rowsOf<R extends pg.QueryResultRow>(text: string): AsyncGenerator<R> {
+      const cursor = client.query(new Cursor<R>(text));
+      try {
+        for (;;) {
+          const rows = await cursor.read(1_000);
+          if (rows.length === 0) return;
+          yield* rows;
+        }
+      } finally {
+        await cursor.close();
+      }
+    }
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      for await (const u of rowsOf<{ name: string; is_admin: number }>('SELECT name, is_admin FROM users ORDER BY id')) {
+        yield exportRecord.user(u.name, u.is_admin === 1);
+      }
+      for await (const g of rowsOf<{ name: string; members: string[] }>(
+        `SELECT g.name, ARRAY(SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id) AS members
+         FROM groups g ORDER BY g.id`,
+      )) {
+        yield exportRecord.group(g.name, g.members);
+      }
+      for await (const p of rowsOf<{ name: string; tag: string | null; owner: string; is_public: number; users: string[]; groups: string[] }>(
+        `SELECT p.name, p.tag, u.name AS owner, p.is_public,
+           ARRAY(SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id) AS users,
+           ARRAY(SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id) AS groups
+         FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id`,
+      )) {
+        yield exportRecord.plant(p.name, p.tag, p.owner, p.is_public === 1, p.users, p.groups);
+      }
+      await client.query('COMMIT');
+    } finally {
+      await client.query('ROLLBACK').catch(() => {});
+      client.release();
+    }
+  }
+}

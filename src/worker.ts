@@ -1,0 +1,10 @@
+import type { Config } from './config.js';
+import { runServer } from './server.js';
+
+// Entry point of one `serve --workers N` worker; the primary passes the validated config in the environment.
+const config = JSON.parse(process.env.PLANTSTORE_WORKER_CONFIG ?? 'null') as Config | null;
+if (!config) {
+  process.stderr.write('plantstore worker: started without PLANTSTORE_WORKER_CONFIG\n');
+  process.exit(1);
+}
+await runServer(config);
