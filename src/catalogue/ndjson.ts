@@ -77,3 +77,8 @@ export async function* readRecords(input: Readable): AsyncGenerator<NumberedReco
     yield { line, record };
   }
 }
+
+/** The import error for a reference to a user or group that is neither earlier in the file nor stored. */
+export function unknownName(what: 'user' | 'group', name: string, line: number): Error {
+  return invalidInput(`line ${line}: no ${what} named "${name}" (define it on an earlier line)`);
+}

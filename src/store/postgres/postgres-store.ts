@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import Cursor from 'pg-cursor';
 import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
+import { unknownName } from '../../catalogue/ndjson.js';
 import { invalidInput, unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
@@ -26,7 +27,7 @@ const VISIBLE_PLANTS_SQL = `
     UNION
     (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 ORDER BY plant_id LIMIT $2)
     UNION
-    (SELECT gg.plant_id FROM group_members gm JOIN plant_group_grants gg ON gg.group_id = gm.group_id
+    (SELECT DISTINCT gg.plant_id FROM group_members gm JOIN plant_group_grants gg ON gg.group_id = gm.group_id
      WHERE gm.user_id = $1 ORDER BY gg.plant_id LIMIT $2)
     ORDER BY 1 LIMIT $2
   ) v JOIN plants p ON p.id = v.id
@@ -173,8 +174,7 @@ export class PostgresStore extends KyselyStore {
       if (id === undefined) {
         const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${table} WHERE name = $1`, [name]);
         id = rows[0]?.id;
-        const what = table === 'users' ? 'user' : 'group';
-        if (id === undefined) throw invalidInput(`line ${line}: no ${what} named "${name}" (define it on an earlier line)`);
+        if (id === undefined) throw unknownName(table === 'users' ? 'user' : 'group', name, line);
         cache.set(name, id);
       }
       return id;

@@ -3,7 +3,8 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
-import { invalidInput } from '../../errors.js';
+import { unknownName } from '../../catalogue/ndjson.js';
+import { unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
@@ -17,7 +18,8 @@ const toPlants = (rows: PlantRow[]): Plant[] =>
 /**
  * Each branch of "who may see this plant" is an index range read in id order and cut at `limit`
  * before the union, so a first page costs about `limit` rows per branch, not the catalogue's size.
- * SQLite's LIMIT -1 means no limit.
+ * A plant shared with several of the user's groups is one row (DISTINCT) before the cut. SQLite's LIMIT -1
+ * means no limit.
  */
 const VISIBLE_PLANTS_SQL = `
   SELECT p.name, p.tag FROM (
@@ -28,7 +30,7 @@ const VISIBLE_PLANTS_SQL = `
     SELECT id FROM (SELECT plant_id AS id FROM plant_user_grants WHERE user_id = @user ORDER BY plant_id LIMIT @limit)
     UNION
     SELECT id FROM (
-      SELECT gg.plant_id AS id FROM group_members gm
+      SELECT DISTINCT gg.plant_id AS id FROM group_members gm
       JOIN plant_group_grants gg ON gg.group_id = gm.group_id
       WHERE gm.user_id = @user ORDER BY gg.plant_id LIMIT @limit)
     ORDER BY id LIMIT @limit
@@ -88,7 +90,18 @@ export class SqliteStore extends KyselyStore {
   }
 
   async ping(): Promise<void> {
-    this.sqlite.prepare('SELECT 1').get();
+    this.read(() => this.sqlite.prepare('SELECT 1').get());
+  }
+
+  /** Runs a hot-path read; a database that is closed, locked too long or failing I/O is "unavailable" (503). */
+  private read<T>(query: () => T): T {
+    try {
+      return query();
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      if (/^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL)/.test(code) || !this.sqlite.open) throw unavailable('database unavailable');
+      throw err;
+    }
   }
 
   async close(): Promise<void> {
@@ -103,7 +116,7 @@ export class SqliteStore extends KyselyStore {
   }
 
   async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
-    const row = this.stmts.findToken.get(hash) as
+    const row = this.read(() => this.stmts.findToken.get(hash)) as
       | { tokenId: number; userId: number; admin: number; expiresAt: number | null; revokedAt: number | null }
       | undefined;
     if (!row) return undefined;
@@ -111,11 +124,11 @@ export class SqliteStore extends KyselyStore {
   }
 
   async listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]> {
-    return toPlants(this.stmts.visible.all({ user: userId, limit: limit ?? -1 }) as PlantRow[]);
+    return toPlants(this.read(() => this.stmts.visible.all({ user: userId, limit: limit ?? -1 })) as PlantRow[]);
   }
 
   async listAllPlants(limit: number | undefined): Promise<Plant[]> {
-    return toPlants(this.stmts.all.all({ limit: limit ?? -1 }) as PlantRow[]);
+    return toPlants(this.read(() => this.stmts.all.all({ limit: limit ?? -1 })) as PlantRow[]);
   }
 
   async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
@@ -139,24 +152,18 @@ export class SqliteStore extends KyselyStore {
     // Name-to-id caches grow with users and groups, never with plants, so memory stays flat on big imports.
     const userIds = new Map<string, number>();
     const groupIds = new Map<string, number>();
-    const userId = (name: string, line: number): number => {
-      let id = userIds.get(name);
-      if (id === undefined) {
-        id = findUser.get(name)?.id;
-        if (id === undefined) throw invalidInput(`line ${line}: no user named "${name}" (define it on an earlier line)`);
-        userIds.set(name, id);
-      }
-      return id;
-    };
-    const groupId = (name: string, line: number): number => {
-      let id = groupIds.get(name);
-      if (id === undefined) {
-        id = findGroup.get(name)?.id;
-        if (id === undefined) throw invalidInput(`line ${line}: no group named "${name}" (define it on an earlier line)`);
-        groupIds.set(name, id);
-      }
-      return id;
-    };
+    const resolver = (what: 'user' | 'group', cache: Map<string, number>, find: BetterSqlite3.Statement<[string], { id: number }>) =>
+      (name: string, line: number): number => {
+        let id = cache.get(name);
+        if (id === undefined) {
+          id = find.get(name)?.id;
+          if (id === undefined) throw unknownName(what, name, line);
+          cache.set(name, id);
+        }
+        return id;
+      };
+    const userId = resolver('user', userIds, findUser);
+    const groupId = resolver('group', groupIds, findGroup);
 
     const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
     let done = 0;
