@@ -11,10 +11,35 @@ export const REDACTED_PATHS = [
   'token',
 ];
 
+/** Query parameters whose values are secrets if a client puts a credential in the URL (we never accept it there). */
+const SECRET_QUERY = /([?&](?:access_token|token|api_key|apikey|key|secret|password)=)[^&#]*/gi;
+
+export function redactUrl(url: string): string {
+  return url.replace(SECRET_QUERY, '$1[redacted]');
+}
+
+interface LoggedRequest {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}
+
 export function loggerOptions(level: LogLevel, stream?: DestinationStream): LoggerOptions & { stream?: DestinationStream } {
   return {
     level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    serializers: {
+      // Fastify's request fields, with any credential-looking query value masked; headers are never logged.
+      req: (req: LoggedRequest) => ({
+        method: req.method,
+        url: redactUrl(req.url),
+        host: req.host,
+        remoteAddress: req.ip,
+        remotePort: req.socket?.remotePort,
+      }),
+    },
     ...(stream ? { stream } : {}),
   };
 }

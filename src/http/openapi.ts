@@ -37,6 +37,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         description,
         license: { name: 'MIT', identifier: 'MIT' },
       },
+      // Relative to wherever the document is served from, so "try it out" calls this very service.
+      servers: [{ url: '/' }],
       components: {
         securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
       },

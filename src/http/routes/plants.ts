@@ -12,11 +12,14 @@ const wwwAuthenticate = {
   'WWW-Authenticate': { type: 'string' as const, description: 'Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent.' },
 };
 
-/** 406 only when the client's Accept header rules JSON out; no header, `*\/*` or JSON pass at once. */
+/**
+ * 406 only when the client's Accept header rules JSON out; no (or an empty) header, `*\/*` or JSON pass at
+ * once. The offered type carries its charset so that `application/json; charset=utf-8` matches too.
+ */
 async function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
   const accept = request.headers.accept;
-  if (accept === undefined || accept === '*/*' || accept === 'application/json') return;
-  if (new Negotiator(request.raw).mediaType(['application/json']) === undefined) {
+  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return;
+  if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
     throw new ApiError('not_acceptable', 'This resource is only available as application/json');
   }
 }
