@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import fc from 'fast-check';
+import type { Plant } from '../../src/store/store.js';
+import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp } from '../helpers/http-app.js';
+
+// Property: for random users, groups, memberships, plants and grants, GET /plants over a real socket
+// returns exactly what a plain in-test oracle of the access rule says, in catalogue order, each plant once,
+// and `limit=k` returns exactly the first k plants of that listing.
+
+const MAX_USERS = 4;
+const MAX_GROUPS = 3;
+const INT32_MAX = 2_147_483_647;
+const NUM_RUNS = 100;
+
+interface Scenario {
+  /** Users u0, u1, …; `groups` are indexes of the groups they belong to (those >= groupCount are dropped). */
+  users: Array<{ admin: boolean; groups: number[] }>;
+  /** Groups g0, g1, … */
+  groupCount: number;
+  /** In catalogue order. `owner` is taken modulo the user count; grantee indexes out of range are dropped. */
+  plants: Array<{ name: string; tag: string | null; owner: number; public: boolean; users: number[]; groups: number[] }>;
+  /** Per user: two limits, each a percentage of (visible count + 1), or -1 for the int32 maximum. */
+  limits: Array<[number, number]>;
+}
+
+// Short text with odd characters mixed in; never empty, never NUL, never a lone surrogate (the store refuses those).
+const text = fc
+  .string({
+    minLength: 1,
+    maxLength: 6,
+    unit: fc.oneof(fc.constantFrom('a', 'b', ' ', '"', '<', '🌱', '\u0001', 'é'), fc.string({ minLength: 1, maxLength: 1, unit: 'binary' })),
+  })
+  .filter((s) => !s.includes('\u0000') && s.isWellFormed());
+
+const weighted = (trueWeight: number, falseWeight: number) =>
+  fc.oneof({ arbitrary: fc.constant(true), weight: trueWeight }, { arbitrary: fc.constant(false), weight: falseWeight });
+
+const subsetOf = (n: number) => fc.subarray(Array.from({ length: n }, (_, i) => i));
+
+const percent = fc.oneof({ arbitrary: fc.nat({ max: 100 }), weight: 9 }, { arbitrary: fc.constant(-1), weight: 1 });
+
+const scenario: fc.Arbitrary<Scenario> = fc.record({
+  users: fc.array(fc.record({ admin: weighted(1, 4), groups: subsetOf(MAX_GROUPS) }), { minLength: 1, maxLength: MAX_USERS }),
+  groupCount: fc.oneof(fc.nat({ max: MAX_GROUPS }), fc.constant(MAX_GROUPS)),
+  plants: fc.array(
+    fc.record({
+      name: text,
+      tag: fc.option(text, { nil: null }),
+      owner: fc.nat({ max: MAX_USERS - 1 }),
+      // Public plants are visible to everyone and would mask the other branches, so keep them rarer.
+      public: weighted(1, 4),
+      users: fc.oneof(fc.constant<number[]>([]), subsetOf(MAX_USERS)),
+      groups: subsetOf(MAX_GROUPS),
+    }),
+    { maxLength: 10 },
+  ),
+  limits: fc.array(fc.tuple(percent, percent), { minLength: MAX_USERS, maxLength: MAX_USERS }),
+});
+
+/** A limit from a percentage of `visible + 1`, so 0, the exact count and one more all occur; -1 means int32 max. */
+const limitFor = (pct: number, visible: number): number => (pct < 0 ? INT32_MAX : Math.round((pct / 100) * (visible + 1)));
+
+/** The scenario with out-of-range indexes resolved, as names. */
+function normalise(s: Scenario) {
+  const userName = (u: number) => `u${u}`;
+  const groupName = (g: number) => `g${g}`;
+  const users = s.users.map((user, u) => ({
+    name: userName(u),
+    admin: user.admin,
+    groups: user.groups.filter((g) => g < s.groupCount).map(groupName),
+  }));
+  const plants = s.plants.map((plant) => ({
+    name: plant.name,
+    tag: plant.tag,
+    owner: userName(plant.owner % users.length),
+    public: plant.public,
+    users: plant.users.filter((u) => u < users.length).map(userName),
+    groups: plant.groups.filter((g) => g < s.groupCount).map(groupName),
+  }));
+  const groups = Array.from({ length: s.groupCount }, (_, g) => ({
+    name: groupName(g),
+    members: users.filter((user) => user.groups.includes(groupName(g))).map((user) => user.name),
+  }));
+  return { users, groups, plants };
+}
+
+/** The access rule, written plainly: an admin sees all; others see what they own, public, or shared with them or a group of theirs. */
+function oracle(world: ReturnType<typeof normalise>, user: string): Plant[] {
+  const me = world.users.find((u) => u.name === user)!;
+  return world.plants
+    .filter(
+      (plant) =>
+        me.admin ||
+        plant.owner === me.name ||
+        plant.public ||
+        plant.users.includes(me.name) ||
+        plant.groups.some((g) => me.groups.includes(g)),
+    )
+    .map((plant) => (plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag }));
+}
+
+/**
+ * Builds the scenario on a fresh database of `backend` through the Store interface, starts the real server
+ * once, and for every user compares GET /plants (and, with `withLimits`, two limited listings) to the oracle.
+ */
+async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean): Promise<void> {
+  const world = normalise(s);
+  const store = await backend.open();
+  try {
+    const { tokens } = await seed(store, {
+      users: world.users.map(({ name, admin }) => ({ name, admin })),
+      groups: world.groups,
+      plants: world.plants.map((plant) => ({
+        name: plant.name,
+        ...(plant.tag === null ? {} : { tag: plant.tag }),
+        owner: plant.owner,
+        public: plant.public,
+        sharedWith: [...plant.users.map((user) => ({ user })), ...plant.groups.map((group) => ({ group }))],
+      })),
+    });
+    const server = await startApp(store);
+    try {
+      for (const [u, user] of world.users.entries()) {
+        const expected = oracle(world, user.name);
+        const token = tokens[user.name]!;
+        const full = await rawRequest(server.url, '/plants', bearer(token));
+        assert.equal(full.status, 200, full.text);
+        for (const plant of full.body as Array<Record<string, unknown>>) {
+          if (Object.hasOwn(plant, 'tag')) assert.equal(typeof plant.tag, 'string', 'tag is absent or a string, never null');
+        }
+        assert.deepEqual(full.body, expected, `${user.name} (admin: ${user.admin})`);
+        if (!withLimits) continue;
+        for (const pct of s.limits[u]!) {
+          const limit = limitFor(pct, expected.length);
+          const limited = await rawRequest(server.url, `/plants?limit=${limit}`, bearer(token));
+          assert.equal(limited.status, 200, limited.text);
+          assert.deepEqual(limited.body, expected.slice(0, limit), `${user.name} (admin: ${user.admin}), limit ${limit}`);
+        }
+      }
+    } finally {
+      await server.close();
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+after(() => cleanupBackends());
+
+for (const backend of BACKENDS) {
+  describe(`access rule property [${backend.name}]`, { skip: backend.skip }, () => {
+    it('GET /plants (no limit) equals the oracle for every user', { timeout: 300_000 }, async () => {
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => checkScenario(backend, s, false)),
+        { numRuns: NUM_RUNS },
+      );
+    });
+
+    it('GET /plants?limit=k equals the first k plants of the oracle for every user', { timeout: 300_000 }, async () => {
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => checkScenario(backend, s, true)),
+        { numRuns: NUM_RUNS },
+      );
+    });
+
+    it("regression: a plant shared with two of the user's groups does not hide the next plant under a limit", async () => {
+      // u0 is in g0 and g1; plant A is shared with both groups, plant B with g0 only; u1 owns both.
+      await checkScenario(
+        backend,
+        {
+          users: [
+            { admin: false, groups: [0, 1] },
+            { admin: false, groups: [] },
+          ],
+          groupCount: 2,
+          plants: [
+            { name: 'A', tag: null, owner: 1, public: false, users: [], groups: [0, 1] },
+            { name: 'B', tag: null, owner: 1, public: false, users: [], groups: [0] },
+          ],
+          limits: [
+            [67, 100], // limits 2 and 3 for u0, who sees 2 plants
+            [0, -1],
+          ],
+        },
+        true,
+      );
+    });
+  });
+}

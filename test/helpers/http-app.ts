@@ -1,0 +1,149 @@
+import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { generateToken } from '../../src/access/tokens.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type LogLevel } from '../../src/config.js';
+import type { Grantee, PlantInfo, Store } from '../../src/store/store.js';
+
+export interface StartOptions {
+  /** Collect the JSON log lines in memory (read them with `logs()`); otherwise logging is silent. */
+  captureLogs?: boolean;
+  /** Log level when capturing (default `info`). */
+  logLevel?: LogLevel;
+  /** Request log lines when capturing (default true). */
+  logRequests?: boolean;
+}
+
+export interface RunningApp {
+  /** Base URL of the real listening socket, e.g. `http://127.0.0.1:40123`. */
+  url: string;
+  app: FastifyInstance;
+  /** Closes the server (not the store: the caller owns it). */
+  close(): Promise<void>;
+  /** Everything logged so far (empty unless `captureLogs`). */
+  logs(): string;
+}
+
+/** Builds the real app with the one factory and listens on 127.0.0.1, port 0: tests talk to it over TCP. */
+export async function startApp(store: Store, opts: StartOptions = {}): Promise<RunningApp> {
+  const chunks: string[] = [];
+  const logStream = opts.captureLogs
+    ? new Writable({
+        write(chunk: Buffer | string, _encoding, callback) {
+          chunks.push(chunk.toString());
+          callback();
+        },
+      })
+    : undefined;
+  const config = loadConfig({
+    db: `(test ${store.backend} store)`,
+    logLevel: opts.captureLogs ? (opts.logLevel ?? 'info') : 'silent',
+    logRequests: opts.captureLogs ? (opts.logRequests ?? true) : false,
+  });
+  const app = await buildApp({ config, store, ...(logStream ? { logStream } : {}) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('server has no TCP address');
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    app,
+    close: () => (closing ??= app.close().then(() => undefined)),
+    logs: () => chunks.join(''),
+  };
+}
+
+export interface RawResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The body as received, decoded as UTF-8. */
+  text: string;
+  /** The body parsed as JSON, or undefined when it is empty or not JSON. */
+  body: unknown;
+}
+
+/**
+ * One HTTP/1.1 request with `rawPathAndQuery` sent byte-exact as the request target (fetch would
+ * normalise it). A fresh connection per request, so no keep-alive socket outlives a test.
+ */
+export function rawRequest(
+  baseUrl: string,
+  rawPathAndQuery: string,
+  headers: OutgoingHttpHeaders = {},
+  method = 'GET',
+): Promise<RawResponse> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ hostname, port, path: rawPathAndQuery, method, headers, agent: false }, (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (part: Buffer) => parts.push(part));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(parts).toString('utf8');
+        let body: unknown;
+        try {
+          body = text === '' ? undefined : JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** `Authorization: Bearer <token>` as a header object. */
+export const bearer = (token: string): OutgoingHttpHeaders => ({ authorization: `Bearer ${token}` });
+
+export interface MintedToken {
+  token: string;
+  id: number;
+}
+
+/** Mints an opaque token the way the CLI does: generateToken, then only the hash goes to the store. */
+export async function mintToken(store: Store, user: string, opts: { expiresAt?: Date; label?: string } = {}): Promise<MintedToken> {
+  const { token, hash } = generateToken();
+  const info = await store.addToken({ user, hash, ...opts });
+  return { token, id: info.id };
+}
+
+export interface SeedSpec {
+  users?: Array<{ name: string; admin?: boolean }>;
+  groups?: Array<{ name: string; members?: string[] }>;
+  /** Added in this order, which is catalogue order. */
+  plants?: Array<{ name: string; tag?: string; owner: string; public?: boolean; sharedWith?: Grantee[] }>;
+}
+
+export interface Seeded {
+  plants: PlantInfo[];
+  /** One fresh token per seeded user, by user name. */
+  tokens: Record<string, string>;
+}
+
+/** Writes users, groups, memberships, plants and grants through the Store interface, and mints a token per user. */
+export async function seed(store: Store, spec: SeedSpec): Promise<Seeded> {
+  const tokens: Record<string, string> = {};
+  for (const user of spec.users ?? []) {
+    await store.addUser(user.name, user.admin ?? false);
+    tokens[user.name] = (await mintToken(store, user.name)).token;
+  }
+  for (const group of spec.groups ?? []) {
+    await store.addGroup(group.name);
+    for (const member of group.members ?? []) await store.addMember(group.name, member);
+  }
+  const plants: PlantInfo[] = [];
+  for (const plant of spec.plants ?? []) {
+    const info = await store.addPlant({
+      name: plant.name,
+      ...(plant.tag === undefined ? {} : { tag: plant.tag }),
+      owner: plant.owner,
+      public: plant.public ?? false,
+    });
+    for (const grantee of plant.sharedWith ?? []) await store.addGrant(info.id, grantee);
+    plants.push(info);
+  }
+  return { plants, tokens };
+}

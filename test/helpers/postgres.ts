@@ -1,0 +1,64 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/** The PostgreSQL server the tests use; each test run works in schemas of its own, dropped afterwards. */
+export const PG_URL = process.env.PLANTSTORE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+let availability: Promise<string | undefined> | undefined;
+
+/**
+ * Resolves to undefined when PostgreSQL answers, or to the reason it does not. Under CI (CI=true) a missing
+ * PostgreSQL is a failure, not a skip: the caller throws instead of skipping.
+ */
+export function postgresUnavailableReason(): Promise<string | undefined> {
+  availability ??= (async () => {
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3_000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return undefined;
+    } catch (err) {
+      return `PostgreSQL not reachable at ${PG_URL.replace(/\/\/[^@]*@/, '//')}: ${(err as Error).message}`;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  })();
+  return availability;
+}
+
+/** For suites that only make sense on PostgreSQL: a skip reason, or a thrown error under CI. */
+export async function requirePostgres(): Promise<string | false> {
+  const reason = await postgresUnavailableReason();
+  if (reason === undefined) return false;
+  if (process.env.CI === 'true') throw new Error(`CI=true requires PostgreSQL: ${reason}`);
+  return `skipped: ${reason}`;
+}
+
+/** A new, unique schema name and the database URL that selects it (the store creates the schema). */
+export function freshSchema(base: string = PG_URL): { schema: string; url: string } {
+  const schema = `pstest_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const url = new URL(base);
+  url.searchParams.set('schema', schema);
+  return { schema, url: url.toString() };
+}
+
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Runs one SQL statement against the test server as a superuser (for pg_terminate_backend and the like). */
+export async function adminQuery<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createConfig, lintFromString, type NormalizedProblem } from '@redocly/openapi-core';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import type { Store } from '../../src/store/store.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { startApp, type RunningApp } from '../helpers/http-app.js';
+
+// The served interface description: a valid OpenAPI 3.1 document, lint-clean under Redocly's recommended
+// rules, and saying what the contract says. The document does not depend on the backend, so one is enough.
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- walking an untyped JSON document
+type Json = Record<string, any>;
+
+const backend = BACKENDS[0]!;
+
+const format = (p: NormalizedProblem): string =>
+  `${p.severity} ${p.ruleId}: ${p.message} at ${p.location.map((l) => l.pointer ?? '?').join(', ')}`;
+
+describe(`served OpenAPI document [${backend.name}]`, () => {
+  let store: Store;
+  let server: RunningApp;
+  let doc: Json;
+  let problems: NormalizedProblem[];
+
+  before(async () => {
+    store = await backend.open();
+    server = await startApp(store);
+    const res = await fetch(`${server.url}/openapi.json`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    doc = (await res.json()) as Json;
+    const config = await createConfig({ extends: ['recommended'] });
+    problems = await lintFromString({ source: JSON.stringify(doc, null, 2), absoluteRef: 'openapi.json', config });
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+    await cleanupBackends();
+  });
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    assert.equal(doc.openapi, '3.1.0');
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    assert.equal(result.valid, true, `schema errors: ${JSON.stringify(result.errors, null, 2)}`);
+    assert.equal(validator.version, '3.1');
+  });
+
+  it('has no error-severity problem under the Redocly recommended ruleset (warnings are printed)', () => {
+    for (const p of problems.filter((p) => p.severity !== 'error')) console.log(`redocly ${format(p)}`);
+    assert.deepEqual(problems.filter((p) => p.severity === 'error').map(format), []);
+  });
+
+  it('carries the contract title, version and licence', () => {
+    assert.equal(doc.info.title, 'OpenAPI Plant Store');
+    assert.equal(doc.info.version, '1.0.0');
+    assert.equal(doc.info.license.name, 'MIT');
+    if (doc.info.license.identifier !== undefined) assert.equal(doc.info.license.identifier, 'MIT');
+    assert.match(doc.info.description, /sample API/i);
+  });
+
+  it('describes GET /plants with an optional int32 `limit` query parameter', () => {
+    const op = doc.paths['/plants']?.get;
+    assert.ok(op, 'GET /plants is described');
+    const limit = (op.parameters as Json[]).find((p) => p.name === 'limit');
+    assert.ok(limit, 'limit parameter is described');
+    assert.equal(limit.in, 'query');
+    assert.notEqual(limit.required, true);
+    assert.equal(limit.schema.type, 'integer');
+    assert.equal(limit.schema.format, 'int32');
+    assert.equal(op.requestBody, undefined, 'no request body');
+    assert.deepEqual(
+      (op.parameters as Json[]).filter((p) => p.in === 'path'),
+      [],
+      'no path parameters',
+    );
+    assert.equal(Object.keys(doc.paths['/plants']).filter((m) => m !== 'parameters').join(), 'get', 'only GET is described on /plants');
+  });
+
+  it('GET /plants answers 200 with an array of Plant and 400 with Error, both application/json', () => {
+    const responses = doc.paths['/plants'].get.responses as Json;
+    const ok = responses['200'].content['application/json'].schema;
+    assert.equal(ok.type, 'array');
+    assert.deepEqual(ok.items, { $ref: '#/components/schemas/Plant' });
+    assert.deepEqual(responses['400'].content['application/json'].schema, { $ref: '#/components/schemas/Error' });
+    for (const [status, response] of Object.entries(responses)) {
+      if (status === '200') continue;
+      assert.deepEqual(response.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' }, `${status} has the Error body`);
+    }
+  });
+
+  it('defines Plant (name required string, tag optional string) and Error (error int32, message string, both required)', () => {
+    const { Plant, Error } = doc.components.schemas as Json;
+    assert.equal(Plant.type, 'object');
+    assert.deepEqual(Plant.required, ['name']);
+    assert.equal(Plant.properties.name.type, 'string');
+    assert.equal(Plant.properties.tag.type, 'string');
+    assert.deepEqual(Object.keys(Plant.properties).sort(), ['name', 'tag']);
+    assert.equal(Error.type, 'object');
+    assert.deepEqual([...Error.required].sort(), ['error', 'message']);
+    assert.equal(Error.properties.error.type, 'integer');
+    assert.equal(Error.properties.error.format, 'int32');
+    assert.equal(Error.properties.message.type, 'string');
+  });
+
+  it('declares bearerAuth (HTTP bearer) and requires it for the whole service', () => {
+    assert.deepEqual(doc.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer' });
+    assert.deepEqual(doc.security, [{ bearerAuth: [] }]);
+    // /plants does not override the global requirement away.
+    const opSecurity = doc.paths['/plants'].get.security;
+    assert.ok(opSecurity === undefined || JSON.stringify(opSecurity) === JSON.stringify([{ bearerAuth: [] }]));
+  });
+
+  it('serves HTML docs at /docs with scripts and styles only from its own origin', async () => {
+    const res = await fetch(`${server.url}/docs`, { redirect: 'follow' });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+    const pageUrl = new URL(res.url);
+    assert.equal(pageUrl.origin, server.url, 'a redirect stays on the same origin');
+    const html = await res.text();
+    assert.match(html, /<html/i);
+
+    const scripts = [...html.matchAll(/<script\b[^>]*\bsrc\s*=\s*["']([^"']+)["']/gi)].map((m) => m[1]!);
+    const styles = [...html.matchAll(/<link\b[^>]*\bhref\s*=\s*["']([^"']+)["'][^>]*>/gi)]
+      .filter((m) => /rel\s*=\s*["']?stylesheet/i.test(m[0]))
+      .map((m) => m[1]!);
+    assert.ok(scripts.length > 0, 'the page loads scripts');
+    assert.ok(styles.length > 0, 'the page loads stylesheets');
+    // No absolute or protocol-relative reference to another origin, anywhere in the page.
+    for (const m of html.matchAll(/(?:src|href)\s*=\s*["']((?:https?:)?\/\/[^"']*)["']/gi)) {
+      assert.equal(new URL(m[1]!, pageUrl).origin, pageUrl.origin, `external reference in /docs: ${m[1]}`);
+    }
+    assert.doesNotMatch(html, /@import\s+(url\()?["']?(https?:)?\/\//i);
+
+    for (const ref of [...scripts, ...styles]) {
+      const url = new URL(ref, pageUrl);
+      assert.equal(url.origin, pageUrl.origin, `${ref} is served from another origin`);
+      const asset = await fetch(url);
+      assert.equal(asset.status, 200, `${ref} is served`);
+      const body = await asset.text();
+      if (styles.includes(ref)) {
+        assert.doesNotMatch(body, /@import\s+(url\()?["']?(https?:)?\/\//i, `${ref} imports an external stylesheet`);
+      }
+    }
+
+    // If a Content-Security-Policy is sent, it allows no external origin for scripts or styles.
+    const csp = res.headers.get('content-security-policy');
+    if (csp !== null) {
+      for (const directive of csp.split(';').map((d) => d.trim())) {
+        if (/^(default-src|script-src|style-src)\b/.test(directive)) {
+          assert.doesNotMatch(directive, /https?:|\*/, `CSP allows external origins: ${directive}`);
+        }
+      }
+    }
+  });
+});
