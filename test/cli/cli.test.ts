@@ -1,42 +1,23 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
-// The CLI is tested as users run it: the built bin, in a child process, on a real database file.
-const BIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+const cli = runCli;
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(db: string, args: string[], stdin?: string): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      process.execPath,
-      [BIN, '--db', db, ...args],
-      { env: { ...process.env, PLANTSTORE_DB: '' }, maxBuffer: 256 * 1024 * 1024 },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-    if (stdin !== undefined) child.stdin!.end(stdin);
-  });
-}
-
-async function ok(db: string, args: string[], stdin?: string): Promise<Run> {
+async function ok(db: string, args: string[], stdin?: string): Promise<CliRun> {
   const run = await cli(db, args, stdin);
   assert.equal(run.code, 0, `plantstore ${args.join(' ')} failed: ${run.stderr}`);
   return run;
 }
 
 /** A user mistake: non-zero exit, exactly one line on stderr, no stack trace. */
-async function fails(db: string, args: string[], pattern: RegExp, stdin?: string): Promise<Run> {
+async function fails(db: string, args: string[], pattern: RegExp, stdin?: string): Promise<CliRun> {
   const run = await cli(db, args, stdin);
   assert.notEqual(run.code, 0, `expected plantstore ${args.join(' ')} to fail`);
   const lines = run.stderr.trimEnd().split('\n');
@@ -48,10 +29,11 @@ async function fails(db: string, args: string[], pattern: RegExp, stdin?: string
 
 const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
 
-describe('plantstore CLI', () => {
+after(() => cleanupBackends());
+
+for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { skip: backend.skip }, () => {
   let dir: string;
-  let n = 0;
-  const freshDb = () => join(dir, `db-${++n}`, 'plants.db');
+  const freshDb = () => backend.freshDb();
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
@@ -59,7 +41,7 @@ describe('plantstore CLI', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('manages users, groups, plants and grants, with --json lists', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     await ok(db, ['users', 'add', 'alice']);
     await ok(db, ['users', 'add', 'root', '--admin']);
     await ok(db, ['groups', 'add', 'gardeners']);
@@ -87,7 +69,7 @@ describe('plantstore CLI', () => {
   });
 
   it('reports user mistakes as one line and a non-zero exit', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     await ok(db, ['users', 'add', 'alice']);
     await fails(db, ['users', 'add', 'alice'], /^plantstore: user "alice" already exists$/);
     await fails(db, ['users', 'add', ' spaced'], /white space/);
@@ -98,16 +80,18 @@ describe('plantstore CLI', () => {
     await fails(db, ['tokens', 'create', 'alice', '--expires-in', '10 years'], /invalid duration/);
     await fails(db, ['tokens', 'revoke', '42'], /no token with id 42/);
     await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
-    const notADb = join(dir, 'not-a-db');
-    writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
-    await fails(notADb, ['users', 'list'], /not a database/);
+    if (backend.name === 'sqlite') {
+      const notADb = join(dir, 'not-a-db');
+      writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
+      await fails(notADb, ['users', 'list'], /not a database/);
+    }
     const unknown = await cli(db, ['frobnicate']);
     assert.notEqual(unknown.code, 0);
     assert.match(unknown.stderr, /unknown command/);
   });
 
   it('issues a token printed alone, which works until it is revoked', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     await ok(db, ['users', 'add', 'alice']);
     await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
     const created = await ok(db, ['tokens', 'create', 'alice', '--label', 'laptop', '--expires-in', '30d']);
@@ -136,7 +120,7 @@ describe('plantstore CLI', () => {
   });
 
   it('imports all or nothing, naming the bad line', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     const good = [
       { type: 'user', name: 'alice' },
       { type: 'user', name: 'bob' },
@@ -168,7 +152,7 @@ describe('plantstore CLI', () => {
   });
 
   it('round-trips export then import, byte for byte, including odd names', async () => {
-    const source = freshDb();
+    const source = await freshDb();
     const records = [
       { type: 'user', name: 'alice', admin: true },
       { type: 'user', name: 'bob' },
@@ -183,7 +167,7 @@ describe('plantstore CLI', () => {
     const exported = (await ok(source, ['export'])).stdout;
     assert.deepEqual(exported.trimEnd().split('\n').map((l) => JSON.parse(l)), records);
 
-    const target = freshDb();
+    const target = await freshDb();
     const file = join(dir, 'export.ndjson');
     await ok(source, ['export', '-o', file]);
     assert.equal(readFileSync(file, 'utf8'), exported);
@@ -192,7 +176,7 @@ describe('plantstore CLI', () => {
   });
 
   it('imports a large catalogue in one streaming pass', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     const lines = [JSON.stringify({ type: 'user', name: 'owner' }), JSON.stringify({ type: 'group', name: 'g', members: ['owner'] })];
     for (let i = 0; i < 50_000; i++) {
       lines.push(JSON.stringify({ type: 'plant', name: `plant ${i}`, ...(i % 3 ? { tag: `t${i % 7}` } : {}), owner: 'owner', public: i % 20 === 0, ...(i % 10 === 0 ? { sharedWith: ['group:g'] } : {}) }));
@@ -206,7 +190,7 @@ describe('plantstore CLI', () => {
   });
 
   it('demo seeds once and prints working curl commands', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     const first = await ok(db, ['demo']);
     const second = await ok(db, ['demo']);
     assert.match(first.stdout, /curl -s -H 'Authorization: Bearer pst_[A-Za-z0-9_-]{43}' 'http:\/\/127\.0\.0\.1:8080\/plants\?limit=5'/);
@@ -216,23 +200,13 @@ describe('plantstore CLI', () => {
   });
 
   it('serve answers, then drains and exits 0 on SIGTERM', async () => {
-    const db = freshDb();
+    const db = await freshDb();
     await ok(db, ['users', 'add', 'alice']);
-    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (match) resolve(match[1]!);
-      });
-      child.on('exit', () => reject(new Error(`serve exited early: ${out}`)));
-    });
-    const health = await fetch(`${url}/healthz`);
+    const server = await spawnServe(db);
+    const health = await fetch(`${server.url}/healthz`);
     assert.equal(health.status, 200);
-    const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    child.kill('SIGTERM');
-    assert.equal(await exit, 0);
+    assert.equal(await server.stop(), 0);
+    const out = server.output();
     assert.match(out, /shutting down/);
   });
 });

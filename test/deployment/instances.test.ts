@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
+import { runCli, spawnServe, type ServeProcess } from '../helpers/processes.js';
+
+const skip = await requirePostgres();
+
+async function ok(db: string, args: string[]): Promise<string> {
+  const run = await runCli(db, args);
+  assert.equal(run.code, 0, `plantstore ${args.join(' ')}: ${run.stderr}`);
+  return run.stdout.trim();
+}
+
+async function listing(server: ServeProcess, token: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: res.status, body: await res.json() };
+}
+
+/** Polls every instance until all agree on `expected`; fails after one second. */
+async function allWithinOneSecond(servers: ServeProcess[], token: string, expected: { status: number; body?: unknown }): Promise<void> {
+  const deadline = Date.now() + 1_000;
+  for (;;) {
+    const seen = await Promise.all(servers.map((s) => listing(s, token)));
+    const done = seen.every((r) => r.status === expected.status && (expected.body === undefined || JSON.stringify(r.body) === JSON.stringify(expected.body)));
+    if (done) return;
+    if (Date.now() > deadline) assert.fail(`instances did not converge within 1 s: ${JSON.stringify(seen)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('two server processes on one PostgreSQL database behave as one service', { skip }, () => {
+  const { schema, url } = freshSchema();
+  const servers: ServeProcess[] = [];
+  let token: string;
+  let fernId: string;
+
+  before(async () => {
+    await ok(url, ['migrate']);
+    await ok(url, ['users', 'add', 'alice']);
+    await ok(url, ['users', 'add', 'bob']);
+    fernId = await ok(url, ['plants', 'add', '--name', 'Fern', '--owner', 'bob']);
+    await ok(url, ['grants', 'add', fernId, '--user', 'alice']);
+    token = await ok(url, ['tokens', 'create', 'alice']);
+    servers.push(await spawnServe(url), await spawnServe(url));
+  });
+
+  after(async () => {
+    for (const s of servers) assert.equal(await s.stop(), 0, 'each instance drains and exits 0');
+    await dropSchema(schema);
+  });
+
+  it('gives the same answers on every instance', async () => {
+    await allWithinOneSecond(servers, token, { status: 200, body: [{ name: 'Fern' }] });
+  });
+
+  it('shows a plant added with the CLI on every instance within one second', async () => {
+    await ok(url, ['plants', 'add', '--name', 'Aloe', '--tag', 'succulent', '--owner', 'alice']);
+    await allWithinOneSecond(servers, token, { status: 200, body: [{ name: 'Fern' }, { name: 'Aloe', tag: 'succulent' }] });
+  });
+
+  it('hides a plant whose grant was removed, on every instance within one second', async () => {
+    await ok(url, ['grants', 'remove', fernId, '--user', 'alice']);
+    await allWithinOneSecond(servers, token, { status: 200, body: [{ name: 'Aloe', tag: 'succulent' }] });
+  });
+
+  it('refuses a revoked token on every instance within one second', async () => {
+    const [listed] = JSON.parse(await ok(url, ['tokens', 'list', '--json', '--user', 'alice'])) as { id: number }[];
+    await ok(url, ['tokens', 'revoke', String(listed!.id)]);
+    await allWithinOneSecond(servers, token, { status: 401 });
+  });
+});
+
+describe('serve --workers', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-workers-'));
+  const db = join(dir, 'plants.db');
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs N workers on one port, replaces a worker that dies, and drains all on SIGTERM', async () => {
+    await ok(db, ['users', 'add', 'alice']);
+    await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
+    const token = await ok(db, ['tokens', 'create', 'alice']);
+    const server = await spawnServe(db, ['--workers', '2']);
+    const workerPids = () => [...server.output().matchAll(/"pid":(\d+),[^\n]*Server listening/g)].map((m) => Number(m[1]));
+    const deadline = Date.now() + 10_000;
+    while (workerPids().length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const [first] = workerPids();
+    assert.equal(workerPids().length, 2, server.output());
+
+    process.kill(first!, 'SIGKILL');
+    while (workerPids().length < 3 && Date.now() < deadline + 5_000) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(workerPids().length, 3, 'a replacement worker started');
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(res.status, 200);
+    }
+    assert.equal(await server.stop(), 0);
+    assert.match(server.output(), /all workers stopped/);
+  });
+});

@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { generateToken } from '../../src/access/tokens.js';
+import { loadConfig } from '../../src/config.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+import { openStore } from '../../src/store/open-store.js';
+import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+
+const skip = await requirePostgres();
+
+async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`condition not met within ${timeoutMs} ms`);
+}
+
+describe('PostgreSQL outage: 503 while the database is away, recovery without restart', { skip }, () => {
+  const { schema, url } = freshSchema();
+  const target = new URL(PG_URL);
+  const proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+  let server: RunningServer;
+  let token: string;
+  const appName = `plantstore_outage_${process.pid}`;
+
+  before(async () => {
+    const direct = await openStore({ db: url });
+    await direct.addUser('alice', false);
+    await direct.addPlant({ name: 'Fern', owner: 'alice', public: false });
+    const minted = generateToken();
+    token = minted.token;
+    await direct.addToken({ user: 'alice', hash: minted.hash });
+    await direct.close();
+
+    await proxy.start();
+    const viaProxy = new URL(url);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    viaProxy.searchParams.set('application_name', appName);
+    server = await startServer(loadConfig({ db: viaProxy.toString(), port: 0, logLevel: 'silent' }));
+  });
+
+  after(async () => {
+    await server?.stop();
+    await proxy.stop();
+    await dropSchema(schema);
+  });
+
+  const plants = () => fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+
+  it('serves while the database is up', async () => {
+    const res = await plants();
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), [{ name: 'Fern' }]);
+    assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
+  });
+
+  it('recovers by itself when its connections are terminated (pg_terminate_backend)', async () => {
+    const killed = await adminQuery<{ pid: number }>(
+      'SELECT pg_terminate_backend(pid) AS pid FROM pg_stat_activity WHERE application_name = $1',
+      [appName],
+    );
+    assert.ok(killed.length > 0, 'the service had open connections to terminate');
+    const statuses: number[] = [];
+    await eventually(async () => {
+      const res = await plants();
+      statuses.push(res.status);
+      return res.status === 200;
+    }, 5_000);
+    assert.ok(statuses.every((s) => s === 200 || s === 503), `only 200 or 503 while recovering, got ${statuses.join(',')}`);
+  });
+
+  it('answers 503 with an Error body while the database is unreachable, and /readyz fails', async () => {
+    await proxy.stop();
+    const res = await plants();
+    assert.equal(res.status, 503);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.deepEqual(await res.json(), { error: 50301, message: 'The service is temporarily unavailable; retry later' });
+    const ready = await fetch(`${server.url}/readyz`);
+    assert.equal(ready.status, 503);
+    assert.equal(((await ready.json()) as { error: number }).error, 50301);
+  });
+
+  it('recovers without a restart when the database is back', async () => {
+    await proxy.start();
+    await eventually(async () => (await plants()).status === 200, 10_000);
+    assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
+  });
+});
