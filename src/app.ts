@@ -1,4 +1,6 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { createAuthenticator } from './access/authenticate.js';
+import { createJwtVerifier } from './access/jwt.js';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
@@ -42,6 +44,13 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
 
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
-  await app.register(plantRoutes, { store });
+  const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
+  const authenticator = createAuthenticator(store, jwt);
+  app.addHook('onClose', async () => authenticator.close());
+  // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
+  app.addHook('onReady', async () => {
+    if (jwt && !(await jwt.verifier.warmUp())) app.log.warn('JWKS not reachable at start; it is fetched again on demand');
+  });
+  await app.register(plantRoutes, { store, authenticator });
   return app;
 }

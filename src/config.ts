@@ -1,3 +1,4 @@
+import { loadJwtConfig, type JwtConfig, type JwtConfigInput } from './access/jwt-config.js';
 import { invalidInput } from './errors.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -22,10 +23,12 @@ export interface Config {
   logRequests: boolean;
   /** Seconds to wait for in-flight requests on SIGTERM before closing anyway. */
   shutdownGraceSeconds: number;
+  /** JWTs from an identity provider, accepted beside Plant Store's own tokens; undefined when not configured. */
+  jwt: JwtConfig | undefined;
 }
 
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
-export interface ConfigInput {
+export interface ConfigInput extends JwtConfigInput {
   db?: string | undefined;
   readDb?: string | undefined;
   poolSize?: string | number | undefined;
@@ -97,5 +100,6 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
       0,
       3600,
     ),
+    jwt: loadJwtConfig(input, env),
   };
 }

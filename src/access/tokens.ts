@@ -18,9 +18,9 @@ export function hashToken(token: string): Buffer {
   return createHash('sha256').update(token).digest();
 }
 
-export type TokenCheck =
-  | { ok: true; viewer: Viewer }
-  | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
+export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
+
+export type TokenCheck = { ok: true; viewer: Viewer } | { ok: false; reason: TokenFailure };
 
 /** Checks a presented opaque token against the store. Never throws for a bad token; a store failure does throw. */
 export async function checkToken(store: Store, token: string, now: number = Date.now()): Promise<TokenCheck> {

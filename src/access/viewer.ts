@@ -4,6 +4,8 @@ import type { Plant, Store } from '../store/store.js';
 export interface Viewer {
   userId: number;
   admin: boolean;
+  /** Group names that count like stored memberships for this request (a JWT's groups claim). */
+  groups?: readonly string[];
 }
 
 /**
@@ -14,5 +16,5 @@ export interface Viewer {
  */
 export async function listVisiblePlants(store: Store, viewer: Viewer, limit: number | undefined): Promise<Plant[]> {
   if (limit === 0) return [];
-  return viewer.admin ? store.listAllPlants(limit) : store.listPlantsVisibleTo(viewer.userId, limit);
+  return viewer.admin ? store.listAllPlants(limit) : store.listPlantsVisibleTo(viewer.userId, limit, viewer.groups);
 }

@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
-import { loadConfig, type Config } from '../config.js';
+import { loadConfig, type Config, type ConfigInput } from '../config.js';
 import { invalidInput } from '../errors.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 
 /** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
-export function configFrom(command: Command, extra: Partial<Record<'host' | 'port' | 'logLevel' | 'readDb' | 'workers', string>> = {}): Config {
+export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): Config {
   const { db } = command.optsWithGlobals<{ db?: string }>();
   return loadConfig({ db, ...extra }, process.env);
 }

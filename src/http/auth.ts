@@ -1,8 +1,8 @@
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import { checkToken, type TokenCheck } from '../access/tokens.js';
+import type { AuthFailure, Authenticator } from '../access/authenticate.js';
+import { KeysUnavailableError } from '../access/jwt.js';
 import type { Viewer } from '../access/viewer.js';
-import type { Store } from '../store/store.js';
-import { ApiError } from './error-catalogue.js';
+import { ApiError, type ErrorName } from './error-catalogue.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -14,18 +14,32 @@ declare module 'fastify' {
 const REALM = 'realm="plantstore"';
 const BEARER = /^Bearer +([^\s]+) *$/i;
 
-const failures: Record<Exclude<TokenCheck, { ok: true }>['reason'], { name: 'invalid_token' | 'expired_token' | 'revoked_token'; message: string }> = {
+/** One catalogue entry and one human sentence per reason; the sentence is also the RFC 6750 error_description. */
+const failures: Record<AuthFailure, { name: ErrorName; message: string }> = {
   malformed: { name: 'invalid_token', message: 'The access token is malformed' },
   unknown: { name: 'invalid_token', message: 'The access token is not valid' },
   expired: { name: 'expired_token', message: 'The access token has expired' },
   revoked: { name: 'revoked_token', message: 'The access token has been revoked' },
+  not_yet_valid: { name: 'token_not_yet_valid', message: 'The access token is not valid yet (nbf)' },
+  wrong_issuer: { name: 'token_wrong_issuer', message: 'The access token was issued by an untrusted issuer (iss)' },
+  wrong_audience: { name: 'token_wrong_audience', message: 'The access token is not meant for this service (aud)' },
+  bad_signature: { name: 'token_bad_signature', message: 'The access token signature is not valid' },
+  algorithm_not_allowed: { name: 'token_algorithm_not_allowed', message: 'The access token is signed with an algorithm this service does not accept' },
+  unknown_key: { name: 'token_unknown_key', message: 'The access token is signed with an unknown key (kid)' },
+  invalid_claims: { name: 'token_invalid_claims', message: 'The access token claims are not valid' },
+  unknown_user: { name: 'token_unknown_user', message: 'The access token names a user this service does not know' },
 };
 
-function invalidToken(reason: keyof typeof failures): ApiError {
+/** Keeps an error_description within RFC 6750's character set (no quotes or backslashes, printable ASCII). */
+const quotable = (text: string): string => text.replace(/[^\x20-\x7e]|["\\]/g, "'");
+
+function invalidToken(reason: AuthFailure, detail?: string): ApiError {
   const { name, message } = failures[reason];
+  // The detail names a claim or a jose message, never the token itself.
+  const full = detail ? `${message}: ${detail}` : message;
   // RFC 6750 §3: a presented but unusable token gets error="invalid_token"; the token itself is never echoed.
-  return new ApiError(name, message, {
-    'www-authenticate': `Bearer ${REALM}, error="invalid_token", error_description="${message}"`,
+  return new ApiError(name, full, {
+    'www-authenticate': `Bearer ${REALM}, error="invalid_token", error_description="${quotable(full)}"`,
   });
 }
 
@@ -33,7 +47,7 @@ function invalidToken(reason: keyof typeof failures): ApiError {
  * The `bearerAuth` scheme of the contract, as an onRequest hook: it runs before the query is parsed and
  * validated, so a request without valid credentials gets 401 whatever its parameters.
  */
-export function bearerAuthentication(store: Store): onRequestAsyncHookHandler {
+export function bearerAuthentication(authenticator: Authenticator): onRequestAsyncHookHandler {
   return async function authenticate(request: FastifyRequest) {
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
@@ -44,8 +58,15 @@ export function bearerAuthentication(store: Store): onRequestAsyncHookHandler {
         'www-authenticate': `Bearer ${REALM}`,
       });
     }
-    const result = await checkToken(store, match[1]!);
-    if (!result.ok) throw invalidToken(result.reason);
+    let result;
+    try {
+      result = await authenticator.authenticate(match[1]!);
+    } catch (err) {
+      if (!(err instanceof KeysUnavailableError)) throw err;
+      request.log.warn({ err: err.message }, 'JWKS unavailable');
+      throw new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later");
+    }
+    if (!result.ok) throw invalidToken(result.reason, result.detail);
     request.viewer = result.viewer;
   };
 }

@@ -11,6 +11,14 @@ export const errorCatalogue = {
   invalid_token: { code: 40102, status: 401, summary: 'The bearer token is malformed or unknown.' },
   expired_token: { code: 40103, status: 401, summary: 'The bearer token has expired.' },
   revoked_token: { code: 40104, status: 401, summary: 'The bearer token has been revoked.' },
+  token_not_yet_valid: { code: 40105, status: 401, summary: 'The JWT is not valid yet (`nbf` is in the future).' },
+  token_wrong_issuer: { code: 40106, status: 401, summary: 'The JWT was issued by an issuer this service does not trust (`iss`).' },
+  token_wrong_audience: { code: 40107, status: 401, summary: 'The JWT is meant for another service (`aud`).' },
+  token_bad_signature: { code: 40108, status: 401, summary: 'The JWT signature does not verify.' },
+  token_algorithm_not_allowed: { code: 40109, status: 401, summary: 'The JWT is signed with an algorithm this service does not accept (e.g. `none`).' },
+  token_unknown_key: { code: 40110, status: 401, summary: 'The JWT names a signing key (`kid`) the identity provider does not publish.' },
+  token_invalid_claims: { code: 40111, status: 401, summary: 'The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type.' },
+  token_unknown_user: { code: 40112, status: 401, summary: 'The JWT names a user this service does not know (and provisioning is off).' },
   not_found: { code: 40401, status: 404, summary: 'No such path.' },
   method_not_allowed: { code: 40501, status: 405, summary: 'The path exists but not for this method; see the Allow header.' },
   not_acceptable: { code: 40601, status: 406, summary: 'The Accept header rules out application/json.' },
@@ -20,6 +28,7 @@ export const errorCatalogue = {
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },
   unavailable: { code: 50301, status: 503, summary: 'The database is unreachable or the server is shutting down; retry later.' },
+  identity_provider_unavailable: { code: 50302, status: 503, summary: "The identity provider's signing keys (JWKS) cannot be fetched; retry later." },
 } as const satisfies Record<string, { code: number; status: number; summary: string }>;
 
 export type ErrorName = keyof typeof errorCatalogue;

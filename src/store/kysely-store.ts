@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../catalogue/names.js';
 import type { CatalogueRecord } from '../catalogue/records.js';
-import { conflict, notFound } from '../errors.js';
+import { conflict, notFound, unavailable } from '../errors.js';
 import type { Database } from './schema.js';
 import type {
   GrantInfo,
@@ -16,6 +16,7 @@ import type {
   Store,
   TokenCredential,
   TokenInfo,
+  UserCredential,
   UserInfo,
 } from './store.js';
 
@@ -35,12 +36,15 @@ export abstract class KyselyStore implements Store {
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;
   abstract findToken(hash: Buffer): Promise<TokenCredential | undefined>;
-  abstract listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]>;
+  abstract findUser(name: string): Promise<UserCredential | undefined>;
+  abstract listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups?: readonly string[]): Promise<Plant[]>;
   abstract listAllPlants(limit: number | undefined): Promise<Plant[]>;
   abstract importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
   abstract exportRecords(): AsyncIterable<CatalogueRecord>;
   /** True when `err` is the backend's unique-constraint violation (a concurrent insert won the race). */
   protected abstract isUniqueViolation(err: unknown): boolean;
+  /** True when `err` means the database is not reachable right now (a 503, not a 500). */
+  protected abstract isUnavailable(err: unknown): boolean;
 
   private async insertUnique<T>(what: string, insert: () => Promise<T>): Promise<T> {
     try {
@@ -79,6 +83,22 @@ export abstract class KyselyStore implements Store {
         .executeTakeFirstOrThrow(),
     );
     return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
+  }
+
+  async provisionUser(name: string): Promise<UserCredential> {
+    checkUserName(name);
+    try {
+      await this.db
+        .insertInto('users')
+        .values({ name, is_admin: 0, created_at: Date.now() })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
+      const row = await this.db.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow();
+      return { userId: Number(row.id), admin: Number(row.is_admin) === 1 };
+    } catch (err) {
+      if (this.isUnavailable(err)) throw unavailable('database unavailable');
+      throw err;
+    }
   }
 
   async setAdmin(name: string, admin: boolean): Promise<void> {

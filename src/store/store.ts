@@ -55,6 +55,12 @@ export interface TokenCredential {
   revokedAt: number | null;
 }
 
+/** What the hot path needs to know about a user named by a JWT. */
+export interface UserCredential {
+  userId: number;
+  admin: boolean;
+}
+
 export interface NewToken {
   user: string;
   hash: Buffer;
@@ -93,8 +99,15 @@ export interface Store {
 
   // Hot path.
   findToken(hash: Buffer): Promise<TokenCredential | undefined>;
-  /** Plants the user may see, in catalogue order; `limit` undefined means all. */
-  listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]>;
+  /** The user a JWT names, by user name. */
+  findUser(name: string): Promise<UserCredential | undefined>;
+  /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */
+  provisionUser(name: string): Promise<UserCredential>;
+  /**
+   * Plants the user may see, in catalogue order; `limit` undefined means all. `extraGroups` are group names
+   * that count like stored memberships (from a JWT's groups claim); names of no stored group grant nothing.
+   */
+  listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups?: readonly string[]): Promise<Plant[]>;
   /** Every plant, in catalogue order (what an admin sees). */
   listAllPlants(limit: number | undefined): Promise<Plant[]>;
 

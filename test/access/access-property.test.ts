@@ -4,10 +4,12 @@ import fc from 'fast-check';
 import type { Plant } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp } from '../helpers/http-app.js';
+import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 
 // Property: for random users, groups, memberships, plants and grants, GET /plants over a real socket
 // returns exactly what a plain in-test oracle of the access rule says, in catalogue order, each plant once,
-// and `limit=k` returns exactly the first k plants of that listing.
+// and `limit=k` returns exactly the first k plants of that listing. With JWTs, the groups claim adds
+// memberships for the request, and the oracle counts them exactly like stored ones.
 
 const MAX_USERS = 4;
 const MAX_GROUPS = 3;
@@ -23,6 +25,8 @@ interface Scenario {
   plants: Array<{ name: string; tag: string | null; owner: number; public: boolean; users: number[]; groups: number[] }>;
   /** Per user: two limits, each a percentage of (visible count + 1), or -1 for the int32 maximum. */
   limits: Array<[number, number]>;
+  /** Per user, the groups a JWT's groups claim names; index MAX_GROUPS (or >= groupCount) is a group not stored. */
+  claims: number[][];
 }
 
 // Short text with odd characters mixed in; never empty, never NUL, never a lone surrogate (the store refuses those).
@@ -57,12 +61,13 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
     { maxLength: 10 },
   ),
   limits: fc.array(fc.tuple(percent, percent), { minLength: MAX_USERS, maxLength: MAX_USERS }),
+  claims: fc.array(subsetOf(MAX_GROUPS + 1), { minLength: MAX_USERS, maxLength: MAX_USERS }),
 });
 
 /** A limit from a percentage of `visible + 1`, so 0, the exact count and one more all occur; -1 means int32 max. */
 const limitFor = (pct: number, visible: number): number => (pct < 0 ? INT32_MAX : Math.round((pct / 100) * (visible + 1)));
 
-/** The scenario with out-of-range indexes resolved, as names. */
+/** The scenario with out-of-range indexes resolved, as names; `claims` are what each user's JWT would carry. */
 function normalise(s: Scenario) {
   const userName = (u: number) => `u${u}`;
   const groupName = (g: number) => `g${g}`;
@@ -70,6 +75,7 @@ function normalise(s: Scenario) {
     name: userName(u),
     admin: user.admin,
     groups: user.groups.filter((g) => g < s.groupCount).map(groupName),
+    claims: (s.claims[u] ?? []).map(groupName),
   }));
   const plants = s.plants.map((plant) => ({
     name: plant.name,
@@ -86,9 +92,13 @@ function normalise(s: Scenario) {
   return { users, groups, plants };
 }
 
-/** The access rule, written plainly: an admin sees all; others see what they own, public, or shared with them or a group of theirs. */
-function oracle(world: ReturnType<typeof normalise>, user: string): Plant[] {
-  const me = world.users.find((u) => u.name === user)!;
+/**
+ * The access rule, written plainly: an admin sees all; others see what they own, public, or shared with them
+ * or a group of theirs; with a JWT, the groups its claim names are theirs too.
+ */
+function oracle(world: ReturnType<typeof normalise>, user: string, viaJwt: boolean): Plant[] {
+  const found = world.users.find((u) => u.name === user)!;
+  const me = viaJwt ? { ...found, groups: [...found.groups, ...found.claims] } : found;
   return world.plants
     .filter(
       (plant) =>
@@ -105,7 +115,7 @@ function oracle(world: ReturnType<typeof normalise>, user: string): Plant[] {
  * Builds the scenario on a fresh database of `backend` through the Store interface, starts the real server
  * once, and for every user compares GET /plants (and, with `withLimits`, two limited listings) to the oracle.
  */
-async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean): Promise<void> {
+async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean, viaJwt = false): Promise<void> {
   const world = normalise(s);
   const store = await backend.open();
   try {
@@ -120,11 +130,14 @@ async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean)
         sharedWith: [...plant.users.map((user) => ({ user })), ...plant.groups.map((group) => ({ group }))],
       })),
     });
-    const server = await startApp(store);
+    const server = await startApp(
+      store,
+      viaJwt ? { config: { jwtIssuer: ISSUER, jwtAudience: AUDIENCE, jwtGroupsClaim: 'groups' }, env: { PLANTSTORE_JWT_SECRET: SECRET } } : {},
+    );
     try {
       for (const [u, user] of world.users.entries()) {
-        const expected = oracle(world, user.name);
-        const token = tokens[user.name]!;
+        const expected = oracle(world, user.name, viaJwt);
+        const token = viaJwt ? await mintJwt(secretKey(), { claims: { sub: user.name, groups: user.claims } }) : tokens[user.name]!;
         const full = await rawRequest(server.url, '/plants', bearer(token));
         assert.equal(full.status, 200, full.text);
         for (const plant of full.body as Array<Record<string, unknown>>) {
@@ -165,6 +178,13 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('with JWTs, the groups claim counts exactly like stored memberships, with and without limit', { timeout: 300_000 }, async () => {
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => checkScenario(backend, s, true, true)),
+        { numRuns: NUM_RUNS / 2 },
+      );
+    });
+
     it("regression: a plant shared with two of the user's groups does not hide the next plant under a limit", async () => {
       // u0 is in g0 and g1; plant A is shared with both groups, plant B with g0 only; u1 owns both.
       await checkScenario(
@@ -183,6 +203,7 @@ for (const backend of BACKENDS) {
             [67, 100], // limits 2 and 3 for u0, who sees 2 plants
             [0, -1],
           ],
+          claims: [[], []],
         },
         true,
       );

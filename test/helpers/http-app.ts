@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { generateToken } from '../../src/access/tokens.js';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type LogLevel } from '../../src/config.js';
+import { loadConfig, type ConfigInput, type LogLevel } from '../../src/config.js';
 import type { Grantee, PlantInfo, Store } from '../../src/store/store.js';
 
 export interface StartOptions {
@@ -13,6 +13,10 @@ export interface StartOptions {
   logLevel?: LogLevel;
   /** Request log lines when capturing (default true). */
   logRequests?: boolean;
+  /** More configuration (e.g. JWT settings), as flags would give it. */
+  config?: Omit<ConfigInput, 'db' | 'logLevel' | 'logRequests'>;
+  /** Environment the configuration is read from (e.g. PLANTSTORE_JWT_SECRET); empty by default. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface RunningApp {
@@ -36,11 +40,15 @@ export async function startApp(store: Store, opts: StartOptions = {}): Promise<R
         },
       })
     : undefined;
-  const config = loadConfig({
-    db: `(test ${store.backend} store)`,
-    logLevel: opts.captureLogs ? (opts.logLevel ?? 'info') : 'silent',
-    logRequests: opts.captureLogs ? (opts.logRequests ?? true) : false,
-  });
+  const config = loadConfig(
+    {
+      ...opts.config,
+      db: `(test ${store.backend} store)`,
+      logLevel: opts.captureLogs ? (opts.logLevel ?? 'info') : 'silent',
+      logRequests: opts.captureLogs ? (opts.logRequests ?? true) : false,
+    },
+    opts.env ?? {},
+  );
   const app = await buildApp({ config, store, ...(logStream ? { logStream } : {}) });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

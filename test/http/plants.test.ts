@@ -1,34 +1,13 @@
 import assert from 'node:assert/strict';
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { generateToken } from '../../src/access/tokens.js';
 import type { Plant, Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { assertError, assertJsonType, INT32_MAX } from '../helpers/assertions.js';
 import { bearer, mintToken, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 
 // Black-box tests of the HTTP contract over a real socket, once per storage backend.
-
-const INT32_MAX = 2_147_483_647;
-
-function assertJsonType(headers: IncomingHttpHeaders): void {
-  assert.match(String(headers['content-type']), /^application\/json(;|$)/, `content-type was ${headers['content-type']}`);
-}
-
-/** An error response: the status, application/json, and exactly the contract's Error body with `code`. */
-function assertError(res: RawResponse, status: number, code: number): { error: number; message: string } {
-  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
-  assertJsonType(res.headers);
-  const body = res.body as Record<string, unknown>;
-  assert.equal(typeof body, 'object', `body is not a JSON object: ${res.text}`);
-  assert.notEqual(body, null);
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message'], `Error body has other fields: ${res.text}`);
-  assert.ok(Number.isInteger(body.error), 'error is an integer');
-  assert.ok((body.error as number) >= -(2 ** 31) && (body.error as number) <= INT32_MAX, 'error fits int32');
-  assert.equal(typeof body.message, 'string');
-  assert.ok((body.message as string).length > 0, 'message is not empty');
-  assert.equal(body.error, code, `expected error code ${code}: ${res.text}`);
-  return body as { error: number; message: string };
-}
 
 function assertPlants(res: RawResponse, expected: Plant[]): void {
   assert.equal(res.status, 200, res.text);

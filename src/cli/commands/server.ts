@@ -2,19 +2,14 @@ import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
 import { openStore } from '../../store/open-store.js';
 import type { NumberedRecord, Store } from '../../store/store.js';
+import type { ConfigInput } from '../../config.js';
 import { configFrom, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
 
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
 const loadServer = () => import('../../server.js');
 
-interface ServeOptions {
-  host?: string;
-  port?: string;
-  logLevel?: string;
-  readDb?: string;
-  workers?: string;
-}
+type ServeOptions = Omit<ConfigInput, 'db'>;
 
 function addServeOptions(command: Command): Command {
   return command
@@ -22,7 +17,18 @@ function addServeOptions(command: Command): Command {
     .option('--port <port>', 'port to listen on (PLANTSTORE_PORT, default 8080)')
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)')
     .option('--workers <n>', 'HTTP worker processes sharing the port; dead ones are replaced (PLANTSTORE_WORKERS, default 1)')
-    .option('--read-db <url>', 'PostgreSQL read replica for listings (PLANTSTORE_READ_DB)');
+    .option('--read-db <url>', 'PostgreSQL read replica for listings (PLANTSTORE_READ_DB)')
+    .optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):')
+    .option('--jwks-url <url>', "provider's JSON Web Key Set (PLANTSTORE_JWKS_URL)")
+    .option('--jwt-public-key <pem-or-file>', 'PEM public key for RS/PS/ES/EdDSA tokens (PLANTSTORE_JWT_PUBLIC_KEY)')
+    .option('--jwt-secret-file <file>', 'file holding the HS256/384/512 secret (PLANTSTORE_JWT_SECRET_FILE or PLANTSTORE_JWT_SECRET)')
+    .option('--jwt-issuer <iss>', 'required issuer, comma-separated if several (PLANTSTORE_JWT_ISSUER)')
+    .option('--jwt-audience <aud>', 'required audience, comma-separated if several (PLANTSTORE_JWT_AUDIENCE)')
+    .option('--jwt-user-claim <claim>', 'claim naming the user (PLANTSTORE_JWT_USER_CLAIM, default sub)')
+    .option('--jwt-groups-claim <claim>', 'claim listing group names (PLANTSTORE_JWT_GROUPS_CLAIM)')
+    .option('--jwt-algorithms <list>', 'accepted algorithms, default all the key can verify (PLANTSTORE_JWT_ALGORITHMS)')
+    .option('--jwt-clock-tolerance <s>', 'seconds of clock skew allowed for exp/nbf (PLANTSTORE_JWT_CLOCK_TOLERANCE, default 30)')
+    .option('--jwt-unknown-users <mode>', 'reject or provision subjects with no user (PLANTSTORE_JWT_UNKNOWN_USERS, default reject)');
 }
 
 async function* demoRecords(): AsyncGenerator<NumberedRecord> {
@@ -53,7 +59,9 @@ export function registerServerCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nExamples:\n  plantstore serve\n  PLANTSTORE_DB=/var/lib/plantstore/plants.db plantstore serve --host 0.0.0.0 --port 8080' +
-        '\n  plantstore --db postgres://plantstore@db.internal/plantstore serve --host 0.0.0.0 --workers 4',
+        '\n  plantstore --db postgres://plantstore@db.internal/plantstore serve --host 0.0.0.0 --workers 4' +
+        '\n  plantstore serve --jwks-url https://idp.example/realms/plants/protocol/openid-connect/certs \\' +
+        '\n      --jwt-issuer https://idp.example/realms/plants --jwt-audience plantstore --jwt-groups-claim groups\n',
     )
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = configFrom(cmd, opts);

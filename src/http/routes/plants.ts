@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
+import type { Authenticator } from '../../access/authenticate.js';
 import { listVisiblePlants } from '../../access/viewer.js';
 import type { Store } from '../../store/store.js';
 import { bearerAuthentication } from '../auth.js';
@@ -24,12 +25,12 @@ async function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyRep
   }
 }
 
-export async function plantRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
-  const { store } = opts;
+export async function plantRoutes(app: FastifyInstance, opts: { store: Store; authenticator: Authenticator }): Promise<void> {
+  const { store, authenticator } = opts;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/plants',
     {
-      onRequest: [bearerAuthentication(store), requireJsonAcceptable],
+      onRequest: [bearerAuthentication(authenticator), requireJsonAcceptable],
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',
@@ -38,10 +39,10 @@ export async function plantRoutes(app: FastifyInstance, opts: { store: Store }):
         response: {
           200: Type.Array(PlantRef, { description: 'Plant response' }),
           400: errorResponse('Unexpected error: an invalid query parameter or a malformed request'),
-          401: errorResponse('Missing, unknown, expired or revoked bearer token', wwwAuthenticate),
+          401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', wwwAuthenticate),
           406: errorResponse('The Accept header rules out application/json'),
           500: errorResponse('Unexpected server error'),
-          503: errorResponse('The database is unreachable; retry later'),
+          503: errorResponse("The database, or the identity provider's signing keys, cannot be reached; retry later"),
         },
       },
     },

@@ -7,7 +7,7 @@ import { invalidInput, unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import type { ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+import type { UserCredential, ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
 
 export interface PostgresOptions {
   /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
@@ -18,7 +18,10 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
 }
 
-/** Same shape as the SQLite query: each access branch is an index range cut at `limit` before the union. */
+/**
+ * Same shape as the SQLite query: each access branch is an index range cut at `limit` before the union;
+ * $3 holds the group names a JWT's groups claim adds to the stored memberships.
+ */
 const VISIBLE_PLANTS_SQL = `
   SELECT p.name, p.tag FROM (
     (SELECT id FROM plants WHERE is_public = 1 ORDER BY id LIMIT $2)
@@ -27,8 +30,10 @@ const VISIBLE_PLANTS_SQL = `
     UNION
     (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 ORDER BY plant_id LIMIT $2)
     UNION
-    (SELECT DISTINCT gg.plant_id FROM group_members gm JOIN plant_group_grants gg ON gg.group_id = gm.group_id
-     WHERE gm.user_id = $1 ORDER BY gg.plant_id LIMIT $2)
+    (SELECT DISTINCT gg.plant_id FROM plant_group_grants gg
+     WHERE gg.group_id IN (SELECT group_id FROM group_members WHERE user_id = $1
+                           UNION SELECT g.id FROM groups g WHERE g.name = ANY($3::text[]))
+     ORDER BY gg.plant_id LIMIT $2)
     ORDER BY 1 LIMIT $2
   ) v JOIN plants p ON p.id = v.id
   ORDER BY p.id`;
@@ -128,6 +133,10 @@ export class PostgresStore extends KyselyStore {
     if (this.readPool !== this.pool) await this.readPool.end();
   }
 
+  protected isUnavailable(err: unknown): boolean {
+    return isConnectionError(err);
+  }
+
   protected isUniqueViolation(err: unknown): boolean {
     return (err as { code?: string }).code === '23505';
   }
@@ -143,12 +152,17 @@ export class PostgresStore extends KyselyStore {
     return { tokenId: row.token_id, userId: row.user_id, admin: row.is_admin === 1, expiresAt: row.expires_at, revokedAt: row.revoked_at };
   }
 
-  async listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]> {
+  async findUser(name: string): Promise<UserCredential | undefined> {
+    const [row] = await this.query<{ id: number; is_admin: number }>('find_user', 'SELECT id, is_admin FROM users WHERE name = $1', [name]);
+    return row && { userId: row.id, admin: row.is_admin === 1 };
+  }
+
+  async listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups: readonly string[] = []): Promise<Plant[]> {
     // LIMIT NULL is no limit in PostgreSQL.
     const rows = await this.query<{ name: string; tag: string | null }>(
       'visible_plants',
       VISIBLE_PLANTS_SQL,
-      [userId, limit ?? null],
+      [userId, limit ?? null, extraGroups],
       this.readPool,
     );
     return rows.map(rowToPlant);

@@ -8,7 +8,7 @@ import { unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import type { ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+import type { UserCredential, ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
 
 type PlantRow = [name: string, tag: string | null];
 
@@ -18,6 +18,7 @@ const toPlants = (rows: PlantRow[]): Plant[] =>
 /**
  * Each branch of "who may see this plant" is an index range read in id order and cut at `limit`
  * before the union, so a first page costs about `limit` rows per branch, not the catalogue's size.
+ * The user's groups are the stored memberships plus the names a JWT's groups claim brings (a JSON array).
  * A plant shared with several of the user's groups is one row (DISTINCT) before the cut. SQLite's LIMIT -1
  * means no limit.
  */
@@ -30,9 +31,11 @@ const VISIBLE_PLANTS_SQL = `
     SELECT id FROM (SELECT plant_id AS id FROM plant_user_grants WHERE user_id = @user ORDER BY plant_id LIMIT @limit)
     UNION
     SELECT id FROM (
-      SELECT DISTINCT gg.plant_id AS id FROM group_members gm
-      JOIN plant_group_grants gg ON gg.group_id = gm.group_id
-      WHERE gm.user_id = @user ORDER BY gg.plant_id LIMIT @limit)
+      SELECT DISTINCT gg.plant_id AS id FROM plant_group_grants gg
+      WHERE gg.group_id IN (
+        SELECT group_id FROM group_members WHERE user_id = @user
+        UNION SELECT g.id FROM groups g WHERE g.name IN (SELECT value FROM json_each(@groups)))
+      ORDER BY gg.plant_id LIMIT @limit)
     ORDER BY id LIMIT @limit
   ) v JOIN plants p ON p.id = v.id
   ORDER BY p.id`;
@@ -49,7 +52,8 @@ export class SqliteStore extends KyselyStore {
 
   private readonly stmts: {
     findToken: BetterSqlite3.Statement<[Buffer]>;
-    visible: BetterSqlite3.Statement<{ user: number; limit: number }>;
+    visible: BetterSqlite3.Statement<{ user: number; limit: number; groups: string }>;
+    findUser: BetterSqlite3.Statement<[string]>;
     all: BetterSqlite3.Statement<{ limit: number }>;
   };
 
@@ -64,6 +68,7 @@ export class SqliteStore extends KyselyStore {
          FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
       ),
       visible: sqlite.prepare(VISIBLE_PLANTS_SQL),
+      findUser: sqlite.prepare('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
       all: sqlite.prepare('SELECT name, tag FROM plants ORDER BY id LIMIT @limit'),
     };
     this.stmts.visible.raw(true);
@@ -93,13 +98,17 @@ export class SqliteStore extends KyselyStore {
     this.read(() => this.sqlite.prepare('SELECT 1').get());
   }
 
-  /** Runs a hot-path read; a database that is closed, locked too long or failing I/O is "unavailable" (503). */
+  /** A database that is closed, locked too long or failing I/O is "unavailable" (503). */
+  protected isUnavailable(err: unknown): boolean {
+    return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
+  }
+
+  /** Runs a hot-path read, mapping unavailability to a DomainError. */
   private read<T>(query: () => T): T {
     try {
       return query();
     } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
-      if (/^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL)/.test(code) || !this.sqlite.open) throw unavailable('database unavailable');
+      if (this.isUnavailable(err)) throw unavailable('database unavailable');
       throw err;
     }
   }
@@ -123,8 +132,14 @@ export class SqliteStore extends KyselyStore {
     return { tokenId: row.tokenId, userId: row.userId, admin: row.admin === 1, expiresAt: row.expiresAt, revokedAt: row.revokedAt };
   }
 
-  async listPlantsVisibleTo(userId: number, limit: number | undefined): Promise<Plant[]> {
-    return toPlants(this.read(() => this.stmts.visible.all({ user: userId, limit: limit ?? -1 })) as PlantRow[]);
+  async findUser(name: string): Promise<UserCredential | undefined> {
+    const row = this.read(() => this.stmts.findUser.get(name)) as { userId: number; admin: number } | undefined;
+    return row && { userId: row.userId, admin: row.admin === 1 };
+  }
+
+  async listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups: readonly string[] = []): Promise<Plant[]> {
+    const groups = extraGroups.length === 0 ? '[]' : JSON.stringify(extraGroups);
+    return toPlants(this.read(() => this.stmts.visible.all({ user: userId, limit: limit ?? -1, groups })) as PlantRow[]);
   }
 
   async listAllPlants(limit: number | undefined): Promise<Plant[]> {

@@ -1,0 +1,26 @@
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { RawResponse } from './http-app.js';
+
+export const INT32_MAX = 2_147_483_647;
+
+export function assertJsonType(headers: IncomingHttpHeaders): void {
+  assert.match(String(headers['content-type']), /^application\/json(;|$)/, `content-type was ${headers['content-type']}`);
+}
+
+/** An error response: the status, application/json, and exactly the contract's Error body with `code`. */
+export function assertError(res: RawResponse, status: number, code: number): { error: number; message: string } {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
+  assertJsonType(res.headers);
+  const body = res.body as Record<string, unknown>;
+  assert.equal(typeof body, 'object', `body is not a JSON object: ${res.text}`);
+  assert.notEqual(body, null);
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message'], `Error body has other fields: ${res.text}`);
+  assert.ok(Number.isInteger(body.error), 'error is an integer');
+  assert.ok((body.error as number) >= -(2 ** 31) && (body.error as number) <= INT32_MAX, 'error fits int32');
+  assert.equal(typeof body.message, 'string');
+  assert.ok((body.message as string).length > 0, 'message is not empty');
+  assert.equal(body.error, code, `expected error code ${code}: ${res.text}`);
+  return body as { error: number; message: string };
+}
+
