@@ -1,0 +1,19 @@
+import { createServer } from 'node:http';
+
+// The ceiling: a bare node:http server answering a constant 20-plant JSON body, nothing else.
+// Same body size and headers class as the service's first page, no routing, no auth, no database.
+
+const plants = Array.from({ length: 20 }, (_, i) => (i % 3 === 2 ? { name: `Ficus #${i}` } : { name: `Monstera #${i}`, tag: 'tropical' }));
+const body = Buffer.from(JSON.stringify(plants));
+const port = Number(process.argv[2] ?? 0);
+
+const server = createServer((_req, res) => {
+  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length });
+  res.end(body);
+});
+server.keepAliveTimeout = 72_000;
+server.listen(port, '127.0.0.1', () => {
+  const address = server.address();
+  process.stdout.write(`listening ${typeof address === 'object' && address ? address.port : port}\n`);
+});
+process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -1,0 +1,387 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { generateToken } from '../src/access/tokens.js';
+import { openStore } from '../src/store/open-store.js';
+import { DEFAULT_SPEC, generateCatalogue, userName, type CatalogueSpec } from './catalogue.js';
+import { loadGenerator, type LoadResult } from './load.js';
+
+// `npm run bench`: the ceiling (bare node:http) and Plant Store measured side by side in one run.
+// Every figure is printed, written to docs/benchmarks.json and, as a table, to docs/benchmarks.md.
+
+const { values: args } = parseArgs({
+  options: {
+    plants: { type: 'string', default: String(DEFAULT_SPEC.plants) },
+    duration: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '50' },
+    'with-1e7': { type: 'boolean', default: false },
+    'no-postgres': { type: 'boolean', default: false },
+    pg: { type: 'string', default: process.env.PLANTSTORE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
+    'load-generator': { type: 'string' },
+    out: { type: 'string', default: 'docs' },
+  },
+});
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CLI = join(ROOT, 'dist/cli/main.js');
+const DURATION = Number(args.duration);
+const ROUNDS = Number(args.rounds);
+const CONNECTIONS = Number(args.connections);
+const ROTATING_USERS = 100;
+const load = await loadGenerator(args['load-generator']);
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+interface Server {
+  url: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+async function waitForLine(child: ChildProcess, pattern: RegExp): Promise<RegExpMatchArray> {
+  let buffered = '';
+  for await (const chunk of child.stdout!) {
+    buffered += String(chunk);
+    const match = pattern.exec(buffered);
+    if (match) return match;
+  }
+  throw new Error(`process exited before printing ${pattern}`);
+}
+
+async function waitForHttp(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      request(url, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      })
+        .on('error', () => resolve(false))
+        .end();
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+function stopper(child: ChildProcess): () => Promise<void> {
+  return async () => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+  };
+}
+
+async function startCeiling(): Promise<Server> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/ceiling.ts'), '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [, port] = await waitForLine(child, /listening (\d+)/);
+  return { url: `http://127.0.0.1:${port}`, process: child, stop: stopper(child) };
+}
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function startService(db: string): Promise<Server> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, '--db', db, 'serve', '--port', String(port)], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, PLANTSTORE_LOG_REQUESTS: 'false', PLANTSTORE_LOG_LEVEL: 'warn' },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/healthz`);
+  return { url, process: child, stop: stopper(child) };
+}
+
+/** Peak resident memory of a process so far (Linux), in MB. */
+async function peakRssMb(pid: number): Promise<number | undefined> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const kb = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
+    return kb ? Number(kb) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the generated catalogue as NDJSON (not timed), then imports it with the CLI (timed, wall clock). */
+async function buildDatabase(db: string, spec: CatalogueSpec, dir: string): Promise<{ seconds: number; plantsPerSecond: number }> {
+  const file = join(dir, `catalogue-${spec.plants}.ndjson`);
+  const out = createWriteStream(file);
+  for (const record of generateCatalogue(spec)) {
+    if (!out.write(`${JSON.stringify(record)}\n`)) await once(out, 'drain');
+  }
+  out.end();
+  await once(out, 'finish');
+  const started = process.hrtime.bigint();
+  const result = spawnSync(process.execPath, [CLI, '--db', db, 'import', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  if (result.status !== 0) throw new Error(`import failed: ${String(result.stderr)}`);
+  await rm(file);
+  return { seconds, plantsPerSecond: spec.plants / seconds };
+}
+
+/** Opaque tokens for users 1..n (ordinary users) and user0 (the admin), written straight through the Store. */
+async function issueTokens(db: string, users: number): Promise<{ rotating: string[]; admin: string }> {
+  const store = await openStore({ db });
+  try {
+    const rotating: string[] = [];
+    for (let u = 1; u <= users; u++) {
+      const { token, hash } = generateToken();
+      await store.addToken({ user: userName(u), hash, label: 'bench' });
+      rotating.push(token);
+    }
+    const { token, hash } = generateToken();
+    await store.addToken({ user: userName(0), hash, label: 'bench' });
+    return { rotating, admin: token };
+  } finally {
+    await store.close();
+  }
+}
+
+interface Paired {
+  ceiling: LoadResult;
+  service: LoadResult;
+  ratio: number;
+}
+
+function combine(results: LoadResult[]): LoadResult {
+  const sorted = (pick: (r: LoadResult) => number) => results.map(pick).sort((a, b) => a - b);
+  const median = (values: number[]) => values[Math.floor(values.length / 2)]!;
+  const requests = results.reduce((n, r) => n + r.requests, 0);
+  const seconds = results.reduce((n, r) => n + r.seconds, 0);
+  return {
+    requests,
+    seconds,
+    rps: requests / seconds,
+    p50Ms: median(sorted((r) => r.p50Ms)),
+    p99Ms: Math.max(...results.map((r) => r.p99Ms)),
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    non2xx: results.reduce((n, r) => n + r.non2xx, 0),
+  };
+}
+
+/** Ceiling and service alternately (A B A B …), equal durations, after a warm-up of each. */
+async function alternate(ceiling: Server, service: Server, path: string, tokens: string[]): Promise<Paired> {
+  await load.run({ url: `${ceiling.url}/plants?limit=20`, tokens, seconds: 2, connections: CONNECTIONS });
+  await load.run({ url: `${service.url}${path}`, tokens, seconds: 2, connections: CONNECTIONS });
+  const a: LoadResult[] = [];
+  const b: LoadResult[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    a.push(await load.run({ url: `${ceiling.url}/plants?limit=20`, tokens, seconds: DURATION, connections: CONNECTIONS }));
+    b.push(await load.run({ url: `${service.url}${path}`, tokens, seconds: DURATION, connections: CONNECTIONS }));
+  }
+  const ceilingResult = combine(a);
+  const serviceResult = combine(b);
+  return { ceiling: ceilingResult, service: serviceResult, ratio: serviceResult.rps / ceilingResult.rps };
+}
+
+/** Reads a whole listing as a client would, counting plants; the server's peak RSS is read from /proc. */
+async function fullListing(service: Server, token: string): Promise<{ plants: number; seconds: number; plantsPerSecond: number; bytes: number }> {
+  const started = process.hrtime.bigint();
+  const { plants, bytes } = await new Promise<{ plants: number; bytes: number }>((resolve, reject) => {
+    request(`${service.url}/plants`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+      if (res.statusCode !== 200) reject(new Error(`full listing: ${res.statusCode}`));
+      let count = 0;
+      let size = 0;
+      let carry = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        size += Buffer.byteLength(chunk);
+        // Every plant object starts with {"name": — counting them avoids holding 10^6 objects in the client.
+        // The last few characters carry over, so a marker split between two chunks is still counted once.
+        const text = carry + chunk;
+        for (let i = text.indexOf('{"name"'); i !== -1; i = text.indexOf('{"name"', i + 1)) count++;
+        carry = text.slice(-6);
+      });
+      res.on('end', () => resolve({ plants: count, bytes: size }));
+      res.on('error', reject);
+    })
+      .on('error', reject)
+      .end();
+  });
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { plants, seconds, plantsPerSecond: plants / seconds, bytes };
+}
+
+async function postgresReachable(url: string): Promise<string | false> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.end();
+    return false;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await client.end();
+}
+
+const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
+  const spec: CatalogueSpec = { ...DEFAULT_SPEC, plants: Number(args.plants) };
+  const scaleSizes = [10_000, 100_000, 1_000_000, ...(args['with-1e7'] ? [10_000_000] : [])];
+  const machine = {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    loadGenerator: load.name,
+  };
+  log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}; load generator: ${load.name}`);
+  log(`${ROUNDS} rounds of ${DURATION} s per side, ${CONNECTIONS} connections, ${ROTATING_USERS} users' tokens in rotation`);
+
+  const results: Record<string, unknown> = { date: new Date().toISOString(), machine, spec, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS };
+  const ceiling = await startCeiling();
+  try {
+    // 2. SQLite, the default catalogue.
+    log(`\nSQLite: importing ${fmt(spec.plants)} plants…`);
+    const sqliteDb = join(dir, 'main.db');
+    const sqliteImport = await buildDatabase(sqliteDb, spec, dir);
+    const sqliteTokens = await issueTokens(sqliteDb, ROTATING_USERS);
+    let service = await startService(sqliteDb);
+    log('SQLite: GET /plants?limit=20, ceiling and service alternately…');
+    const sqlite = await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating);
+    await service.stop();
+    results.sqlite = { import: sqliteImport, ...sqlite };
+
+    // 3. PostgreSQL, the same catalogue, when one answers.
+    const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
+    if (pgSkip) {
+      log(`PostgreSQL: skipped (${pgSkip})`);
+      results.postgres = { skipped: pgSkip };
+    } else {
+      const schema = `bench_${process.pid}`;
+      const pgDb = `${args.pg}${args.pg.includes('?') ? '&' : '?'}schema=${schema}`;
+      try {
+        log(`\nPostgreSQL: importing ${fmt(spec.plants)} plants…`);
+        const pgImport = await buildDatabase(pgDb, spec, dir);
+        const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
+        service = await startService(pgDb);
+        log('PostgreSQL: GET /plants?limit=20, ceiling and service alternately…');
+        const postgres = await alternate(ceiling, service, '/plants?limit=20', pgTokens.rotating);
+        await service.stop();
+        results.postgres = { import: pgImport, ...postgres };
+      } finally {
+        await dropSchema(args.pg, schema);
+      }
+    }
+
+    // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue.
+    const scale: Array<{ plants: number; import: { seconds: number; plantsPerSecond: number }; limit20: LoadResult }> = [];
+    let full: (Awaited<ReturnType<typeof fullListing>> & { peakRssMb: number | undefined }) | undefined;
+    for (const plants of scaleSizes) {
+      log(`\nscale: ${fmt(plants)} plants…`);
+      const db = join(dir, `scale-${plants}.db`);
+      const imported = await buildDatabase(db, { ...spec, plants }, dir);
+      const tokens = await issueTokens(db, ROTATING_USERS);
+      service = await startService(db);
+      await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: 2, connections: CONNECTIONS });
+      const limit20 = await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: DURATION, connections: CONNECTIONS });
+      scale.push({ plants, import: imported, limit20 });
+      if (plants === 1_000_000) {
+        log('full listing of 1,000,000 plants as the admin…');
+        const listing = await fullListing(service, tokens.admin);
+        full = { ...listing, peakRssMb: await peakRssMb(service.process.pid!) };
+      }
+      await service.stop();
+      await rm(db, { force: true });
+      await rm(`${db}-wal`, { force: true });
+      await rm(`${db}-shm`, { force: true });
+    }
+    results.scale = scale;
+    results.fullListing = full;
+  } finally {
+    await ceiling.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+
+  const report = renderReport(results);
+  process.stdout.write(`\n${report}\n`);
+  await mkdir(join(ROOT, args.out), { recursive: true });
+  await writeFile(join(ROOT, args.out, 'benchmarks.json'), `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(join(ROOT, args.out, 'benchmarks.md'), `${report}\n`);
+  log(`\nwritten: ${join(args.out, 'benchmarks.json')} and ${join(args.out, 'benchmarks.md')}`);
+}
+
+function renderReport(r: Record<string, unknown>): string {
+  const machine = r.machine as Record<string, string | number>;
+  const sqlite = r.sqlite as Paired & { import: { plantsPerSecond: number } };
+  const postgres = r.postgres as (Paired & { import: { plantsPerSecond: number } }) | { skipped: string };
+  const scale = r.scale as Array<{ plants: number; import: { plantsPerSecond: number; seconds: number }; limit20: LoadResult }>;
+  const full = r.fullListing as { plants: number; seconds: number; plantsPerSecond: number; peakRssMb?: number } | undefined;
+  const row = (name: string, x: LoadResult, ratio?: number) =>
+    `| ${name} | ${fmt(x.rps)} | ${ratio === undefined ? '1.00' : fmt(ratio, 2)} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`;
+  const lines = [
+    '# Benchmarks',
+    '',
+    `Latest run of \`npm run bench\`, ${String(r.date).slice(0, 10)}. Machine: ${machine.cpu}, ${machine.cores} cores, ` +
+      `${machine.memoryGb} GB RAM, Node ${machine.node}. Load generator: ${machine.loadGenerator}, ${r.connections} connections, ` +
+      `${r.rounds} alternating rounds of ${r.durationSeconds} s per side (ceiling A, service B: A B A B …). Catalogue: ` +
+      `${fmt((r.spec as CatalogueSpec).plants)} plants, 1,000 users, 50 groups, ~30% shared with a user, ~10% with a group, ~5% public ` +
+      `(seeded); requests authenticated with ${ROTATING_USERS} ordinary users' tokens in rotation.`,
+    '',
+    '## `GET /plants?limit=20` against the ceiling',
+    '',
+    '| server | requests/s | ratio to ceiling | p50 ms | p99 ms | errors + non-2xx |',
+    '|---|---|---|---|---|---|',
+    row('ceiling: bare node:http, constant body (with the SQLite run)', sqlite.ceiling),
+    row('Plant Store, SQLite', sqlite.service, sqlite.ratio),
+  ];
+  if ('skipped' in postgres) lines.push(`| Plant Store, PostgreSQL | skipped: ${postgres.skipped} | | | | |`);
+  else lines.push(row('ceiling (with the PostgreSQL run)', postgres.ceiling), row('Plant Store, PostgreSQL', postgres.service, postgres.ratio));
+  lines.push('', '## Scale curve (SQLite, `limit=20`)', '', '| plants | requests/s | p50 ms | p99 ms | errors | import plants/s |', '|---|---|---|---|---|---|');
+  for (const s of scale) {
+    lines.push(`| ${fmt(s.plants)} | ${fmt(s.limit20.rps)} | ${fmt(s.limit20.p50Ms, 2)} | ${fmt(s.limit20.p99Ms, 2)} | ${s.limit20.errors + s.limit20.non2xx} | ${fmt(s.import.plantsPerSecond)} |`);
+  }
+  lines.push('', '## Full listing (admin, no `limit`, SQLite, 1,000,000 plants)', '');
+  lines.push(full ? `${fmt(full.plants)} plants in ${fmt(full.seconds, 2)} s: **${fmt(full.plantsPerSecond)} plants/s**; server peak RSS ${full.peakRssMb === undefined ? 'unknown' : `${fmt(full.peakRssMb)} MB`}.` : 'not run');
+  lines.push('', '## Import (`plantstore import FILE`, wall clock including process start)', '', '| backend | plants | seconds | plants/s |', '|---|---|---|---|');
+  lines.push(`| SQLite | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt((sqlite as unknown as { import: { seconds: number } }).import.seconds, 2)} | ${fmt(sqlite.import.plantsPerSecond)} |`);
+  const million = scale.find((s) => s.plants === 1_000_000);
+  if (million) lines.push(`| SQLite | 1,000,000 | ${fmt(million.import.seconds, 2)} | ${fmt(million.import.plantsPerSecond)} |`);
+  if (!('skipped' in postgres)) {
+    lines.push(`| PostgreSQL | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt((postgres as unknown as { import: { seconds: number } }).import.seconds, 2)} | ${fmt(postgres.import.plantsPerSecond)} |`);
+  }
+
+  const p50At = (n: number) => scale.find((s) => s.plants === n)?.limit20.p50Ms;
+  const growth = p50At(1_000_000) !== undefined && p50At(10_000) !== undefined ? p50At(1_000_000)! / p50At(10_000)! : undefined;
+  const importMillion = million?.import.plantsPerSecond ?? sqlite.import.plantsPerSecond;
+  lines.push('', '## Targets', '', '| target | measured | verdict |', '|---|---|---|');
+  lines.push(`| SQLite \`limit=20\` ≥ 0.60 of the ceiling | ${fmt(sqlite.ratio, 2)} | ${verdict(sqlite.ratio >= 0.6)} |`);
+  lines.push(`| SQLite \`limit=20\` p99 < 10 ms | ${fmt(sqlite.service.p99Ms, 2)} ms | ${verdict(sqlite.service.p99Ms < 10)} |`);
+  lines.push(`| SQLite \`limit=20\` zero errors | ${sqlite.service.errors + sqlite.service.non2xx} | ${verdict(sqlite.service.errors + sqlite.service.non2xx === 0)} |`);
+  if (!('skipped' in postgres)) {
+    lines.push(`| PostgreSQL \`limit=20\` ≥ 0.40 of the ceiling | ${fmt(postgres.ratio, 2)} | ${verdict(postgres.ratio >= 0.4)} |`);
+    lines.push(`| PostgreSQL import ≥ 100,000 plants/s | ${fmt(postgres.import.plantsPerSecond)} | ${verdict(postgres.import.plantsPerSecond >= 100_000)} |`);
+  }
+  if (full) {
+    lines.push(`| full listing of 10^6 > 500,000 plants/s | ${fmt(full.plantsPerSecond)} | ${verdict(full.plantsPerSecond > 500_000)} |`);
+    lines.push(`| full listing peak RSS < 200 MB | ${full.peakRssMb === undefined ? 'unknown' : fmt(full.peakRssMb)} | ${verdict((full.peakRssMb ?? Infinity) < 200)} |`);
+  }
+  if (growth !== undefined) lines.push(`| p50 at 10^6 ≤ 1.5 × p50 at 10^4 | ${fmt(growth, 2)} × | ${verdict(growth <= 1.5)} |`);
+  lines.push(`| SQLite import ≥ 250,000 plants/s | ${fmt(importMillion)} | ${verdict(importMillion >= 250_000)} |`);
+  return lines.join('\n');
+}
+
+await main();
