@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
+import { PlantListing } from './http/plant-listing.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { loggerOptions } from './logger.js';
@@ -45,12 +46,12 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
-  const authenticator = createAuthenticator(store, jwt);
+  const authenticator = createAuthenticator(store, jwt, config.cache);
   app.addHook('onClose', async () => authenticator.close());
   // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
   app.addHook('onReady', async () => {
     if (jwt && !(await jwt.verifier.warmUp())) app.log.warn('JWKS not reachable at start; it is fetched again on demand');
   });
-  await app.register(plantRoutes, { store, authenticator });
+  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator });
   return app;
 }

@@ -23,6 +23,8 @@ export interface Config {
   logRequests: boolean;
   /** Seconds to wait for in-flight requests on SIGTERM before closing anyway. */
   shutdownGraceSeconds: number;
+  /** In-memory caches of token checks and first pages, emptied on every committed change (any process). */
+  cache: boolean;
   /** JWTs from an identity provider, accepted beside Plant Store's own tokens; undefined when not configured. */
   jwt: JwtConfig | undefined;
 }
@@ -39,6 +41,7 @@ export interface ConfigInput extends JwtConfigInput {
   logLevel?: string | undefined;
   logRequests?: string | boolean | undefined;
   shutdownGraceSeconds?: string | number | undefined;
+  cache?: string | boolean | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
@@ -100,6 +103,7 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
       0,
       3600,
     ),
+    cache: bool('PLANTSTORE_CACHE', pick<string | boolean>(input.cache, env.PLANTSTORE_CACHE, true)),
     jwt: loadJwtConfig(input, env),
   };
 }

@@ -1,9 +1,10 @@
 import { checkUserName } from '../catalogue/names.js';
 import { DomainError } from '../errors.js';
-import type { Store } from '../store/store.js';
+import type { Store, TokenCredential, UserCredential } from '../store/store.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
-import { checkToken, TOKEN_PREFIX, type TokenFailure } from './tokens.js';
+import { checkCredential, hashToken, isTokenShaped, TOKEN_PREFIX, type TokenFailure } from './tokens.js';
+import { VersionedCache } from './versioned-cache.js';
 import type { Viewer } from './viewer.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
@@ -23,13 +24,41 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  * when configured, JWTs from an identity provider, whose user claim names a Plant Store user and whose
  * groups claim adds group memberships for this request only. Admin rights always come from the store.
  */
-export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; verifier: JwtVerifier }): Authenticator {
+export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; verifier: JwtVerifier }, cache = true): Authenticator {
+  // Known opaque tokens (by hash) and JWT users (by name); unknown ones are never cached, so junk cannot evict them.
+  const tokens = new VersionedCache<TokenCredential>(store, 100_000, cache);
+  const users = new VersionedCache<UserCredential>(store, 100_000, cache);
+
+  async function opaque(token: string): Promise<AuthResult> {
+    const version = tokens.begin();
+    const hash = hashToken(token);
+    const key = hash.toString('base64');
+    let found = tokens.get(key);
+    if (!found) {
+      found = await store.findToken(hash);
+      if (found) tokens.set(key, found, version);
+    }
+    return checkCredential(found, Date.now());
+  }
+
+  async function jwtUser(name: string): Promise<UserCredential | undefined> {
+    const version = users.begin();
+    let user = users.get(name);
+    if (!user) {
+      user = await store.findUser(name);
+      if (user) users.set(name, user, version);
+    }
+    return user;
+  }
+
   return {
     async authenticate(token) {
-      if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) return checkToken(store, token);
+      if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
+        return isTokenShaped(token) ? opaque(token) : { ok: false, reason: 'malformed' };
+      }
       const checked = await jwt.verifier.verify(token);
       if (!checked.ok) return checked;
-      let user = await store.findUser(checked.user);
+      let user = await jwtUser(checked.user);
       if (!user) {
         if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
         try {

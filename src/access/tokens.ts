@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Store } from '../store/store.js';
+import type { Store, TokenCredential } from '../store/store.js';
 import type { Viewer } from './viewer.js';
 
 /**
@@ -22,12 +22,18 @@ export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
 
 export type TokenCheck = { ok: true; viewer: Viewer } | { ok: false; reason: TokenFailure };
 
-/** Checks a presented opaque token against the store. Never throws for a bad token; a store failure does throw. */
-export async function checkToken(store: Store, token: string, now: number = Date.now()): Promise<TokenCheck> {
-  if (!TOKEN_SHAPE.test(token)) return { ok: false, reason: 'malformed' };
-  const found = await store.findToken(hashToken(token));
+export const isTokenShaped = (token: string): boolean => TOKEN_SHAPE.test(token);
+
+/** The verdict on a stored credential (or none) at time `now`; revocation and expiry are checked on every use. */
+export function checkCredential(found: TokenCredential | undefined, now: number): TokenCheck {
   if (!found) return { ok: false, reason: 'unknown' };
   if (found.revokedAt !== null) return { ok: false, reason: 'revoked' };
   if (found.expiresAt !== null && found.expiresAt <= now) return { ok: false, reason: 'expired' };
   return { ok: true, viewer: { userId: found.userId, admin: found.admin } };
+}
+
+/** Checks a presented opaque token against the store. Never throws for a bad token; a store failure does throw. */
+export async function checkToken(store: Store, token: string, now: number = Date.now()): Promise<TokenCheck> {
+  if (!isTokenShaped(token)) return { ok: false, reason: 'malformed' };
+  return checkCredential(await store.findToken(hashToken(token)), now);
 }

@@ -37,6 +37,14 @@ export const ListPlantsQuery = Type.Object({
         '(empty, signed, fractional, exponent or hex notation, spaces, repeated) is a 400.',
     }),
   ),
+  cursor: Type.Optional(
+    Type.String({
+      pattern: '^[A-Za-z0-9_-]{1,32}$',
+      description:
+        'Not part of the original contract, optional: the opaque continuation from a `Link: <…>; rel="next"` ' +
+        'response header. Use that URL as given; the next page starts after the last plant of the previous one.',
+    }),
+  ),
 });
 export type ListPlantsQuery = Static<typeof ListPlantsQuery>;
 

@@ -10,8 +10,9 @@ import type {
   ImportProgress,
   ImportSummary,
   NewToken,
+  ListedPlant,
   NumberedRecord,
-  Plant,
+  PageRequest,
   PlantInfo,
   Store,
   TokenCredential,
@@ -37,8 +38,9 @@ export abstract class KyselyStore implements Store {
   abstract close(): Promise<void>;
   abstract findToken(hash: Buffer): Promise<TokenCredential | undefined>;
   abstract findUser(name: string): Promise<UserCredential | undefined>;
-  abstract listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups?: readonly string[]): Promise<Plant[]>;
-  abstract listAllPlants(limit: number | undefined): Promise<Plant[]>;
+  abstract listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Promise<ListedPlant[]>;
+  abstract listAllPlants(page: PageRequest): Promise<ListedPlant[]>;
+  abstract dataVersion(): number | undefined;
   abstract importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
   abstract exportRecords(): AsyncIterable<CatalogueRecord>;
   /** True when `err` is the backend's unique-constraint violation (a concurrent insert won the race). */

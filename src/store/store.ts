@@ -46,6 +46,19 @@ export interface TokenInfo {
   revokedAt?: Date;
 }
 
+/** Keyset paging: plants with id greater than `after` (0 for the start), at most `limit` of them. */
+export interface PageRequest {
+  after: number;
+  limit: number;
+}
+
+/** A listed plant with its catalogue position (`id`), which continuation cursors are made of. */
+export interface ListedPlant {
+  id: number;
+  name: string;
+  tag: string | null;
+}
+
 /** What the hot path needs to know about a presented token. */
 export interface TokenCredential {
   tokenId: number;
@@ -104,12 +117,18 @@ export interface Store {
   /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */
   provisionUser(name: string): Promise<UserCredential>;
   /**
-   * Plants the user may see, in catalogue order; `limit` undefined means all. `extraGroups` are group names
-   * that count like stored memberships (from a JWT's groups claim); names of no stored group grant nothing.
+   * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`.
+   * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
+   * no stored group grant nothing. Cost grows with `limit` and the user's group count, not the catalogue.
    */
-  listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups?: readonly string[]): Promise<Plant[]>;
-  /** Every plant, in catalogue order (what an admin sees). */
-  listAllPlants(limit: number | undefined): Promise<Plant[]>;
+  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Promise<ListedPlant[]>;
+  /** One page of every plant, in catalogue order (what an admin sees). */
+  listAllPlants(page: PageRequest): Promise<ListedPlant[]>;
+  /**
+   * A value that changes whenever committed data may have changed, in this process or any other; undefined
+   * while changes cannot be tracked (then nothing derived from the data may be cached). Cheap: called per request.
+   */
+  dataVersion(): number | undefined;
 
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;

@@ -3,10 +3,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
-import { listVisiblePlants } from '../../access/viewer.js';
-import type { Store } from '../../store/store.js';
 import { bearerAuthentication } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
+import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
 const wwwAuthenticate = {
@@ -25,8 +24,10 @@ async function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyRep
   }
 }
 
-export async function plantRoutes(app: FastifyInstance, opts: { store: Store; authenticator: Authenticator }): Promise<void> {
-  const { store, authenticator } = opts;
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantListing; authenticator: Authenticator }): Promise<void> {
+  const { listing, authenticator } = opts;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/plants',
     {
@@ -34,10 +35,19 @@ export async function plantRoutes(app: FastifyInstance, opts: { store: Store; au
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',
-        description: 'Returns all plants from the system that the user has access to',
+        description:
+          'Returns all plants from the system that the user has access to. ' +
+          `With \`limit\` up to ${MAX_BUFFERED_LIMIT}, a response that stops before the end of the listing carries ` +
+          '`Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent ' +
+          'limits are streamed in full.',
         querystring: ListPlantsQuery,
         response: {
-          200: Type.Array(PlantRef, { description: 'Plant response' }),
+          200: {
+            ...Type.Array(PlantRef, { description: 'Plant response' }),
+            headers: {
+              Link: { type: 'string', description: 'RFC 8288 `rel="next"` link to the next page, when there is one.' },
+            },
+          },
           400: errorResponse('Unexpected error: an invalid query parameter or a malformed request'),
           401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', wwwAuthenticate),
           406: errorResponse('The Accept header rules out application/json'),
@@ -47,10 +57,18 @@ export async function plantRoutes(app: FastifyInstance, opts: { store: Store; au
       },
     },
     async (request, reply) => {
-      const plants = await listVisiblePlants(store, request.viewer!, request.query.limit);
+      const { limit, cursor } = request.query;
+      const after = cursor === undefined ? 0 : decodeCursor(cursor);
+      const viewer = request.viewer!;
       // Per-user data: never stored by shared caches.
-      reply.header('cache-control', 'no-store');
-      return plants;
+      reply.header('cache-control', 'no-store').type(JSON_TYPE);
+      if (limit !== undefined && limit <= MAX_BUFFERED_LIMIT) {
+        const page = await listing.page(viewer, after, limit);
+        if (page.next !== undefined) reply.header('link', `</plants?limit=${limit}&cursor=${encodeCursor(page.next)}>; rel="next"`);
+        // Already serialized from the Plant schema; Fastify sends a string with a JSON type as it is.
+        return reply.send(page.body);
+      }
+      return reply.send(await listing.stream(viewer, after, limit));
     },
   );
 }

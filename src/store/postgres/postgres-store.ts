@@ -7,7 +7,8 @@ import { invalidInput, unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import type { UserCredential, ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+import { ChangeListener } from './change-listener.js';
+import type { ImportProgress, ImportSummary, ListedPlant, NumberedRecord, PageRequest, TokenCredential, UserCredential } from '../store.js';
 
 export interface PostgresOptions {
   /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
@@ -19,24 +20,26 @@ export interface PostgresOptions {
 }
 
 /**
- * Same shape as the SQLite query: each access branch is an index range cut at `limit` before the union;
- * $3 holds the group names a JWT's groups claim adds to the stored memberships.
+ * One page of a user's listing in one round trip: each access branch is an index range read from $2 in id
+ * order cut at $3, one per group of the user (LATERAL), merged, cut again, and only then joined to plants.
+ * $4 holds the group names a JWT's groups claim adds to the stored memberships.
  */
 const VISIBLE_PLANTS_SQL = `
-  SELECT p.name, p.tag FROM (
-    (SELECT id FROM plants WHERE is_public = 1 ORDER BY id LIMIT $2)
+  WITH my_groups AS (
+    SELECT group_id AS id FROM group_members WHERE user_id = $1
+    UNION SELECT id FROM groups WHERE name = ANY($4::text[])
+  ), page AS (
+    (SELECT id FROM plants WHERE is_public = 1 AND id > $2 ORDER BY id LIMIT $3)
     UNION
-    (SELECT id FROM plants WHERE owner_id = $1 ORDER BY id LIMIT $2)
+    (SELECT id FROM plants WHERE owner_id = $1 AND id > $2 ORDER BY id LIMIT $3)
     UNION
-    (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 ORDER BY plant_id LIMIT $2)
+    (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 AND plant_id > $2 ORDER BY plant_id LIMIT $3)
     UNION
-    (SELECT DISTINCT gg.plant_id FROM plant_group_grants gg
-     WHERE gg.group_id IN (SELECT group_id FROM group_members WHERE user_id = $1
-                           UNION SELECT g.id FROM groups g WHERE g.name = ANY($3::text[]))
-     ORDER BY gg.plant_id LIMIT $2)
-    ORDER BY 1 LIMIT $2
-  ) v JOIN plants p ON p.id = v.id
-  ORDER BY p.id`;
+    (SELECT gg.plant_id FROM my_groups g CROSS JOIN LATERAL (
+       SELECT plant_id FROM plant_group_grants WHERE group_id = g.id AND plant_id > $2 ORDER BY plant_id LIMIT $3) gg)
+    ORDER BY 1 LIMIT $3
+  )
+  SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id ORDER BY p.id`;
 
 const IMPORT_BATCH = 5_000;
 
@@ -81,12 +84,13 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
   return { pool, ...(schema ? { schema } : {}) };
 }
 
-const rowToPlant = (r: { name: string; tag: string | null }): Plant => (r.tag === null ? { name: r.name } : { name: r.name, tag: r.tag });
 
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export class PostgresStore extends KyselyStore {
   readonly backend = 'postgres' as const;
   private closed = false;
+
+  private readonly changes: ChangeListener;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -94,6 +98,8 @@ export class PostgresStore extends KyselyStore {
     db: Kysely<Database>,
   ) {
     super(db);
+    // Notifications come from the primary (a replica does not relay them), on a connection of its own.
+    this.changes = new ChangeListener((pool as unknown as { options: pg.ClientConfig }).options);
   }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
@@ -129,6 +135,7 @@ export class PostgresStore extends KyselyStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.changes.close();
     await this.db.destroy();
     if (this.readPool !== this.pool) await this.readPool.end();
   }
@@ -157,25 +164,16 @@ export class PostgresStore extends KyselyStore {
     return row && { userId: row.id, admin: row.is_admin === 1 };
   }
 
-  async listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups: readonly string[] = []): Promise<Plant[]> {
-    // LIMIT NULL is no limit in PostgreSQL.
-    const rows = await this.query<{ name: string; tag: string | null }>(
-      'visible_plants',
-      VISIBLE_PLANTS_SQL,
-      [userId, limit ?? null, extraGroups],
-      this.readPool,
-    );
-    return rows.map(rowToPlant);
+  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<ListedPlant[]> {
+    return this.query<ListedPlant>('visible_plants', VISIBLE_PLANTS_SQL, [userId, after, limit, extraGroups], this.readPool);
   }
 
-  async listAllPlants(limit: number | undefined): Promise<Plant[]> {
-    const rows = await this.query<{ name: string; tag: string | null }>(
-      'all_plants',
-      'SELECT name, tag FROM plants ORDER BY id LIMIT $1',
-      [limit ?? null],
-      this.readPool,
-    );
-    return rows.map(rowToPlant);
+  async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
+    return this.query<ListedPlant>('all_plants', 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2', [after, limit], this.readPool);
+  }
+
+  dataVersion(): number | undefined {
+    return this.changes.version();
   }
 
   async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {

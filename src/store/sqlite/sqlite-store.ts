@@ -8,37 +8,29 @@ import { unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import type { UserCredential, ImportProgress, ImportSummary, NumberedRecord, Plant, TokenCredential } from '../store.js';
+import { mergeSortedIds } from '../merge.js';
+import type { ImportProgress, ImportSummary, ListedPlant, NumberedRecord, PageRequest, TokenCredential, UserCredential } from '../store.js';
 
-type PlantRow = [name: string, tag: string | null];
+type PlantRow = [id: number, name: string, tag: string | null];
 
-const toPlants = (rows: PlantRow[]): Plant[] =>
-  rows.map(([name, tag]) => (tag === null ? { name } : { name, tag }));
+const toListed = (rows: PlantRow[]): ListedPlant[] => rows.map(([id, name, tag]) => ({ id, name, tag }));
 
 /**
- * Each branch of "who may see this plant" is an index range read in id order and cut at `limit`
- * before the union, so a first page costs about `limit` rows per branch, not the catalogue's size.
- * The user's groups are the stored memberships plus the names a JWT's groups claim brings (a JSON array).
- * A plant shared with several of the user's groups is one row (DISTINCT) before the cut. SQLite's LIMIT -1
- * means no limit.
+ * The listing is a k-way merge of index range reads, each in id order from `after` and cut at `limit`:
+ * public plants, owned plants, plants granted to the user, and plants granted to each of the user's groups
+ * (stored memberships plus a JWT's groups claim). A page costs about (3 + groups) x `limit` index entries,
+ * whatever the size of the catalogue; only the ids of the final page are looked up in \`plants\`.
  */
-const VISIBLE_PLANTS_SQL = `
-  SELECT p.name, p.tag FROM (
-    SELECT id FROM (SELECT id FROM plants WHERE is_public = 1 ORDER BY id LIMIT @limit)
-    UNION
-    SELECT id FROM (SELECT id FROM plants WHERE owner_id = @user ORDER BY id LIMIT @limit)
-    UNION
-    SELECT id FROM (SELECT plant_id AS id FROM plant_user_grants WHERE user_id = @user ORDER BY plant_id LIMIT @limit)
-    UNION
-    SELECT id FROM (
-      SELECT DISTINCT gg.plant_id AS id FROM plant_group_grants gg
-      WHERE gg.group_id IN (
-        SELECT group_id FROM group_members WHERE user_id = @user
-        UNION SELECT g.id FROM groups g WHERE g.name IN (SELECT value FROM json_each(@groups)))
-      ORDER BY gg.plant_id LIMIT @limit)
-    ORDER BY id LIMIT @limit
-  ) v JOIN plants p ON p.id = v.id
-  ORDER BY p.id`;
+const BRANCH_SQL = {
+  public: 'SELECT id FROM plants WHERE is_public = 1 AND id > ? ORDER BY id LIMIT ?',
+  owned: 'SELECT id FROM plants WHERE owner_id = ? AND id > ? ORDER BY id LIMIT ?',
+  userGrants: 'SELECT plant_id FROM plant_user_grants WHERE user_id = ? AND plant_id > ? ORDER BY plant_id LIMIT ?',
+  groupGrants: 'SELECT plant_id FROM plant_group_grants WHERE group_id = ? AND plant_id > ? ORDER BY plant_id LIMIT ?',
+  memberOf: 'SELECT group_id FROM group_members WHERE user_id = ?',
+  groupsNamed: 'SELECT id FROM groups WHERE name IN (SELECT value FROM json_each(?))',
+  plantsById: 'SELECT id, name, tag FROM plants WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id',
+  all: 'SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?',
+} as const;
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -52,27 +44,31 @@ export class SqliteStore extends KyselyStore {
 
   private readonly stmts: {
     findToken: BetterSqlite3.Statement<[Buffer]>;
-    visible: BetterSqlite3.Statement<{ user: number; limit: number; groups: string }>;
     findUser: BetterSqlite3.Statement<[string]>;
-    all: BetterSqlite3.Statement<{ limit: number }>;
-  };
+    dataVersion: BetterSqlite3.Statement<[], number>;
+  } & { [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]> };
 
   private constructor(
     private readonly sqlite: BetterSqlite3.Database,
     db: Kysely<Database>,
   ) {
     super(db);
+    const prepared = Object.fromEntries(Object.entries(BRANCH_SQL).map(([name, sql]) => [name, sqlite.prepare(sql)])) as {
+      [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]>;
+    };
+    for (const name of ['public', 'owned', 'userGrants', 'groupGrants', 'memberOf', 'groupsNamed'] as const) prepared[name].pluck(true);
+    prepared.plantsById.raw(true);
+    prepared.all.raw(true);
     this.stmts = {
+      ...prepared,
       findToken: sqlite.prepare(
         `SELECT t.id AS tokenId, t.user_id AS userId, u.is_admin AS admin, t.expires_at AS expiresAt, t.revoked_at AS revokedAt
          FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
       ),
-      visible: sqlite.prepare(VISIBLE_PLANTS_SQL),
       findUser: sqlite.prepare('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
-      all: sqlite.prepare('SELECT name, tag FROM plants ORDER BY id LIMIT @limit'),
+      // data_version moves when another connection commits; total_changes() counts this connection's own writes.
+      dataVersion: sqlite.prepare<[], number>('SELECT data_version + total_changes() FROM pragma_data_version').pluck(true),
     };
-    this.stmts.visible.raw(true);
-    this.stmts.all.raw(true);
   }
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
@@ -137,13 +133,29 @@ export class SqliteStore extends KyselyStore {
     return row && { userId: row.userId, admin: row.admin === 1 };
   }
 
-  async listPlantsVisibleTo(userId: number, limit: number | undefined, extraGroups: readonly string[] = []): Promise<Plant[]> {
-    const groups = extraGroups.length === 0 ? '[]' : JSON.stringify(extraGroups);
-    return toPlants(this.read(() => this.stmts.visible.all({ user: userId, limit: limit ?? -1, groups })) as PlantRow[]);
+  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<ListedPlant[]> {
+    const s = this.stmts;
+    return this.read(() => {
+      const groups = new Set(s.memberOf.all(userId) as number[]);
+      if (extraGroups.length > 0) for (const id of s.groupsNamed.all(JSON.stringify(extraGroups)) as number[]) groups.add(id);
+      const branches = [
+        s.public.all(after, limit) as number[],
+        s.owned.all(userId, after, limit) as number[],
+        s.userGrants.all(userId, after, limit) as number[],
+      ];
+      for (const group of groups) branches.push(s.groupGrants.all(group, after, limit) as number[]);
+      const ids = mergeSortedIds(branches, limit);
+      if (ids.length === 0) return [];
+      return toListed(s.plantsById.all(JSON.stringify(ids)) as PlantRow[]);
+    });
   }
 
-  async listAllPlants(limit: number | undefined): Promise<Plant[]> {
-    return toPlants(this.read(() => this.stmts.all.all({ limit: limit ?? -1 })) as PlantRow[]);
+  async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
+    return toListed(this.read(() => this.stmts.all.all(after, limit)) as PlantRow[]);
+  }
+
+  dataVersion(): number | undefined {
+    return this.sqlite.open ? this.stmts.dataVersion.get() : undefined;
   }
 
   async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {

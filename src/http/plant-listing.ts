@@ -1,0 +1,100 @@
+import { Readable } from 'node:stream';
+import fastJson from 'fast-json-stringify';
+import { Type } from 'typebox';
+import { listVisiblePage, viewerKey, type Viewer } from '../access/viewer.js';
+import { VersionedCache } from '../access/versioned-cache.js';
+import type { ListedPlant, Plant, Store } from '../store/store.js';
+import { ApiError } from './error-catalogue.js';
+import { PlantSchema } from './schemas.js';
+
+/** Limits up to this are answered from one store call (and cached); larger or absent limits stream. */
+export const MAX_BUFFERED_LIMIT = 1000;
+/** Rows per store call while streaming: bounded memory whatever the listing's size. */
+const STREAM_CHUNK = 1000;
+/** Cached first pages (per viewer, cursor and limit); bodies larger than this are not kept. */
+const PAGE_CACHE_ENTRIES = 10_000;
+const PAGE_CACHE_MAX_BODY = 64 * 1024;
+
+// Serialized from the contract's Plant schema (not a hand-written copy of its shape).
+const serializePlants = fastJson(Type.Array(PlantSchema)) as (plants: Plant[]) => string;
+
+const toPlant = (p: ListedPlant): Plant => (p.tag === null ? { name: p.name } : { name: p.name, tag: p.tag });
+
+/** An opaque continuation: the catalogue position of the last plant sent. Access is re-checked on every page. */
+export function encodeCursor(id: number): string {
+  return Buffer.from(`p${id}`).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): number {
+  const text = Buffer.from(cursor, 'base64url').toString('latin1');
+  const id = /^p([1-9][0-9]{0,15})$/.exec(text)?.[1];
+  if (id === undefined || Buffer.from(text).toString('base64url') !== cursor || !Number.isSafeInteger(Number(id))) {
+    throw new ApiError('invalid_parameter', 'query parameter "cursor" is not a continuation this service issued; use the Link header\'s URL as given');
+  }
+  return Number(id);
+}
+
+export interface Page {
+  /** The JSON array, already serialized. */
+  body: string;
+  /** Position to continue after, when more plants follow. */
+  next: number | undefined;
+}
+
+/** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
+export class PlantListing {
+  private readonly pages: VersionedCache<Page>;
+
+  constructor(
+    private readonly store: Store,
+    cacheEnabled: boolean,
+  ) {
+    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled);
+  }
+
+  /** At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, and whether more follow (one extra row says so). */
+  async page(viewer: Viewer, after: number, limit: number): Promise<Page> {
+    if (limit === 0) return { body: '[]', next: undefined };
+    const version = this.pages.begin();
+    const key = `${viewerKey(viewer)}|${after}|${limit}`;
+    const cached = this.pages.get(key);
+    if (cached) return cached;
+    const rows = await listVisiblePage(this.store, viewer, { after, limit: limit + 1 });
+    const more = rows.length > limit;
+    const shown = more ? rows.slice(0, limit) : rows;
+    const page = { body: serializePlants(shown.map(toPlant)), next: more ? shown.at(-1)!.id : undefined };
+    if (page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, version);
+    return page;
+  }
+
+  /**
+   * Every plant after `after` (at most `limit`), as a stream of JSON text that pulls one chunk from the store
+   * at a time, only when the client has taken the previous one; a client that goes away stops the reading.
+   * The first chunk is read before anything is sent, so a database outage is still a clean 503.
+   */
+  async stream(viewer: Viewer, after: number, limit: number | undefined): Promise<Readable> {
+    const { store } = this;
+    let remaining = limit ?? Infinity;
+    const read = async (from: number) => {
+      const chunk = Math.min(remaining, STREAM_CHUNK);
+      const rows = await listVisiblePage(store, viewer, { after: from, limit: chunk });
+      remaining -= rows.length;
+      return { rows, last: rows.length < chunk || remaining <= 0 };
+    };
+    const first = await read(after);
+    async function* json(): AsyncGenerator<string> {
+      let { rows, last } = first;
+      if (rows.length === 0) {
+        yield '[]';
+        return;
+      }
+      yield serializePlants(rows.map(toPlant)).slice(0, -1);
+      while (!last) {
+        ({ rows, last } = await read(rows.at(-1)!.id));
+        if (rows.length > 0) yield `,${serializePlants(rows.map(toPlant)).slice(1, -1)}`;
+      }
+      yield ']';
+    }
+    return Readable.from(json(), { objectMode: false });
+  }
+}
