@@ -12,8 +12,11 @@ export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
 export type AuthResult = { ok: true; viewer: Viewer } | { ok: false; reason: AuthFailure; detail?: string };
 
 export interface Authenticator {
-  /** Checks a presented bearer token. Never throws for a bad token; an unreachable database or JWKS does throw. */
-  authenticate(token: string): Promise<AuthResult>;
+  /**
+   * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
+   * A cached opaque token is answered synchronously (no promise on the hot path).
+   */
+  authenticate(token: string): AuthResult | Promise<AuthResult>;
   close(): void;
 }
 
@@ -29,16 +32,16 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
   const tokens = new VersionedCache<TokenCredential>(store, 100_000, cache);
   const users = new VersionedCache<UserCredential>(store, 100_000, cache);
 
-  async function opaque(token: string): Promise<AuthResult> {
+  function opaque(token: string): AuthResult | Promise<AuthResult> {
     const version = tokens.begin();
     const hash = hashToken(token);
     const key = hash.toString('base64');
-    let found = tokens.get(key);
-    if (!found) {
-      found = await store.findToken(hash);
+    const cached = tokens.get(key);
+    if (cached) return checkCredential(cached, Date.now());
+    return store.findToken(hash).then((found) => {
       if (found) tokens.set(key, found, version);
-    }
-    return checkCredential(found, Date.now());
+      return checkCredential(found, Date.now());
+    });
   }
 
   async function jwtUser(name: string): Promise<UserCredential | undefined> {
@@ -52,10 +55,18 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
   }
 
   return {
-    async authenticate(token) {
+    authenticate(token) {
       if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
         return isTokenShaped(token) ? opaque(token) : { ok: false, reason: 'malformed' };
       }
+      return bearerJwt(jwt, token);
+    },
+    close() {
+      jwt?.verifier.close();
+    },
+  };
+
+  async function bearerJwt(jwt: { config: JwtConfig; verifier: JwtVerifier }, token: string): Promise<AuthResult> {
       const checked = await jwt.verifier.verify(token);
       if (!checked.ok) return checked;
       let user = await jwtUser(checked.user);
@@ -70,9 +81,5 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
         user = await store.provisionUser(checked.user);
       }
       return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups } };
-    },
-    close() {
-      jwt?.verifier.close();
-    },
-  };
+  }
 }

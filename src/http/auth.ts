@@ -1,5 +1,5 @@
-import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { AuthFailure, Authenticator } from '../access/authenticate.js';
+import type { onRequestHookHandler } from 'fastify';
+import type { AuthFailure, AuthResult, Authenticator } from '../access/authenticate.js';
 import { KeysUnavailableError } from '../access/jwt.js';
 import type { Viewer } from '../access/viewer.js';
 import { ApiError, type ErrorName } from './error-catalogue.js';
@@ -47,26 +47,37 @@ function invalidToken(reason: AuthFailure, detail?: string): ApiError {
  * The `bearerAuth` scheme of the contract, as an onRequest hook: it runs before the query is parsed and
  * validated, so a request without valid credentials gets 401 whatever its parameters.
  */
-export function bearerAuthentication(authenticator: Authenticator): onRequestAsyncHookHandler {
-  return async function authenticate(request: FastifyRequest) {
+export function bearerAuthentication(authenticator: Authenticator): onRequestHookHandler {
+  // Callback style: a cached token is checked synchronously, with no promise per request.
+  return function authenticate(request, _reply, done) {
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
-      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) throw invalidToken('malformed');
+      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return done(invalidToken('malformed'));
       // RFC 6750 §3.1: no credentials (or another scheme) gets a bare challenge with no error code.
-      throw new ApiError('missing_credentials', 'Authentication required: send "Authorization: Bearer <token>"', {
-        'www-authenticate': `Bearer ${REALM}`,
-      });
+      return done(
+        new ApiError('missing_credentials', 'Authentication required: send "Authorization: Bearer <token>"', {
+          'www-authenticate': `Bearer ${REALM}`,
+        }),
+      );
     }
-    let result;
-    try {
-      result = await authenticator.authenticate(match[1]!);
-    } catch (err) {
-      if (!(err instanceof KeysUnavailableError)) throw err;
+    const finish = (result: AuthResult) => {
+      if (!result.ok) return done(invalidToken(result.reason, result.detail));
+      request.viewer = result.viewer;
+      done();
+    };
+    const failed = (err: unknown) => {
+      if (!(err instanceof KeysUnavailableError)) return done(err as Error);
       request.log.warn({ err: err.message }, 'JWKS unavailable');
-      throw new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later");
+      done(new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later"));
+    };
+    let result: AuthResult | Promise<AuthResult>;
+    try {
+      result = authenticator.authenticate(match[1]!);
+    } catch (err) {
+      return failed(err);
     }
-    if (!result.ok) throw invalidToken(result.reason, result.detail);
-    request.viewer = result.viewer;
+    if (result instanceof Promise) result.then(finish, failed);
+    else finish(result);
   };
 }

@@ -52,19 +52,23 @@ export class PlantListing {
     this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled);
   }
 
-  /** At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, and whether more follow (one extra row says so). */
-  async page(viewer: Viewer, after: number, limit: number): Promise<Page> {
+  /**
+   * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, and whether more follow (one extra row
+   * says so). A cached page is returned synchronously: no promise on the hot path.
+   */
+  page(viewer: Viewer, after: number, limit: number): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', next: undefined };
     const version = this.pages.begin();
     const key = `${viewerKey(viewer)}|${after}|${limit}`;
     const cached = this.pages.get(key);
     if (cached) return cached;
-    const rows = await listVisiblePage(this.store, viewer, { after, limit: limit + 1 });
-    const more = rows.length > limit;
-    const shown = more ? rows.slice(0, limit) : rows;
-    const page = { body: serializePlants(shown.map(toPlant)), next: more ? shown.at(-1)!.id : undefined };
-    if (page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, version);
-    return page;
+    return listVisiblePage(this.store, viewer, { after, limit: limit + 1 }).then((rows) => {
+      const more = rows.length > limit;
+      const shown = more ? rows.slice(0, limit) : rows;
+      const page = { body: serializePlants(shown.map(toPlant)), next: more ? shown.at(-1)!.id : undefined };
+      if (page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, version);
+      return page;
+    });
   }
 
   /**

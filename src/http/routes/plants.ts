@@ -1,11 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
 import { bearerAuthentication } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
-import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type PlantListing } from '../plant-listing.js';
+import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
 const wwwAuthenticate = {
@@ -16,12 +16,13 @@ const wwwAuthenticate = {
  * 406 only when the client's Accept header rules JSON out; no (or an empty) header, `*\/*` or JSON pass at
  * once. The offered type carries its charset so that `application/json; charset=utf-8` matches too.
  */
-async function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   const accept = request.headers.accept;
-  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return;
+  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return done();
   if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
-    throw new ApiError('not_acceptable', 'This resource is only available as application/json');
+    return done(new ApiError('not_acceptable', 'This resource is only available as application/json'));
   }
+  done();
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -56,19 +57,25 @@ export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantLi
         },
       },
     },
-    async (request, reply) => {
+    (request, reply) => {
       const { limit, cursor } = request.query;
       const after = cursor === undefined ? 0 : decodeCursor(cursor);
       const viewer = request.viewer!;
       // Per-user data: never stored by shared caches.
       reply.header('cache-control', 'no-store').type(JSON_TYPE);
-      if (limit !== undefined && limit <= MAX_BUFFERED_LIMIT) {
-        const page = await listing.page(viewer, after, limit);
+      if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
+        return listing.stream(viewer, after, limit).then((stream) => reply.send(stream));
+      }
+      const send = (page: Page) => {
         if (page.next !== undefined) reply.header('link', `</plants?limit=${limit}&cursor=${encodeCursor(page.next)}>; rel="next"`);
         // Already serialized from the Plant schema; Fastify sends a string with a JSON type as it is.
         return reply.send(page.body);
-      }
-      return reply.send(await listing.stream(viewer, after, limit));
+      };
+      const page = listing.page(viewer, after, limit);
+      // Not an async handler: a cached page is sent synchronously.
+      if (page instanceof Promise) return page.then(send);
+      send(page);
+      return undefined;
     },
   );
 }

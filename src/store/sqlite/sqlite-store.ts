@@ -45,8 +45,12 @@ export class SqliteStore extends KyselyStore {
   private readonly stmts: {
     findToken: BetterSqlite3.Statement<[Buffer]>;
     findUser: BetterSqlite3.Statement<[string]>;
-    dataVersion: BetterSqlite3.Statement<[], number>;
+    otherCommits: BetterSqlite3.Statement<[], number>;
+    ownChanges: BetterSqlite3.Statement<[], number>;
   } & { [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]> };
+
+  private otherCommits = 0;
+  private otherCommitsReadAt = -Infinity;
 
   private constructor(
     private readonly sqlite: BetterSqlite3.Database,
@@ -66,8 +70,8 @@ export class SqliteStore extends KyselyStore {
          FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
       ),
       findUser: sqlite.prepare('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
-      // data_version moves when another connection commits; total_changes() counts this connection's own writes.
-      dataVersion: sqlite.prepare<[], number>('SELECT data_version + total_changes() FROM pragma_data_version').pluck(true),
+      otherCommits: sqlite.prepare<[], number>('PRAGMA data_version').pluck(true),
+      ownChanges: sqlite.prepare<[], number>('SELECT total_changes()').pluck(true),
     };
   }
 
@@ -154,8 +158,19 @@ export class SqliteStore extends KyselyStore {
     return toListed(this.read(() => this.stmts.all.all(after, limit)) as PlantRow[]);
   }
 
+  /**
+   * `PRAGMA data_version` moves when another connection (a worker, the CLI) commits; it costs a few
+   * microseconds, so it is read at most once a millisecond: another process's change is seen within 1 ms.
+   * `total_changes()` counts this connection's own writes and is read every time (it is nearly free).
+   */
   dataVersion(): number | undefined {
-    return this.sqlite.open ? this.stmts.dataVersion.get() : undefined;
+    if (!this.sqlite.open) return undefined;
+    const now = performance.now();
+    if (now - this.otherCommitsReadAt >= 1) {
+      this.otherCommits = this.stmts.otherCommits.get()!;
+      this.otherCommitsReadAt = now;
+    }
+    return this.otherCommits + this.stmts.ownChanges.get()!;
   }
 
   async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
