@@ -339,7 +339,8 @@ function renderReport(r: Record<string, unknown>): string {
       `${machine.memoryGb} GB RAM, Node ${machine.node}. Load generator: ${machine.loadGenerator}, ${r.connections} connections, ` +
       `${r.rounds} alternating rounds of ${r.durationSeconds} s per side (ceiling A, service B: A B A B …). Catalogue: ` +
       `${fmt((r.spec as CatalogueSpec).plants)} plants, 1,000 users, 50 groups, ~30% shared with a user, ~10% with a group, ~5% public ` +
-      `(seeded); requests authenticated with ${ROTATING_USERS} ordinary users' tokens in rotation.`,
+      `(seeded); requests authenticated with ${ROTATING_USERS} ordinary users' tokens in rotation. The service runs with its ` +
+      'defaults, caches on: after its first request, each user\'s first page and token check come from memory (emptied on any commit).',
     '',
     '## `GET /plants?limit=20` against the ceiling',
     '',
