@@ -67,19 +67,19 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
   };
 
   async function bearerJwt(jwt: { config: JwtConfig; verifier: JwtVerifier }, token: string): Promise<AuthResult> {
-      const checked = await jwt.verifier.verify(token);
-      if (!checked.ok) return checked;
-      let user = await jwtUser(checked.user);
-      if (!user) {
-        if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
-        try {
-          checkUserName(checked.user);
-        } catch (err) {
-          if (err instanceof DomainError) return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
-          throw err;
-        }
-        user = await store.provisionUser(checked.user);
+    const checked = await jwt.verifier.verify(token);
+    if (!checked.ok) return checked;
+    let user = await jwtUser(checked.user);
+    if (!user) {
+      if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
+      try {
+        checkUserName(checked.user);
+      } catch (err) {
+        if (err instanceof DomainError) return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
+        throw err;
       }
-      return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups } };
+      user = await store.provisionUser(checked.user);
+    }
+    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups } };
   }
 }

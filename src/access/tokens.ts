@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Store, TokenCredential } from '../store/store.js';
+import type { TokenCredential } from '../store/store.js';
 import type { Viewer } from './viewer.js';
 
 /**
@@ -30,10 +30,4 @@ export function checkCredential(found: TokenCredential | undefined, now: number)
   if (found.revokedAt !== null) return { ok: false, reason: 'revoked' };
   if (found.expiresAt !== null && found.expiresAt <= now) return { ok: false, reason: 'expired' };
   return { ok: true, viewer: { userId: found.userId, admin: found.admin } };
-}
-
-/** Checks a presented opaque token against the store. Never throws for a bad token; a store failure does throw. */
-export async function checkToken(store: Store, token: string, now: number = Date.now()): Promise<TokenCheck> {
-  if (!isTokenShaped(token)) return { ok: false, reason: 'malformed' };
-  return checkCredential(await store.findToken(hashToken(token)), now);
 }

@@ -65,7 +65,7 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
       published = next;
     },
     async start() {
-      server = createServer((req, res) => {
+      server = createServer((_req, res) => {
         state.fetches++;
         res.setHeader('content-type', 'application/jwk-set+json');
         res.end(JSON.stringify({ keys: published }));

@@ -4,8 +4,10 @@ import type { Dialect } from '../schema.js';
 /** Tables whose changes can alter who sees what (or who is authenticated). */
 export const WATCHED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const;
 
+const CHANNEL_PREFIX = 'plantstore_changes_';
+
 /** The NOTIFY channel of one schema, so Plant Stores sharing a database do not wake each other. */
-export const changeChannel = (schema: string): string => `plantstore_changes_${schema}`;
+export const changeChannel = (schema: string): string => `${CHANNEL_PREFIX}${schema}`;
 
 /**
  * PostgreSQL: every committed change to a watched table sends one NOTIFY (per statement, merged per
@@ -20,7 +22,7 @@ export function changeNotifications(dialect: Dialect): Migration {
       await sql`
         CREATE FUNCTION plantstore_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-          PERFORM pg_notify('plantstore_changes_' || TG_TABLE_SCHEMA, TG_TABLE_NAME);
+          PERFORM pg_notify(${sql.lit(CHANNEL_PREFIX)} || TG_TABLE_SCHEMA, TG_TABLE_NAME);
           RETURN NULL;
         END $$`.execute(db);
       for (const table of WATCHED_TABLES) {
