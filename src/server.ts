@@ -96,7 +96,8 @@ export async function runCluster(config: Config): Promise<void> {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) {
         log.info('all workers stopped');
-        process.exit(0);
+        // Exit only once the line is written: process.exit does not wait for a pending stdout write.
+        log.flush(() => process.exit(0));
       }
       return;
     }
