@@ -160,6 +160,8 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
       { type: 'group', name: 'gardeners', members: ['bob', 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿'] },
       { type: 'group', name: 'empty group' },
       { type: 'plant', name: 'Plain', owner: 'bob', public: false },
+      // Backslashes, \\N, line breaks and tabs: what PostgreSQL's COPY text format must escape.
+      { type: 'plant', name: 'back\\slash \\N \\\\N line\nbreak\r\ttab', tag: '\\N', owner: 'alice', public: false },
       { type: 'plant', name: 'Tagged', tag: 'tropical', owner: 'alice', public: true, sharedWith: ['bob', 'group:gardeners'] },
       { type: 'plant', name: 'Odd "quoted"; DROP TABLE plants; -- <script>alert(1)</script>\u0001\t', tag: '\u0007', owner: 'bob', public: false, sharedWith: ['group:empty group'] },
     ];
