@@ -22,6 +22,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '50' },
     'with-1e7': { type: 'boolean', default: false },
+    /** Catalogue sizes of the scale curve (a quick check can pass smaller ones). */
+    scale: { type: 'string', default: '10000,100000,1000000' },
     'no-postgres': { type: 'boolean', default: false },
     pg: { type: 'string', default: process.env.PLANTSTORE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     'load-generator': { type: 'string' },
@@ -94,11 +96,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function startService(db: string): Promise<Server> {
+async function startService(db: string, env: NodeJS.ProcessEnv = {}): Promise<Server> {
   const port = await freePort();
   const child = spawn(process.execPath, [CLI, '--db', db, 'serve', '--port', String(port)], {
     stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, PLANTSTORE_LOG_REQUESTS: 'false', PLANTSTORE_LOG_LEVEL: 'warn' },
+    env: { ...process.env, PLANTSTORE_LOG_REQUESTS: 'false', PLANTSTORE_LOG_LEVEL: 'warn', ...env },
   });
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(`${url}/healthz`);
@@ -240,7 +242,7 @@ const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
   const spec: CatalogueSpec = { ...DEFAULT_SPEC, plants: Number(args.plants) };
-  const scaleSizes = [10_000, 100_000, 1_000_000, ...(args['with-1e7'] ? [10_000_000] : [])];
+  const scaleSizes = [...args.scale.split(',').map(Number), ...(args['with-1e7'] ? [10_000_000] : [])];
   const machine = {
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
@@ -264,6 +266,11 @@ async function main(): Promise<void> {
     const sqlite = await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating);
     await service.stop();
     results.sqlite = { import: sqliteImport, ...sqlite };
+    // The same with the caches off: every request checks its token and reads its page from the database.
+    service = await startService(sqliteDb, { PLANTSTORE_CACHE: 'false' });
+    log('SQLite, caches off: GET /plants?limit=20, ceiling and service alternately…');
+    results.sqliteNoCache = await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating);
+    await service.stop();
 
     // 3. PostgreSQL, the same catalogue, when one answers.
     const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
@@ -288,7 +295,7 @@ async function main(): Promise<void> {
     }
 
     // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue.
-    const scale: Array<{ plants: number; import: { seconds: number; plantsPerSecond: number }; limit20: LoadResult }> = [];
+    const scale: Array<{ plants: number; import: { seconds: number; plantsPerSecond: number }; limit20: LoadResult; limit20NoCache: LoadResult }> = [];
     let full: (Awaited<ReturnType<typeof fullListing>> & { peakRssMb: number | undefined }) | undefined;
     for (const plants of scaleSizes) {
       log(`\nscale: ${fmt(plants)} plants…`);
@@ -298,13 +305,18 @@ async function main(): Promise<void> {
       service = await startService(db);
       await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: 2, connections: CONNECTIONS });
       const limit20 = await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: DURATION, connections: CONNECTIONS });
-      scale.push({ plants, import: imported, limit20 });
       if (plants === 1_000_000) {
         log('full listing of 1,000,000 plants as the admin…');
         const listing = await fullListing(service, tokens.admin);
         full = { ...listing, peakRssMb: await peakRssMb(service.process.pid!) };
       }
       await service.stop();
+      // Caches off: what the first page costs when it is read from the database on every request.
+      service = await startService(db, { PLANTSTORE_CACHE: 'false' });
+      await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: 2, connections: CONNECTIONS });
+      const limit20NoCache = await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: DURATION, connections: CONNECTIONS });
+      await service.stop();
+      scale.push({ plants, import: imported, limit20, limit20NoCache });
       await rm(db, { force: true });
       await rm(`${db}-wal`, { force: true });
       await rm(`${db}-shm`, { force: true });
@@ -328,7 +340,8 @@ function renderReport(r: Record<string, unknown>): string {
   const machine = r.machine as Record<string, string | number>;
   const sqlite = r.sqlite as Paired & { import: { plantsPerSecond: number } };
   const postgres = r.postgres as (Paired & { import: { plantsPerSecond: number } }) | { skipped: string };
-  const scale = r.scale as Array<{ plants: number; import: { plantsPerSecond: number; seconds: number }; limit20: LoadResult }>;
+  const noCache = r.sqliteNoCache as Paired;
+  const scale = r.scale as Array<{ plants: number; import: { plantsPerSecond: number; seconds: number }; limit20: LoadResult; limit20NoCache: LoadResult }>;
   const full = r.fullListing as { plants: number; seconds: number; plantsPerSecond: number; peakRssMb?: number } | undefined;
   const row = (name: string, x: LoadResult, ratio?: number) =>
     `| ${name} | ${fmt(x.rps)} | ${ratio === undefined ? '1.00' : fmt(ratio, 2)} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`;
@@ -348,12 +361,26 @@ function renderReport(r: Record<string, unknown>): string {
     '|---|---|---|---|---|---|',
     row('ceiling: bare node:http, constant body (with the SQLite run)', sqlite.ceiling),
     row('Plant Store, SQLite', sqlite.service, sqlite.ratio),
+    row('ceiling (with the SQLite caches-off run)', noCache.ceiling),
+    row('Plant Store, SQLite, caches off (`PLANTSTORE_CACHE=false`)', noCache.service, noCache.ratio),
   ];
   if ('skipped' in postgres) lines.push(`| Plant Store, PostgreSQL | skipped: ${postgres.skipped} | | | | |`);
   else lines.push(row('ceiling (with the PostgreSQL run)', postgres.ceiling), row('Plant Store, PostgreSQL', postgres.service, postgres.ratio));
-  lines.push('', '## Scale curve (SQLite, `limit=20`)', '', '| plants | requests/s | p50 ms | p99 ms | errors | import plants/s |', '|---|---|---|---|---|---|');
+  lines.push(
+    '',
+    '## Scale curve (SQLite, `limit=20`)',
+    '',
+    'Caches on (the default), then off, where every request reads its token and its page from the database.',
+    '',
+    '| plants | requests/s | p50 ms | p99 ms | errors | caches off: requests/s | p50 ms | p99 ms | errors | import plants/s |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+  );
   for (const s of scale) {
-    lines.push(`| ${fmt(s.plants)} | ${fmt(s.limit20.rps)} | ${fmt(s.limit20.p50Ms, 2)} | ${fmt(s.limit20.p99Ms, 2)} | ${s.limit20.errors + s.limit20.non2xx} | ${fmt(s.import.plantsPerSecond)} |`);
+    const [on, off] = [s.limit20, s.limit20NoCache];
+    lines.push(
+      `| ${fmt(s.plants)} | ${fmt(on.rps)} | ${fmt(on.p50Ms, 2)} | ${fmt(on.p99Ms, 2)} | ${on.errors + on.non2xx} ` +
+        `| ${fmt(off.rps)} | ${fmt(off.p50Ms, 2)} | ${fmt(off.p99Ms, 2)} | ${off.errors + off.non2xx} | ${fmt(s.import.plantsPerSecond)} |`,
+    );
   }
   lines.push('', '## Full listing (admin, no `limit`, SQLite, 1,000,000 plants)', '');
   lines.push(full ? `${fmt(full.plants)} plants in ${fmt(full.seconds, 2)} s: **${fmt(full.plantsPerSecond)} plants/s**; server peak RSS ${full.peakRssMb === undefined ? 'unknown' : `${fmt(full.peakRssMb)} MB`}.` : 'not run');
@@ -365,8 +392,16 @@ function renderReport(r: Record<string, unknown>): string {
     lines.push(`| PostgreSQL | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt((postgres as unknown as { import: { seconds: number } }).import.seconds, 2)} | ${fmt(postgres.import.plantsPerSecond)} |`);
   }
 
-  const p50At = (n: number) => scale.find((s) => s.plants === n)?.limit20.p50Ms;
-  const growth = p50At(1_000_000) !== undefined && p50At(10_000) !== undefined ? p50At(1_000_000)! / p50At(10_000)! : undefined;
+  const p50At = (n: number, cached: boolean) => {
+    const s = scale.find((x) => x.plants === n);
+    return s && (cached ? s.limit20 : s.limit20NoCache).p50Ms;
+  };
+  const growthOf = (cached: boolean) => {
+    const [big, small] = [p50At(1_000_000, cached), p50At(10_000, cached)];
+    return big !== undefined && small !== undefined ? big / small : undefined;
+  };
+  const growth = growthOf(true);
+  const growthNoCache = growthOf(false);
   const importMillion = million?.import.plantsPerSecond ?? sqlite.import.plantsPerSecond;
   lines.push('', '## Targets', '', '| target | measured | verdict |', '|---|---|---|');
   lines.push(`| SQLite \`limit=20\` ≥ 0.60 of the ceiling | ${fmt(sqlite.ratio, 2)} | ${verdict(sqlite.ratio >= 0.6)} |`);
@@ -381,6 +416,9 @@ function renderReport(r: Record<string, unknown>): string {
     lines.push(`| full listing peak RSS < 200 MB | ${full.peakRssMb === undefined ? 'unknown' : fmt(full.peakRssMb)} | ${verdict((full.peakRssMb ?? Infinity) < 200)} |`);
   }
   if (growth !== undefined) lines.push(`| p50 at 10^6 ≤ 1.5 × p50 at 10^4 | ${fmt(growth, 2)} × | ${verdict(growth <= 1.5)} |`);
+  if (growthNoCache !== undefined) {
+    lines.push(`| the same, caches off | ${fmt(growthNoCache, 2)} × | ${verdict(growthNoCache <= 1.5)} |`);
+  }
   lines.push(`| SQLite import ≥ 250,000 plants/s | ${fmt(importMillion)} | ${verdict(importMillion >= 250_000)} |`);
   return lines.join('\n');
 }
