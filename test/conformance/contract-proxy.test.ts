@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { mintToken, seed, startApp, type RunningApp } from '../helpers/http-app.js';
@@ -166,6 +167,13 @@ describe('the server behind a Prism validation proxy for the contract document',
     await server?.close();
     await store?.close();
     await cleanupBackends();
+  });
+
+  it('the contract document itself is a valid OpenAPI 3.1 document', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(readFileSync(CONTRACT, 'utf8'));
+    assert.equal(result.valid, true, `schema errors: ${JSON.stringify(result.errors, null, 2)}`);
+    assert.equal(validator.version, '3.1');
   });
 
   describe('valid requests: a documented status and no violation', () => {
