@@ -53,6 +53,6 @@ export const sharedSchemas = [PlantSchema, ErrorSchema];
 export const PlantRef = Type.Ref('Plant');
 
 /** A documented error response: the Error body, plus response headers where the status sends some. */
-export function errorResponse(description: string, headers?: Record<string, { type: 'string'; description: string }>) {
+export function errorResponse(description: string, headers?: Record<string, { type: 'string'; pattern?: string; description: string }>) {
   return { description, ...(headers ? { headers } : {}), ...Type.Ref('Error') };
 }

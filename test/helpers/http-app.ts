@@ -5,6 +5,7 @@ import { generateToken } from '../../src/access/tokens.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type ConfigInput, type LogLevel } from '../../src/config.js';
 import type { Grantee, PlantInfo, Store } from '../../src/store/store.js';
+import { assertConforms, createResponseValidator, type ResponseValidator } from './openapi-responses.js';
 
 export interface StartOptions {
   /** Collect the JSON log lines in memory (read them with `logs()`); otherwise logging is silent. */
@@ -53,11 +54,18 @@ export async function startApp(store: Store, opts: StartOptions = {}): Promise<R
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('server has no TCP address');
+  const url = `http://127.0.0.1:${address.port}`;
+  // Read the served document now, while the server is sound: later a test may close its store or stop it.
+  await servedDocumentValidator(url);
   let closing: Promise<void> | undefined;
   return {
-    url: `http://127.0.0.1:${address.port}`,
+    url,
     app,
-    close: () => (closing ??= app.close().then(() => undefined)),
+    close: () =>
+      (closing ??= app.close().then(() => {
+        // The port may be given to another server later.
+        validatorsByOrigin.delete(url);
+      })),
     logs: () => chunks.join(''),
   };
 }
@@ -71,16 +79,57 @@ export interface RawResponse {
   body: unknown;
 }
 
+/** Served on purpose but left out of the document: the document itself and its HTML rendering. */
+const UNDESCRIBED_PATHS = /^\/(openapi\.json|docs(\/.*)?)$/;
+
+/** One compiled validator per distinct document (all apps serve the same one), one lookup per server. */
+const validatorsByDocument = new Map<string, ResponseValidator>();
+const validatorsByOrigin = new Map<string, Promise<ResponseValidator>>();
+
+/** The validator for the OpenAPI document that the server at `baseUrl` serves at /openapi.json. */
+export function servedDocumentValidator(baseUrl: string): Promise<ResponseValidator> {
+  const origin = new URL(baseUrl).origin;
+  let validator = validatorsByOrigin.get(origin);
+  if (validator === undefined) {
+    validator = sendRequest(origin, '/openapi.json', {}, 'GET').then((res) => {
+      if (res.status !== 200) throw new Error(`GET ${origin}/openapi.json answered ${res.status}: ${res.text.slice(0, 200)}`);
+      let compiled = validatorsByDocument.get(res.text);
+      if (compiled === undefined) {
+        compiled = createResponseValidator(JSON.parse(res.text), {
+          undescribedPaths: UNDESCRIBED_PATHS,
+          errorSchema: '#/components/schemas/Error',
+        });
+        validatorsByDocument.set(res.text, compiled);
+      }
+      return compiled;
+    });
+    validatorsByOrigin.set(origin, validator);
+    validator.catch(() => validatorsByOrigin.delete(origin));
+  }
+  return validator;
+}
+
 /**
  * One HTTP/1.1 request with `rawPathAndQuery` sent byte-exact as the request target (fetch would
  * normalise it). A fresh connection per request, so no keep-alive socket outlives a test.
+ *
+ * Every response is checked against the OpenAPI document the server itself serves (status, content
+ * type, body schema, described headers); one that does not conform rejects with the violations listed,
+ * whatever the test then meant to assert.
  */
-export function rawRequest(
+export async function rawRequest(
   baseUrl: string,
   rawPathAndQuery: string,
   headers: OutgoingHttpHeaders = {},
   method = 'GET',
 ): Promise<RawResponse> {
+  const validate = await servedDocumentValidator(baseUrl);
+  const res = await sendRequest(baseUrl, rawPathAndQuery, headers, method);
+  assertConforms(validate, { method, target: rawPathAndQuery, status: res.status, headers: res.headers, text: res.text });
+  return res;
+}
+
+function sendRequest(baseUrl: string, rawPathAndQuery: string, headers: OutgoingHttpHeaders, method: string): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ hostname, port, path: rawPathAndQuery, method, headers, agent: false }, (res) => {

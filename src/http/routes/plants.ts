@@ -8,8 +8,13 @@ import { ApiError } from '../error-catalogue.js';
 import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
+// Header patterns give the documented form of each header, so clients and the conformance tests can check it.
 const wwwAuthenticate = {
-  'WWW-Authenticate': { type: 'string' as const, description: 'Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent.' },
+  'WWW-Authenticate': {
+    type: 'string' as const,
+    pattern: '^Bearer realm="[^"]*"(, error="invalid_token", error_description="[^"\\\\]*")?$',
+    description: 'Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent.',
+  },
 };
 
 /**
@@ -46,7 +51,11 @@ export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantLi
           200: {
             ...Type.Array(PlantRef, { description: 'Plant response' }),
             headers: {
-              Link: { type: 'string', description: 'RFC 8288 `rel="next"` link to the next page, when there is one.' },
+              Link: {
+                type: 'string',
+                pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}>; rel="next"$',
+                description: 'RFC 8288 `rel="next"` link to the next page, when there is one.',
+              },
             },
           },
           400: errorResponse('Unexpected error: an invalid query parameter or a malformed request'),
