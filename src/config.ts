@@ -86,7 +86,7 @@ function origins(value: string): string[] {
     } catch {
       parsed = undefined;
     }
-    if (origin !== '*' && (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin)) {
+    if (origin !== '*' && (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin || origin.includes('*'))) {
       throw invalidInput(`invalid CORS origin "${origin}": expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *`);
     }
   }
