@@ -1,9 +1,11 @@
+import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { createAuthenticator } from './access/authenticate.js';
 import { createJwtVerifier } from './access/jwt.js';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
+import { corsOptions } from './http/cors.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { PlantListing } from './http/plant-listing.js';
@@ -41,9 +43,14 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   // Callback style, not async: this runs on every response, and a promise per request shows in profiles.
   app.addHook('onSend', (_request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff');
+    // Errors and per-user answers must never be kept by a shared cache; only the docs' static files say otherwise.
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     done(null, payload);
   });
   installErrorHandling(app);
+  installServerErrorHandling(app.server);
+  // Off unless configured: without it a browser page from another origin cannot read any answer.
+  if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
 
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });

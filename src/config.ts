@@ -27,6 +27,11 @@ export interface Config {
   cache: boolean;
   /** JWTs from an identity provider, accepted beside Plant Store's own tokens; undefined when not configured. */
   jwt: JwtConfig | undefined;
+  /**
+   * Browser origins (`https://app.example`, or `*` for any) allowed to call the API cross-origin. Empty: CORS
+   * is off and no `Access-Control-*` header is ever sent, so only same-origin pages and non-browser clients call.
+   */
+  corsOrigins: string[];
 }
 
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
@@ -42,6 +47,8 @@ export interface ConfigInput extends JwtConfigInput {
   logRequests?: string | boolean | undefined;
   shutdownGraceSeconds?: string | number | undefined;
   cache?: string | boolean | undefined;
+  /** Comma-separated origins (`--cors-origins`, `PLANTSTORE_CORS_ORIGINS`). */
+  corsOrigins?: string | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
@@ -64,6 +71,26 @@ function bool(name: string, value: string | boolean): boolean {
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
   if (['0', 'false', 'no', 'off'].includes(v)) return false;
   throw invalidInput(`invalid ${name} "${value}": expected true or false`);
+}
+
+/** Exact origins only (scheme, host, optional port; no path), so an allow-list entry cannot match more than it says. */
+function origins(value: string): string[] {
+  const list = value
+    .split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '');
+  for (const origin of list) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (origin !== '*' && (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin || origin.includes('*'))) {
+      throw invalidInput(`invalid CORS origin "${origin}": expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *`);
+    }
+  }
+  return [...new Set(list)];
 }
 
 export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {}): Config {
@@ -105,5 +132,6 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     ),
     cache: bool('PLANTSTORE_CACHE', pick<string | boolean>(input.cache, env.PLANTSTORE_CACHE, true)),
     jwt: loadJwtConfig(input, env),
+    corsOrigins: origins(pick(input.corsOrigins, env.PLANTSTORE_CORS_ORIGINS, '')),
   };
 }

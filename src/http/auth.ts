@@ -44,6 +44,16 @@ function invalidToken(reason: AuthFailure, detail?: string): ApiError {
 }
 
 /**
+ * Node keeps only the first of repeated Authorization headers; a proxy in front may use another one. Two
+ * credentials in one request are refused rather than guessed between.
+ */
+function authorizationHeaders(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 13 && rawHeaders[i]!.toLowerCase() === 'authorization') count++;
+  return count;
+}
+
+/**
  * The `bearerAuth` scheme of the contract, as an onRequest hook: it runs before the query is parsed and
  * validated, so a request without valid credentials gets 401 whatever its parameters.
  */
@@ -51,6 +61,9 @@ export function bearerAuthentication(authenticator: Authenticator): onRequestHoo
   // Callback style: a cached token is checked synchronously, with no promise per request.
   return function authenticate(request, _reply, done) {
     const header = request.headers.authorization;
+    if (header !== undefined && authorizationHeaders(request.raw.rawHeaders) > 1) {
+      return done(new ApiError('bad_request', 'Send exactly one Authorization header'));
+    }
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
       if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return done(invalidToken('malformed'));

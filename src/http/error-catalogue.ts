@@ -25,6 +25,7 @@ export const errorCatalogue = {
   request_timeout: { code: 40801, status: 408, summary: 'The client took too long to send the request.' },
   payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
   unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },
+  expectation_failed: { code: 41701, status: 417, summary: 'The request has an `Expect` header other than `100-continue`.' },
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },
   unavailable: { code: 50301, status: 503, summary: 'The database is unreachable or the server is shutting down; retry later.' },

@@ -1,5 +1,6 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { DomainError } from '../errors.js';
 import { ApiError, type ErrorName } from './error-catalogue.js';
@@ -49,9 +50,20 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendError(reply, apiError);
   });
 
+  // Methods by static path, for 405 answers. Asking the router (hasRoute) instead would read the client's path
+  // as route syntax: `/*.+` or `/a/:b(` make it throw, and `/docs/*` would match a pattern, not a path.
+  const methodsByPath = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    if (/[:*]/.test(route.url)) return;
+    const methods = methodsByPath.get(route.url) ?? new Set<string>();
+    for (const method of [route.method].flat()) methods.add(method);
+    methodsByPath.set(route.url, methods);
+  });
+
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0] ?? '/';
-    const allowed = METHODS.filter((method) => app.hasRoute({ method, url: path }));
+    const known = methodsByPath.get(path);
+    const allowed = METHODS.filter((method) => known?.has(method) || (method === 'HEAD' && known?.has('GET')));
     if (allowed.length > 0) {
       return sendError(
         reply,
@@ -66,7 +78,22 @@ export function installErrorHandling(app: FastifyInstance): void {
 
 /** For Fastify's `frameworkErrors`: errors raised by the router before any route runs (e.g. bad URL encoding). */
 export function frameworkErrorHandler(error: FastifyError, _request: unknown, reply: FastifyReply): void {
+  // These replies skip the onSend hooks, so the headers every response carries are set here.
+  reply.header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
   sendError(reply, new ApiError('bad_request', error.message || 'Malformed request'));
+}
+
+/** A complete HTTP/1.1 error response with the Error body, for sockets that never become a Fastify request. */
+function rawErrorResponse(error: ApiError, headers: Readonly<Record<string, string>> = {}): string {
+  const body = JSON.stringify(error.body);
+  const extra = Object.entries({ ...error.headers, ...headers })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return (
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n${extra}` +
+    `Connection: close\r\n\r\n${body}`
+  );
 }
 
 /** For Fastify's `clientErrorHandler`: HTTP that the parser rejects gets an Error body, then the socket closes. */
@@ -79,10 +106,34 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
   const message =
     name === 'headers_too_large' ? 'Request line or headers too large' : name === 'request_timeout' ? 'Request timed out' : 'Malformed HTTP request';
-  const error = new ApiError(name, message);
-  const body = JSON.stringify(error.body);
-  socket.end(
-    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
-  );
+  socket.end(rawErrorResponse(new ApiError(name, message)));
+}
+
+/**
+ * Node hands CONNECT and unsupported `Expect` values to server events instead of requests; without these
+ * listeners it drops the socket (CONNECT) or answers 417 with an empty body. Both get an Error body here.
+ */
+export function installServerErrorHandling(server: Server): void {
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy());
+    if (!socket.writable) return void socket.destroy();
+    socket.end(rawErrorResponse(new ApiError('bad_request', 'CONNECT is not supported: this service is not a proxy')));
+    // Node hands this socket over paused: read and drop whatever the client still sends, or a client that
+    // keeps sending never sees the end of the answer and the socket stays open (server.close() would wait).
+    socket.resume();
+    setTimeout(() => socket.destroy(), 5000).unref();
+  });
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const error = new ApiError('expectation_failed', 'Only "Expect: 100-continue" is supported');
+    const body = JSON.stringify(error.body);
+    res.writeHead(error.status, {
+      'content-type': JSON_TYPE,
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      connection: 'close',
+    });
+    // The request body (if any) is never read; closing the connection keeps it from being parsed as a request.
+    res.end(req.method === 'HEAD' ? undefined : body);
+  });
 }

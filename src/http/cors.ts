@@ -1,0 +1,19 @@
+import type { FastifyCorsOptions } from '@fastify/cors';
+
+/**
+ * CORS for an allow-list of browser origins (or `*`), for the read-only API: GET and HEAD, with `Link`
+ * readable so pages can follow `rel="next"`. An origin not on the list gets no `Access-Control-*` header at
+ * all, and its OPTIONS request falls through to the usual 404/405 Error body.
+ */
+export function corsOptions(origins: readonly string[]): FastifyCorsOptions {
+  const anyOrigin = origins.includes('*');
+  const allowed = new Set(origins);
+  return {
+    origin: (origin, callback) => callback(null, origin !== undefined && (anyOrigin || allowed.has(origin)) ? origin : false),
+    methods: ['GET', 'HEAD'],
+    exposedHeaders: ['Link'],
+    // A plain OPTIONS from an allowed origin gets the preflight answer rather than a text/plain 400.
+    strictPreflight: false,
+    maxAge: 600,
+  };
+}
