@@ -6,7 +6,9 @@ import type { Config } from './config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
+import { ApiError } from './http/error-catalogue.js';
 import { PlantListing } from './http/plant-listing.js';
+import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { loggerOptions } from './logger.js';
@@ -24,6 +26,7 @@ export interface AppOptions {
  * the store: it opens it before and closes it after the app.
  */
 export async function buildApp({ config, store, logStream }: AppOptions): Promise<FastifyInstance> {
+  const limits = config.http;
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
@@ -32,9 +35,19 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     // Draining on SIGTERM: in-flight and already-arrived requests complete (with Connection: close);
     // Fastify's own closing reply would not be the contract's Error body.
     return503OnClosing: false,
-    requestTimeout: 30_000,
+    // Slow and oversized clients (OWASP API4). Node checks the two timeouts only every
+    // connectionsCheckingInterval (30 s by default), so that is tied to the headers timeout.
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout: limits.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
     bodyLimit: 64 * 1024,
   });
+  // Further connections are closed by Node as soon as they are accepted.
+  app.server.maxConnections = limits.maxConnections;
 
   app.decorateRequest('viewer', null);
   app.setValidatorCompiler(strictValidatorCompiler);
@@ -44,6 +57,12 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     done(null, payload);
   });
   installErrorHandling(app);
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.raw.url!.length > limits.maxUrlBytes) {
+      return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
+    }
+    done();
+  });
 
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
@@ -54,6 +73,13 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   app.addHook('onReady', async () => {
     if (jwt && !(await jwt.verifier.warmUp())) app.log.warn('JWKS not reachable at start; it is fetched again on demand');
   });
-  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator });
+  const limiter = createRateLimiter(config.rateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
+  if (limiter) {
+    app.addHook('onReady', async () => {
+      if (!(await limiter.ready())) app.log.warn('Redis not reachable at start; requests are served without rate limiting until it is');
+    });
+    app.addHook('onClose', async () => limiter.close());
+  }
+  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator, limiter });
   return app;
 }
