@@ -53,8 +53,8 @@ function invalidToken(reason: AuthFailure, detail?: string): ApiError {
 export function bearerAuthentication(authenticator: Authenticator, limiter?: RateLimiter): onRequestHookHandler {
   // Callback style: a cached token is checked synchronously, with no promise per request.
   return function authenticate(request, reply, done) {
-    const conclude = (token: string | undefined, outcome?: Error) =>
-      limiter ? limiter.check(request, reply, token, outcome, done) : done(outcome);
+    const conclude = (tokenKey: string | undefined, outcome?: Error) =>
+      limiter ? limiter.check(request, reply, tokenKey, outcome, done) : done(outcome);
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
@@ -70,7 +70,7 @@ export function bearerAuthentication(authenticator: Authenticator, limiter?: Rat
     const finish = (result: AuthResult) => {
       if (!result.ok) return conclude(undefined, invalidToken(result.reason, result.detail));
       request.viewer = result.viewer;
-      conclude(match[1]);
+      conclude(result.tokenKey);
     };
     const failed = (err: unknown) => {
       if (!(err instanceof KeysUnavailableError)) return done(err as Error);

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import type { RateLimitConfig } from '../config.js';
@@ -176,12 +175,12 @@ export class RateLimiter {
 
   /**
    * Counts the request, sets the RateLimit headers, and calls `next` with a 429 when over the limit, or with
-   * `outcome` (the authentication's own result: nothing, or its 401) otherwise.
+   * `outcome` (the authentication's own result: nothing, or its 401) otherwise. `tokenKey` is the SHA-256 of
+   * the valid token the authenticator already computed, undefined without one.
    */
-  check(request: FastifyRequest, reply: FastifyReply, authenticatedToken: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
+  check(request: FastifyRequest, reply: FastifyReply, tokenKey: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
     const ipKey = `ip:${request.ip}`;
-    const token = authenticatedToken;
-    const state = token === undefined ? this.counters.hit(ipKey) : this.counters.hit(`t:${createHash('sha256').update(token).digest('base64url')}`, ipKey);
+    const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(`t:${tokenKey}`, ipKey);
     if (state instanceof Promise) {
       state.then(
         (s) => this.finish(reply, s, outcome, next),
