@@ -12,6 +12,7 @@ import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp }
 // through the configuration so that the slow clients are cut off within a second.
 
 const HEADERS_TIMEOUT_MS = 600;
+const KEEP_ALIVE_TIMEOUT_MS = 300;
 
 function open(url: string): Promise<Socket> {
   const { hostname, port } = new URL(url);
@@ -73,7 +74,13 @@ describe('HTTP server limits', () => {
     store = await SqliteStore.open({ path: ':memory:' });
     token = (await seed(store, { users: [{ name: 'alice' }], plants: [{ name: 'Fern', owner: 'alice', public: true }] })).tokens.alice!;
     server = await startApp(store, {
-      config: { headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: 2 * HEADERS_TIMEOUT_MS, maxUrlBytes: 2048, maxHeaderBytes: 8192 },
+      config: {
+        headersTimeoutMs: HEADERS_TIMEOUT_MS,
+        requestTimeoutMs: 2 * HEADERS_TIMEOUT_MS,
+        keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+        maxUrlBytes: 2048,
+        maxHeaderBytes: 8192,
+      },
     });
   });
   after(async () => {
@@ -111,6 +118,18 @@ describe('HTTP server limits', () => {
     } finally {
       clearInterval(trickle);
       slow.destroy();
+    }
+  });
+
+  it('closes an idle keep-alive connection after the keep-alive timeout', async () => {
+    const socket = await open(server.url);
+    try {
+      assert.match(await requestOn(socket, token), /^HTTP\/1\.1 200/);
+      const idleFrom = Date.now();
+      const { closedAt } = await untilClosed(socket);
+      assert.ok(closedAt - idleFrom >= KEEP_ALIVE_TIMEOUT_MS - 50, `closed after ${closedAt - idleFrom} ms idle`);
+    } finally {
+      socket.destroy();
     }
   });
 
