@@ -23,6 +23,9 @@ export interface RateLimitCounters {
   close(): Promise<void>;
 }
 
+/** Counters kept at most, so a flood of client addresses cannot grow the map without bound. */
+const MAX_COUNTERS = 1_000_000;
+
 /** In-process counters: one Map lookup per request, no promise. Expired windows are swept once a window. */
 export class MemoryCounters implements RateLimitCounters {
   private readonly counters = new Map<string, { count: number; resetAt: number }>();
@@ -46,6 +49,8 @@ export class MemoryCounters implements RateLimitCounters {
     }
     let counter = this.counters.get(key);
     if (counter === undefined || counter.resetAt <= now) {
+      // At the cap, the oldest counter goes (a Map iterates in insertion order).
+      if (counter === undefined && this.counters.size >= MAX_COUNTERS) this.counters.delete(this.counters.keys().next().value!);
       counter = { count: 0, resetAt: now + this.limit.windowMs };
       this.counters.set(key, counter);
     }
@@ -154,6 +159,24 @@ export class RedisCounters implements RateLimitCounters {
 const POLICY = 'default';
 
 /**
+ * The unit an address is counted as: an IPv4 address, or the /64 network of an IPv6 address, since one
+ * IPv6 client usually holds a whole /64 and could otherwise start a fresh budget at every address.
+ */
+export function clientNetwork(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1]!;
+  const [head = '', tail] = ip.toLowerCase().split('%', 1)[0]!.split('::', 2);
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? left : [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
+}
+
+/**
  * Per-token rate limiting, with the IETF httpapi RateLimit header fields (draft-ietf-httpapi-ratelimit-headers:
  * `RateLimit-Policy: "default";q=<requests>;w=<seconds>` and `RateLimit: "default";r=<remaining>;t=<seconds>`),
  * and `Retry-After` on a 429.
@@ -179,7 +202,7 @@ export class RateLimiter {
    * the valid token the authenticator already computed, undefined without one.
    */
   check(request: FastifyRequest, reply: FastifyReply, tokenKey: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
-    const ipKey = `ip:${request.ip}`;
+    const ipKey = `ip:${clientNetwork(request.ip)}`;
     const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(`t:${tokenKey}`, ipKey);
     if (state instanceof Promise) {
       state.then(

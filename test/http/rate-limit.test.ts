@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { clientNetwork } from '../../src/http/rate-limit.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
@@ -114,6 +115,17 @@ describe('rate limiting, in-process counters', () => {
     assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After']);
     assert.ok(responses['200']!.headers?.RateLimit, '200 documents the RateLimit header');
     assert.ok(doc.info.description.includes('| 42901 | 429 | `rate_limited` |'));
+  });
+});
+
+describe('client addresses', () => {
+  it('counts an IPv4 address as itself and an IPv6 address as its /64 network', () => {
+    assert.equal(clientNetwork('203.0.113.9'), '203.0.113.9');
+    assert.equal(clientNetwork('::ffff:203.0.113.9'), '203.0.113.9');
+    assert.equal(clientNetwork('2001:db8:0:1::1'), '2001:db8:0:1::/64');
+    assert.equal(clientNetwork('2001:0db8:0000:0001:ffff:ffff:ffff:ffff'), '2001:db8:0:1::/64');
+    assert.equal(clientNetwork('2001:db8::1'), '2001:db8:0:0::/64');
+    assert.notEqual(clientNetwork('2001:db8:0:2::1'), clientNetwork('2001:db8:0:1::1'));
   });
 });
 
