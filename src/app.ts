@@ -8,7 +8,9 @@ import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
+import { ApiError } from './http/error-catalogue.js';
 import { PlantListing } from './http/plant-listing.js';
+import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { loggerOptions } from './logger.js';
@@ -26,6 +28,7 @@ export interface AppOptions {
  * the store: it opens it before and closes it after the app.
  */
 export async function buildApp({ config, store, logStream }: AppOptions): Promise<FastifyInstance> {
+  const limits = config.http;
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
@@ -34,9 +37,19 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     // Draining on SIGTERM: in-flight and already-arrived requests complete (with Connection: close);
     // Fastify's own closing reply would not be the contract's Error body.
     return503OnClosing: false,
-    requestTimeout: 30_000,
+    // Slow and oversized clients (OWASP API4). Node checks the two timeouts only every
+    // connectionsCheckingInterval (30 s by default), so that is tied to the headers timeout.
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout: limits.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
     bodyLimit: 64 * 1024,
   });
+  // Further connections are closed by Node as soon as they are accepted.
+  app.server.maxConnections = limits.maxConnections;
 
   app.decorateRequest('viewer', null);
   app.setValidatorCompiler(strictValidatorCompiler);
@@ -51,6 +64,12 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   installServerErrorHandling(app.server);
   // Off unless configured: without it a browser page from another origin cannot read any answer.
   if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.raw.url!.length > limits.maxUrlBytes) {
+      return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
+    }
+    done();
+  });
 
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
@@ -61,6 +80,13 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   app.addHook('onReady', async () => {
     if (jwt && !(await jwt.verifier.warmUp())) app.log.warn('JWKS not reachable at start; it is fetched again on demand');
   });
-  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator });
+  const limiter = createRateLimiter(config.rateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
+  if (limiter) {
+    app.addHook('onReady', async () => {
+      if (!(await limiter.ready())) app.log.warn('Redis not reachable at start; requests are served without rate limiting until it is');
+    });
+    app.addHook('onClose', async () => limiter.close());
+  }
+  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator, limiter });
   return app;
 }

@@ -32,6 +32,34 @@ export interface Config {
    * is off and no `Access-Control-*` header is ever sent, so only same-origin pages and non-browser clients call.
    */
   corsOrigins: string[];
+  /** Connection and request-size limits of the HTTP server (slow or oversized clients). */
+  http: HttpLimits;
+  /** Requests per window per bearer token (per client IP without a valid token); undefined when off. */
+  rateLimit: RateLimitConfig | undefined;
+  /** Redis that holds the rate-limit counters, shared by every instance; in-process counters when undefined. */
+  redisUrl: string | undefined;
+  /** Prefix of the rate-limit keys in Redis, so several deployments can share one Redis. */
+  redisKeyPrefix: string;
+}
+
+export interface HttpLimits {
+  /** Request line plus headers, in bytes (Node's maxHeaderSize); more is a 431. */
+  maxHeaderBytes: number;
+  /** Request target (path and query), in bytes; more is a 414. */
+  maxUrlBytes: number;
+  /** Time to receive the request line and headers (slowloris); then 408 and the connection closes. */
+  headersTimeoutMs: number;
+  /** Time to receive the whole request; then 408 and the connection closes. */
+  requestTimeoutMs: number;
+  /** Idle time of a keep-alive connection between requests. */
+  keepAliveTimeoutMs: number;
+  /** Open connections per process; further ones are closed as they arrive. */
+  maxConnections: number;
+}
+
+export interface RateLimitConfig {
+  max: number;
+  windowMs: number;
 }
 
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
@@ -49,9 +77,40 @@ export interface ConfigInput extends JwtConfigInput {
   cache?: string | boolean | undefined;
   /** Comma-separated origins (`--cors-origins`, `PLANTSTORE_CORS_ORIGINS`). */
   corsOrigins?: string | undefined;
+  maxHeaderBytes?: string | number | undefined;
+  maxUrlBytes?: string | number | undefined;
+  headersTimeoutMs?: string | number | undefined;
+  requestTimeoutMs?: string | number | undefined;
+  keepAliveTimeoutMs?: string | number | undefined;
+  maxConnections?: string | number | undefined;
+  /** `<requests>/<window>`, e.g. `30000/1m`, or `off`. */
+  rateLimit?: string | undefined;
+  redisUrl?: string | undefined;
+  redisKeyPrefix?: string | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
+
+/**
+ * 500 requests a second per token, sustained: no interactive or batch client comes near it, and it is twice
+ * what each of the benchmark's 100 tokens sends while the service is saturated (about 250 a second), so a
+ * load test never meets it however long it runs; yet one leaked or runaway token cannot take the service.
+ */
+export const DEFAULT_RATE_LIMIT = '30000/1m';
+
+const WINDOW_UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const;
+
+/** `30000/1m`, `100/10s`, `20/500ms` (a missing window count means 1: `30000/m`), or `off`. */
+export function parseRateLimit(text: string): RateLimitConfig | undefined {
+  const value = text.trim().toLowerCase();
+  if (['off', 'false', 'none', '0'].includes(value)) return undefined;
+  const match = /^([1-9][0-9]{0,8}) *\/ *([1-9][0-9]{0,6})? *(ms|s|m|h)$/.exec(value);
+  const windowMs = match ? Number(match[2] ?? 1) * WINDOW_UNIT_MS[match[3] as keyof typeof WINDOW_UNIT_MS] : 0;
+  if (!match || windowMs > 86_400_000) {
+    throw invalidInput(`invalid rate limit "${text}": expected <requests>/<window> (e.g. 30000/1m, 100/10s) or off`);
+  }
+  return { max: Number(match[1]), windowMs };
+}
 
 function pick<T>(flag: T | undefined, env: T | undefined, fallback: T): T {
   return flag ?? env ?? fallback;
@@ -133,5 +192,33 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     cache: bool('PLANTSTORE_CACHE', pick<string | boolean>(input.cache, env.PLANTSTORE_CACHE, true)),
     jwt: loadJwtConfig(input, env),
     corsOrigins: origins(pick(input.corsOrigins, env.PLANTSTORE_CORS_ORIGINS, '')),
+    http: loadHttpLimits(input, env),
+    rateLimit: parseRateLimit(pick(input.rateLimit, env.PLANTSTORE_RATE_LIMIT, DEFAULT_RATE_LIMIT)),
+    redisUrl: loadRedisUrl(pick<string | undefined>(input.redisUrl, env.PLANTSTORE_REDIS_URL, undefined)),
+    redisKeyPrefix: pick(input.redisKeyPrefix, env.PLANTSTORE_REDIS_KEY_PREFIX, 'plantstore:ratelimit:'),
   };
+}
+
+function loadRedisUrl(url: string | undefined): string | undefined {
+  if (url === undefined || url.trim() === '') return undefined;
+  if (!/^rediss?:\/\/./i.test(url.trim())) throw invalidInput('invalid Redis URL: PLANTSTORE_REDIS_URL / --redis-url must be a redis:// or rediss:// URL');
+  return url.trim();
+}
+
+function loadHttpLimits(input: ConfigInput, env: NodeJS.ProcessEnv): HttpLimits {
+  const number = (name: string, flag: string | number | undefined, variable: string, fallback: number, min: number, max: number) =>
+    integerIn(name, pick<string | number>(flag, env[variable], fallback), min, max);
+  const limits: HttpLimits = {
+    maxHeaderBytes: number('maximum header size', input.maxHeaderBytes, 'PLANTSTORE_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
+    maxUrlBytes: number('maximum URL size', input.maxUrlBytes, 'PLANTSTORE_MAX_URL_BYTES', 8192, 64, 1_048_576),
+    headersTimeoutMs: number('headers timeout', input.headersTimeoutMs, 'PLANTSTORE_HEADERS_TIMEOUT_MS', 10_000, 1, 3_600_000),
+    requestTimeoutMs: number('request timeout', input.requestTimeoutMs, 'PLANTSTORE_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    keepAliveTimeoutMs: number('keep-alive timeout', input.keepAliveTimeoutMs, 'PLANTSTORE_KEEP_ALIVE_TIMEOUT_MS', 72_000, 1, 3_600_000),
+    maxConnections: number('maximum connections', input.maxConnections, 'PLANTSTORE_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+  };
+  // Node refuses a headers timeout longer than the request timeout (the headers are part of the request).
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
+  }
+  return limits;
 }

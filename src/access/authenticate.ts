@@ -3,13 +3,14 @@ import { DomainError } from '../errors.js';
 import type { Store, TokenCredential, UserCredential } from '../store/store.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
-import { checkCredential, hashToken, isTokenShaped, TOKEN_PREFIX, type TokenFailure } from './tokens.js';
+import { checkCredential, hashToken, isTokenShaped, TOKEN_PREFIX, type TokenCheck, type TokenFailure } from './tokens.js';
 import { VersionedCache } from './versioned-cache.js';
 import type { Viewer } from './viewer.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
 
-export type AuthResult = { ok: true; viewer: Viewer } | { ok: false; reason: AuthFailure; detail?: string };
+/** `tokenKey` names the presented token without revealing it (its SHA-256, base64), e.g. for rate limiting. */
+export type AuthResult = { ok: true; viewer: Viewer; tokenKey: string } | { ok: false; reason: AuthFailure; detail?: string };
 
 export interface Authenticator {
   /**
@@ -36,11 +37,12 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
     const version = tokens.begin();
     const hash = hashToken(token);
     const key = hash.toString('base64');
+    const verdict = (check: TokenCheck): AuthResult => (check.ok ? { ok: true, viewer: check.viewer, tokenKey: key } : check);
     const cached = tokens.get(key);
-    if (cached) return checkCredential(cached, Date.now());
+    if (cached) return verdict(checkCredential(cached, Date.now()));
     return store.findToken(hash).then((found) => {
       if (found) tokens.set(key, found, version);
-      return checkCredential(found, Date.now());
+      return verdict(checkCredential(found, Date.now()));
     });
   }
 
@@ -80,6 +82,6 @@ export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; ver
       }
       user = await store.provisionUser(checked.user);
     }
-    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups } };
+    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups }, tokenKey: hashToken(token).toString('base64') };
   }
 }

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import type { TokenCredential } from '../store/store.js';
 import type { Viewer } from './viewer.js';
 
@@ -10,13 +10,15 @@ export const TOKEN_PREFIX = 'pst_';
 const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/;
 
 export function generateToken(): { token: string; hash: Buffer } {
-  const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+  const token = TOKEN_PREFIX + crypto.randomBytes(32).toString('base64url');
   return { token, hash: hashToken(token) };
 }
 
-export function hashToken(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
-}
+/** SHA-256 of a token; crypto.hash (Node 20.12+) is a one-shot, about twice as fast as createHash per request. */
+export const hashToken: (token: string) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (token) => crypto.hash('sha256', token, 'buffer')
+    : (token) => crypto.createHash('sha256').update(token).digest();
 
 export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
 

@@ -3,6 +3,7 @@ import type { AuthFailure, AuthResult, Authenticator } from '../access/authentic
 import { KeysUnavailableError } from '../access/jwt.js';
 import type { Viewer } from '../access/viewer.js';
 import { ApiError, type ErrorName } from './error-catalogue.js';
+import type { RateLimiter } from './rate-limit.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -55,29 +56,34 @@ function authorizationHeaders(rawHeaders: readonly string[]): number {
 
 /**
  * The `bearerAuth` scheme of the contract, as an onRequest hook: it runs before the query is parsed and
- * validated, so a request without valid credentials gets 401 whatever its parameters.
+ * validated, so a request without valid credentials gets 401 whatever its parameters. With a rate limiter,
+ * the outcome decides what is counted (the token, or the client IP when there is no valid token), and a
+ * request over the limit gets 429 instead.
  */
-export function bearerAuthentication(authenticator: Authenticator): onRequestHookHandler {
+export function bearerAuthentication(authenticator: Authenticator, limiter?: RateLimiter): onRequestHookHandler {
   // Callback style: a cached token is checked synchronously, with no promise per request.
-  return function authenticate(request, _reply, done) {
+  return function authenticate(request, reply, done) {
+    const conclude = (tokenKey: string | undefined, outcome?: Error) =>
+      limiter ? limiter.check(request, reply, tokenKey, outcome, done) : done(outcome);
     const header = request.headers.authorization;
     if (header !== undefined && authorizationHeaders(request.raw.rawHeaders) > 1) {
       return done(new ApiError('bad_request', 'Send exactly one Authorization header'));
     }
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
-      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return done(invalidToken('malformed'));
+      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return conclude(undefined, invalidToken('malformed'));
       // RFC 6750 §3.1: no credentials (or another scheme) gets a bare challenge with no error code.
-      return done(
+      return conclude(
+        undefined,
         new ApiError('missing_credentials', 'Authentication required: send "Authorization: Bearer <token>"', {
           'www-authenticate': `Bearer ${REALM}`,
         }),
       );
     }
     const finish = (result: AuthResult) => {
-      if (!result.ok) return done(invalidToken(result.reason, result.detail));
+      if (!result.ok) return conclude(undefined, invalidToken(result.reason, result.detail));
       request.viewer = result.viewer;
-      done();
+      conclude(result.tokenKey);
     };
     const failed = (err: unknown) => {
       if (!(err instanceof KeysUnavailableError)) return done(err as Error);

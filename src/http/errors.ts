@@ -18,7 +18,9 @@ const byStatus: Partial<Record<number, ErrorName>> = {
   406: 'not_acceptable',
   408: 'request_timeout',
   413: 'payload_too_large',
+  414: 'uri_too_long',
   415: 'unsupported_media_type',
+  429: 'rate_limited',
   431: 'headers_too_large',
   503: 'unavailable',
 };

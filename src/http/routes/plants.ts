@@ -5,6 +5,7 @@ import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
 import { bearerAuthentication } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
+import type { RateLimiter } from '../rate-limit.js';
 import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
@@ -32,12 +33,28 @@ function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, do
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantListing; authenticator: Authenticator }): Promise<void> {
-  const { listing, authenticator } = opts;
+const rateLimitHeaders = {
+  RateLimit: {
+    type: 'string' as const,
+    description:
+      'When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. ' +
+      '`"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft).',
+  },
+  'RateLimit-Policy': {
+    type: 'string' as const,
+    description: 'When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`.',
+  },
+};
+
+export async function plantRoutes(
+  app: FastifyInstance,
+  opts: { listing: PlantListing; authenticator: Authenticator; limiter: RateLimiter | undefined },
+): Promise<void> {
+  const { listing, authenticator, limiter } = opts;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/plants',
     {
-      onRequest: [bearerAuthentication(authenticator), requireJsonAcceptable],
+      onRequest: [bearerAuthentication(authenticator, limiter), requireJsonAcceptable],
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',
@@ -56,11 +73,25 @@ export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantLi
                 pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}>; rel="next"$',
                 description: 'RFC 8288 `rel="next"` link to the next page, when there is one.',
               },
+              ...rateLimitHeaders,
             },
           },
           400: errorResponse('Unexpected error: an invalid query parameter or a malformed request'),
-          401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', wwwAuthenticate),
+          401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
+            ...wwwAuthenticate,
+            ...rateLimitHeaders,
+          }),
           406: errorResponse('The Accept header rules out application/json'),
+          414: errorResponse('The request target (path and query) is too long'),
+          429: errorResponse(
+            'Too many requests in the current window for this token, or for this client address when no valid token ' +
+              'was sent (which then also holds back its requests with a token until the window ends)',
+            {
+              'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
+              ...rateLimitHeaders,
+            },
+          ),
+          431: errorResponse('The request line or headers are too large'),
           500: errorResponse('Unexpected server error'),
           503: errorResponse("The database, or the identity provider's signing keys, cannot be reached; retry later"),
         },

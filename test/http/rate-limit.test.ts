@@ -1,0 +1,305 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { clientNetwork } from '../../src/http/rate-limit.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
+
+// Per-token rate limiting over a real socket: in-process counters, counters shared through Redis by two
+// instances, and a Redis that is down or does not answer (fail open).
+
+const REDIS_URL = process.env.PLANTSTORE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** The `r` (remaining) and `t` (seconds to reset) of a `RateLimit: "default";r=N;t=S` header. */
+function rateLimitOf(res: RawResponse): { r: number; t: number } {
+  const match = /^"default";r=(\d+);t=(\d+)$/.exec(String(res.headers.ratelimit));
+  assert.ok(match, `RateLimit header was ${res.headers.ratelimit}`);
+  return { r: Number(match[1]), t: Number(match[2]) };
+}
+
+async function redisUnavailableReason(): Promise<string | false> {
+  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    await probe.ping();
+    return false;
+  } catch (err) {
+    const reason = `Redis not reachable at ${REDIS_URL}: ${(err as Error).message}`;
+    if (process.env.CI === 'true') throw new Error(`CI=true requires Redis: ${reason}`);
+    return `skipped: ${reason}`;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+async function freshStore(): Promise<{ store: Store; tokens: Record<string, string> }> {
+  const store = await SqliteStore.open({ path: ':memory:' });
+  const { tokens } = await seed(store, {
+    users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }],
+    plants: [{ name: 'Fern', owner: 'alice', public: true }],
+  });
+  return { store, tokens };
+}
+
+describe('rate limiting, in-process counters', () => {
+  let store: Store;
+  let tokens: Record<string, string>;
+  let server: RunningApp;
+  const get = (token?: string) => rawRequest(server.url, '/plants', token === undefined ? {} : bearer(token));
+
+  before(async () => {
+    ({ store, tokens } = await freshStore());
+    // A window long enough that three quick requests always fall in the same one, even on a busy machine.
+    server = await startApp(store, { config: { rateLimit: '3/3s' } });
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+  });
+
+  it('counts each request against its token, answers 429 with Retry-After over the limit, and resets with the window', async () => {
+    for (const remaining of [2, 1, 0]) {
+      const res = await get(tokens.alice);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['ratelimit-policy'], '"default";q=3;w=3');
+      assert.equal(rateLimitOf(res).r, remaining);
+    }
+    const limited = await get(tokens.alice);
+    assertError(limited, 429, 42901);
+    const retryAfter = Number(limited.headers['retry-after']);
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 3, `Retry-After was ${limited.headers['retry-after']}`);
+    assert.deepEqual(rateLimitOf(limited), { r: 0, t: retryAfter });
+    assert.equal(limited.headers['ratelimit-policy'], '"default";q=3;w=3');
+
+    // Another token has a budget of its own.
+    const other = await get(tokens.bob);
+    assert.equal(other.status, 200);
+    assert.equal(rateLimitOf(other).r, 2);
+
+    // Once the window is over, the token is served again with a fresh budget.
+    await sleep(retryAfter * 1000 + 100);
+    const again = await get(tokens.alice);
+    assert.equal(again.status, 200, again.text);
+    assert.equal(rateLimitOf(again).r, 2);
+  });
+
+  it('counts requests without a valid token against the client address, which then holds back its valid tokens too', async () => {
+    assertError(await get(), 401, 40101);
+    assertError(await get('pst_not-a-real-token'), 401, 40102);
+    const third = await get();
+    assertError(third, 401, 40101);
+    assert.equal(rateLimitOf(third).r, 0);
+    // Over the limit: 429, whether or not a token is sent and whether or not it is valid, so guesses tell nothing.
+    assertError(await get(), 429, 42901);
+    assertError(await get('pst_another-guess'), 429, 42901);
+    const valid = await get(tokens.carol);
+    assertError(valid, 429, 42901);
+    assert.ok(Number(valid.headers['retry-after']) >= 1);
+  });
+
+  it('documents 429 with its headers in the served OpenAPI document', async () => {
+    const doc = (await rawRequest(server.url, '/openapi.json')).body as {
+      info: { description: string };
+      paths: Record<string, { get: { responses: Record<string, { headers?: Record<string, unknown>; content: Record<string, { schema: unknown }> }> } }>;
+    };
+    const responses = doc.paths['/plants']!.get.responses;
+    const tooMany = responses['429']!;
+    assert.deepEqual(tooMany.content['application/json']!.schema, { $ref: '#/components/schemas/Error' });
+    assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After']);
+    assert.ok(responses['200']!.headers?.RateLimit, '200 documents the RateLimit header');
+    assert.ok(doc.info.description.includes('| 42901 | 429 | `rate_limited` |'));
+  });
+});
+
+describe('client addresses', () => {
+  it('counts an IPv4 address as itself and an IPv6 address as its /64 network', () => {
+    assert.equal(clientNetwork('203.0.113.9'), '203.0.113.9');
+    assert.equal(clientNetwork('::ffff:203.0.113.9'), '203.0.113.9');
+    assert.equal(clientNetwork('2001:db8:0:1::1'), '2001:db8:0:1::/64');
+    assert.equal(clientNetwork('2001:0db8:0000:0001:ffff:ffff:ffff:ffff'), '2001:db8:0:1::/64');
+    assert.equal(clientNetwork('2001:db8::1'), '2001:db8:0:0::/64');
+    assert.notEqual(clientNetwork('2001:db8:0:2::1'), clientNetwork('2001:db8:0:1::1'));
+  });
+});
+
+describe('rate limiting off', () => {
+  it('sends no RateLimit headers and never answers 429', async () => {
+    const { store, tokens } = await freshStore();
+    const server = await startApp(store, { config: { rateLimit: 'off' } });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const res = await rawRequest(server.url, '/plants', bearer(tokens.alice!));
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.ratelimit, undefined);
+      }
+    } finally {
+      await server.close();
+      await store.close();
+    }
+  });
+});
+
+describe('rate limiting shared through Redis', async () => {
+  const skip = await redisUnavailableReason();
+  // A prefix of this run's own, so parallel runs and other deployments on the same Redis never meet.
+  const prefix = `plantstore-test:${randomUUID()}:`;
+  let store: Store;
+  let tokens: Record<string, string>;
+  let servers: RunningApp[] = [];
+
+  before(async () => {
+    if (skip) return;
+    ({ store, tokens } = await freshStore());
+    const config = { rateLimit: '4/30s', redisUrl: REDIS_URL, redisKeyPrefix: prefix };
+    servers = [await startApp(store, { config }), await startApp(store, { config })];
+  });
+  after(async () => {
+    for (const server of servers) await server.close();
+    await store?.close();
+    if (skip) return;
+    const redis = new Redis(REDIS_URL);
+    try {
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('two instances share one budget per token', { skip }, async () => {
+    const [a, b] = servers as [RunningApp, RunningApp];
+    const statuses: number[] = [];
+    for (const server of [a, b, a, b, a, b]) statuses.push((await rawRequest(server.url, '/plants', bearer(tokens.alice!))).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429]);
+    const limited = await rawRequest(b.url, '/plants', bearer(tokens.alice!));
+    assertError(limited, 429, 42901);
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
+    // The other token is untouched, on either instance.
+    assert.equal((await rawRequest(a.url, '/plants', bearer(tokens.bob!))).status, 200);
+
+    // The key names a hash of the token, never the token itself.
+    const redis = new Redis(REDIS_URL);
+    try {
+      const keys = await redis.keys(`${prefix}*`);
+      assert.equal(keys.length, 2, keys.join(', '));
+      for (const key of keys) {
+        assert.ok(!key.includes(tokens.alice!) && !key.includes(tokens.bob!), `token in key ${key}`);
+      }
+      // Every request was counted once, by whichever instance served it: 7 for alice, 1 for bob.
+      assert.deepEqual((await redis.mget(...keys)).sort(), ['1', '7']);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
+
+describe('rate limiting through Redis that goes away and comes back', async () => {
+  const skip = await redisUnavailableReason();
+
+  it('serves uncounted while Redis is away, with one warning, and counts again once it is back', { skip }, async () => {
+    const { store, tokens } = await freshStore();
+    const target = new URL(REDIS_URL);
+    const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
+    await proxy.start();
+    const prefix = `plantstore-test:${randomUUID()}:`;
+    const server = await startApp(store, {
+      captureLogs: true,
+      logLevel: 'warn',
+      config: { rateLimit: '2/60s', redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix },
+    });
+    const get = () => rawRequest(server.url, '/plants', bearer(tokens.alice!));
+    try {
+      assert.equal(rateLimitOf(await get()).r, 1);
+
+      await proxy.stop();
+      for (let i = 0; i < 3; i++) {
+        const res = await get();
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.headers.ratelimit, undefined);
+      }
+      assert.equal(server.logs().split('\n').filter((line) => line.includes('rate limit counters unreachable')).length, 1);
+
+      await proxy.start();
+      // ioredis reconnects on its own, within its back-off of at most 2 s.
+      let res = await get();
+      for (let tries = 0; res.headers.ratelimit === undefined && tries < 100; tries++) {
+        await sleep(100);
+        res = await get();
+      }
+      assert.deepEqual(rateLimitOf(res).r, 0, 'counting resumed where it stopped');
+      assertError(await get(), 429, 42901);
+    } finally {
+      await server.close();
+      await proxy.stop();
+      await store.close();
+      const redis = new Redis(REDIS_URL);
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
+  });
+});
+
+describe('rate limiting when Redis is down or does not answer', () => {
+  let store: Store;
+  let tokens: Record<string, string>;
+  let silent: Server;
+  let closedPort: number;
+  const held = new Set<Socket>();
+
+  before(async () => {
+    ({ store, tokens } = await freshStore());
+    // A port that was free a moment ago: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    closedPort = (probe.address() as { port: number }).port;
+    await new Promise((resolve) => probe.close(resolve));
+    // Accepts connections and never answers: a hung Redis.
+    silent = createServer((socket) => {
+      held.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  });
+  after(async () => {
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+    await store?.close();
+  });
+
+  for (const [what, url] of [
+    ['refuses connections', () => `redis://127.0.0.1:${closedPort}`],
+    ['does not answer', () => `redis://127.0.0.1:${(silent.address() as { port: number }).port}`],
+  ] as const) {
+    it(`serves requests without limiting (fail open) and logs a warning when Redis ${what}`, async () => {
+      const server = await startApp(store, {
+        captureLogs: true,
+        logLevel: 'warn',
+        config: { rateLimit: '1/60s', redisUrl: url(), redisKeyPrefix: `plantstore-test:${randomUUID()}:` },
+      });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const res = await rawRequest(server.url, '/plants', bearer(tokens.alice!));
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.headers.ratelimit, undefined, 'no RateLimit header when nothing was counted');
+        }
+        const warnings = server
+          .logs()
+          .split('\n')
+          .filter((line) => line.includes('rate limit counters unreachable'));
+        assert.equal(warnings.length, 1, `one warning, not one per request:\n${server.logs()}`);
+        assert.ok(server.logs().includes('Redis not reachable at start'), 'a warning at start');
+        assert.ok(!server.logs().includes(tokens.alice!), 'the token is not logged');
+      } finally {
+        await server.close();
+      }
+    });
+  }
+});
