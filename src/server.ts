@@ -12,6 +12,33 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/**
+ * How long idle keep-alive connections stay open once shutdown begins. Closing an idle connection races with
+ * a client that is sending on it right then (the client gets a reset, not a response); kept open a moment,
+ * any request that arrives is answered with `Connection: close`, so busy clients move off cleanly.
+ */
+const IDLE_LINGER_MS = 1_000;
+
+/**
+ * `app.close()` stops listening at once and waits for open connections; Node would also drop idle
+ * keep-alive connections at that instant. That is postponed by `lingerMs`, then done.
+ */
+async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<void> {
+  const server = app.server;
+  const closeIdle = server.closeIdleConnections.bind(server);
+  server.closeIdleConnections = () => {};
+  const timer = setTimeout(() => {
+    server.closeIdleConnections = closeIdle;
+    closeIdle();
+  }, lingerMs);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(timer);
+    server.closeIdleConnections = closeIdle;
+  }
+}
+
 export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
   const store = existingStore ?? (await openStore(config));
   let app: FastifyInstance;
@@ -33,7 +60,7 @@ export async function startServer(config: Config, existingStore?: Store): Promis
     stop() {
       stopping ??= (async () => {
         try {
-          await app.close();
+          await closeLingering(app, Math.min(IDLE_LINGER_MS, (config.shutdownGraceSeconds * 1000) / 4));
         } finally {
           await store.close();
         }

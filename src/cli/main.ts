@@ -38,7 +38,12 @@ async function main(): Promise<void> {
       return;
     }
     if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
-    const message = err instanceof DomainError || err instanceof Error ? err.message : String(err);
+    let message = err instanceof DomainError || err instanceof Error ? err.message : String(err);
+    // SQLite's own words ("disk I/O error") do not say what failed: a write that was refused and rolled back.
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && /^SQLITE_(FULL|IOERR|READONLY)/.test(code)) {
+      message = `cannot write the database: ${message} (${code})`;
+    }
     process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
     process.exitCode = 1;
   }

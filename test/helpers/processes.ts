@@ -18,6 +18,8 @@ export function runCli(db: string, args: string[], stdin?: string): Promise<CliR
       { env: { ...process.env, PLANTSTORE_DB: '' }, maxBuffer: 256 * 1024 * 1024 },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
+    // A child that exits without reading all its input (a failed command) must not crash the test with EPIPE.
+    child.stdin!.on('error', () => {});
     if (stdin !== undefined) child.stdin!.end(stdin);
   });
 }

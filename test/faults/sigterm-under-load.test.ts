@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { runCli, spawnServe } from '../helpers/processes.js';
+
+/**
+ * SIGTERM while 50 keep-alive connections keep requests flowing and a slow reader is in the middle of a
+ * streamed full listing. The rule asserted: every request the server received before or during the drain
+ * gets a complete 200 with a valid JSON body; once the listener is closed, new connections are refused
+ * (ECONNREFUSED) and nothing else; the process exits 0 well within its grace period.
+ */
+
+const PLANTS = 20_000;
+const CONNECTIONS = 50;
+const GRACE_SECONDS = 10;
+
+interface Outcome {
+  status?: number;
+  body?: string;
+  error?: string;
+  reusedSocket: boolean;
+  startedAfterSignal: boolean;
+}
+
+function get(url: string, token: string, agent: http.Agent, signalled: () => boolean): Promise<Outcome> {
+  const startedAfterSignal = signalled();
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, body, reusedSocket: req.reusedSocket, startedAfterSignal }));
+      res.on('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }));
+    });
+    req.on('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }));
+  });
+}
+
+/** Reads a response a little at a time, so the server's streamed listing is held back by a slow client. */
+function slowFullListing(url: string, token: string): Promise<{ status: number; body: string; endedAt: number }> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { agent: false, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.pause();
+      const timer = setInterval(() => {
+        let chunk: Buffer | null;
+        // 8 KiB every 10 ms: the whole listing takes a few seconds to read.
+        if ((chunk = res.read(8192) as Buffer | null) !== null) chunks.push(chunk);
+      }, 10);
+      res.on('readable', () => {});
+      res.on('end', () => {
+        clearInterval(timer);
+        resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8'), endedAt: Date.now() });
+      });
+      res.on('error', (err) => {
+        clearInterval(timer);
+        reject(err);
+      });
+    }).on('error', reject);
+  });
+}
+
+describe('SIGTERM under load', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-sigterm-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('answers every received request in full, refuses only new connections, and exits 0', { timeout: 90_000 }, async (t) => {
+    const db = join(dir, 'plantstore.db');
+    const records = [JSON.stringify({ type: 'user', name: 'alice' })];
+    for (let p = 0; p < PLANTS; p++) records.push(JSON.stringify({ type: 'plant', name: `Plant #${p}`, tag: 'green', owner: 'alice', public: false }));
+    writeFileSync(join(dir, 'catalogue.ndjson'), `${records.join('\n')}\n`);
+    const imported = await runCli(db, ['import', join(dir, 'catalogue.ndjson')]);
+    assert.equal(imported.code, 0, imported.stderr);
+    const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+
+    const server = await spawnServe(db);
+    const exited = new Promise<{ code: number | null; at: number }>((resolve) =>
+      server.child.on('exit', (code) => resolve({ code, at: Date.now() })),
+    );
+    const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+    let signalledAt = 0;
+    const signalled = () => signalledAt !== 0;
+    let exitedYet = false;
+    void exited.then(() => (exitedYet = true));
+
+    const outcomes: Outcome[] = [];
+    const worker = async () => {
+      while (!exitedYet) {
+        const outcome = await get(`${server.url}/plants?limit=10`, token, agent, signalled);
+        outcomes.push(outcome);
+        // After the listener closes there is nothing left to talk to; stop instead of spinning.
+        if (outcome.error === 'ECONNREFUSED') break;
+      }
+    };
+    const workers = Array.from({ length: CONNECTIONS }, worker);
+
+    // Warm up until every connection has been used, and start the slow full listing.
+    while (outcomes.length < CONNECTIONS * 4) await new Promise((r) => setTimeout(r, 20));
+    const slow = slowFullListing(`${server.url}/plants`, token).catch((err: Error) => ({ status: 0, body: err.message, endedAt: 0 }));
+    await new Promise((r) => setTimeout(r, 300));
+    signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+
+    const [{ code, at }, listing] = await Promise.all([exited, slow]);
+    await Promise.all(workers);
+    agent.destroy();
+
+    assert.equal(code, 0, `exit code 0 after draining:\n${server.output().slice(-2000)}`);
+    assert.ok(at - signalledAt < GRACE_SECONDS * 1000, `exited within the ${GRACE_SECONDS} s grace period (${at - signalledAt} ms)`);
+
+    assert.equal(listing.status, 200, `${listing.body.slice(0, 200)}\n${server.output().slice(-3000)}`);
+    const all = JSON.parse(listing.body) as Array<{ name: string }>;
+    assert.equal(all.length, PLANTS, 'the full listing in flight at SIGTERM completed');
+    assert.ok(listing.endedAt > signalledAt, 'the full listing was still being read when SIGTERM was sent');
+
+    const answered = outcomes.filter((o) => o.status !== undefined);
+    const failed = outcomes.filter((o) => o.error !== undefined);
+    const answeredAfter = answered.filter((o) => o.startedAfterSignal).length;
+    for (const o of answered) {
+      assert.equal(o.status, 200, `status ${o.status}: ${o.body}`);
+      const page = JSON.parse(o.body!) as Array<{ name: string }>;
+      assert.equal(page.length, 10);
+    }
+    const refusedNew = failed.filter((o) => o.error === 'ECONNREFUSED' && o.startedAfterSignal && !o.reusedSocket);
+    assert.deepEqual(
+      failed.filter((o) => !refusedNew.includes(o)),
+      [],
+      'the only failures are new connections refused after shutdown began',
+    );
+    assert.ok(answered.length > CONNECTIONS * 4, `requests answered: ${answered.length} (${answeredAfter} started after SIGTERM)`);
+    t.diagnostic(`answered ${answered.length} (${answeredAfter} sent after SIGTERM), refused ${refusedNew.length}, exit after ${at - signalledAt} ms`);
+    assert.ok(refusedNew.length > 0, 'new connections were refused once the listener closed');
+  });
+});
