@@ -10,7 +10,16 @@ import { PlantListing } from './http/plant-listing.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { loggerOptions } from './logger.js';
+import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
+import { VERSION } from './version.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This process's Prometheus metrics, or null when they are off (`--metrics-port` unset). */
+    metrics: Metrics | null;
+  }
+}
 
 export interface AppOptions {
   config: Config;
@@ -40,20 +49,35 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   app.setValidatorCompiler(strictValidatorCompiler);
   // Callback style, not async: this runs on every response, and a promise per request shows in profiles.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff');
+    reply.header('x-content-type-options', 'nosniff').header('plantstore-version', VERSION);
     done(null, payload);
   });
   installErrorHandling(app);
 
+  // Off by default: then the metrics library is not even loaded and no hook is added.
+  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store) : null;
+  app.decorate('metrics', metrics);
+  if (metrics) {
+    app.addHook('onResponse', metrics.onResponse);
+    app.addHook('onClose', (_instance, done) => {
+      metrics.close();
+      done();
+    });
+  }
+
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
-  const authenticator = createAuthenticator(store, jwt, config.cache);
+  const authenticator = createAuthenticator(store, jwt, config.cache, metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {});
   app.addHook('onClose', async () => authenticator.close());
   // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
   app.addHook('onReady', async () => {
     if (jwt && !(await jwt.verifier.warmUp())) app.log.warn('JWKS not reachable at start; it is fetched again on demand');
   });
-  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator });
+  await app.register(plantRoutes, {
+    listing: new PlantListing(store, config.cache, metrics?.caches.pages),
+    authenticator,
+    ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),
+  });
   return app;
 }

@@ -27,6 +27,14 @@ export interface Config {
   cache: boolean;
   /** JWTs from an identity provider, accepted beside Plant Store's own tokens; undefined when not configured. */
   jwt: JwtConfig | undefined;
+  /** Prometheus metrics on a separate admin listener; undefined (the default) collects nothing. */
+  metrics: MetricsListen | undefined;
+}
+
+/** Where the admin listener serves `/metrics`: never the public port, so metrics are not exposed by accident. */
+export interface MetricsListen {
+  host: string;
+  port: number;
 }
 
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
@@ -42,6 +50,8 @@ export interface ConfigInput extends JwtConfigInput {
   logRequests?: string | boolean | undefined;
   shutdownGraceSeconds?: string | number | undefined;
   cache?: string | boolean | undefined;
+  metricsHost?: string | undefined;
+  metricsPort?: string | number | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
@@ -105,5 +115,14 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     ),
     cache: bool('PLANTSTORE_CACHE', pick<string | boolean>(input.cache, env.PLANTSTORE_CACHE, true)),
     jwt: loadJwtConfig(input, env),
+    metrics: loadMetricsListen(input, env),
   };
+}
+
+function loadMetricsListen(input: ConfigInput, env: NodeJS.ProcessEnv): MetricsListen | undefined {
+  const port = input.metricsPort ?? env.PLANTSTORE_METRICS_PORT;
+  if (port === undefined || port === '') return undefined;
+  const host = pick(input.metricsHost, env.PLANTSTORE_METRICS_HOST, '127.0.0.1');
+  if (host.trim() === '') throw invalidInput('invalid metrics host: must not be empty');
+  return { host, port: integerIn('metrics port', port, 0, 65535) };
 }

@@ -30,6 +30,11 @@ const failures: Record<AuthFailure, { name: ErrorName; message: string }> = {
   unknown_user: { name: 'token_unknown_user', message: 'The access token names a user this service does not know' },
 };
 
+/** Why a request was refused by the bearer hook, as counted by metrics: a token failure or one of these two. */
+export type AuthRefusal = AuthFailure | 'missing_credentials' | 'identity_provider_unavailable';
+
+export const AUTH_REFUSALS = [...(Object.keys(failures) as AuthFailure[]), 'missing_credentials', 'identity_provider_unavailable'] as const satisfies readonly AuthRefusal[];
+
 /** Keeps an error_description within RFC 6750's character set (no quotes or backslashes, printable ASCII). */
 const quotable = (text: string): string => text.replace(/[^\x20-\x7e]|["\\]/g, "'");
 
@@ -47,13 +52,17 @@ function invalidToken(reason: AuthFailure, detail?: string): ApiError {
  * The `bearerAuth` scheme of the contract, as an onRequest hook: it runs before the query is parsed and
  * validated, so a request without valid credentials gets 401 whatever its parameters.
  */
-export function bearerAuthentication(authenticator: Authenticator): onRequestHookHandler {
+export function bearerAuthentication(authenticator: Authenticator, onRefused?: (reason: AuthRefusal) => void): onRequestHookHandler {
   // Callback style: a cached token is checked synchronously, with no promise per request.
   return function authenticate(request, _reply, done) {
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
-      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return done(invalidToken('malformed'));
+      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) {
+        onRefused?.('malformed');
+        return done(invalidToken('malformed'));
+      }
+      onRefused?.('missing_credentials');
       // RFC 6750 §3.1: no credentials (or another scheme) gets a bare challenge with no error code.
       return done(
         new ApiError('missing_credentials', 'Authentication required: send "Authorization: Bearer <token>"', {
@@ -62,13 +71,17 @@ export function bearerAuthentication(authenticator: Authenticator): onRequestHoo
       );
     }
     const finish = (result: AuthResult) => {
-      if (!result.ok) return done(invalidToken(result.reason, result.detail));
+      if (!result.ok) {
+        onRefused?.(result.reason);
+        return done(invalidToken(result.reason, result.detail));
+      }
       request.viewer = result.viewer;
       done();
     };
     const failed = (err: unknown) => {
       if (!(err instanceof KeysUnavailableError)) return done(err as Error);
       request.log.warn({ err: err.message }, 'JWKS unavailable');
+      onRefused?.('identity_provider_unavailable');
       done(new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later"));
     };
     let result: AuthResult | Promise<AuthResult>;

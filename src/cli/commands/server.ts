@@ -18,6 +18,8 @@ function addServeOptions(command: Command): Command {
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)')
     .option('--workers <n>', 'HTTP worker processes sharing the port; dead ones are replaced (PLANTSTORE_WORKERS, default 1)')
     .option('--read-db <url>', 'PostgreSQL read replica for listings (PLANTSTORE_READ_DB)')
+    .option('--metrics-port <port>', 'serve Prometheus /metrics on this admin port; off when unset (PLANTSTORE_METRICS_PORT)')
+    .option('--metrics-host <host>', 'address of the metrics listener (PLANTSTORE_METRICS_HOST, default 127.0.0.1)')
     .optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):')
     .option('--jwks-url <url>', "provider's JSON Web Key Set (PLANTSTORE_JWKS_URL)")
     .option('--jwt-public-key <pem-or-file>', 'PEM public key for RS/PS/ES/EdDSA tokens (PLANTSTORE_JWT_PUBLIC_KEY)')

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
-import { bearerAuthentication } from '../auth.js';
+import { bearerAuthentication, type AuthRefusal } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
 import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
@@ -27,12 +27,19 @@ function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, do
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-export async function plantRoutes(app: FastifyInstance, opts: { listing: PlantListing; authenticator: Authenticator }): Promise<void> {
+export interface PlantRoutesOptions {
+  listing: PlantListing;
+  authenticator: Authenticator;
+  /** Told each refused request's reason (metrics). */
+  onAuthRefused?: (reason: AuthRefusal) => void;
+}
+
+export async function plantRoutes(app: FastifyInstance, opts: PlantRoutesOptions): Promise<void> {
   const { listing, authenticator } = opts;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/plants',
     {
-      onRequest: [bearerAuthentication(authenticator), requireJsonAcceptable],
+      onRequest: [bearerAuthentication(authenticator, opts.onAuthRefused), requireJsonAcceptable],
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',

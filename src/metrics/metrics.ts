@@ -1,0 +1,181 @@
+import type { onResponseHookHandler } from 'fastify';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CacheCounter } from '../access/versioned-cache.js';
+import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
+import type { HotQuery, Store } from '../store/store.js';
+import { VERSION } from '../version.js';
+
+/** The route label of requests that matched no route (unknown paths, 405s): never the raw URL. */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+/** Seconds; the service answers most requests well under a millisecond, so the low end is finely split. */
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+const HOT_QUERIES: readonly HotQuery[] = ['ping', 'find_token', 'find_user', 'visible_plants', 'all_plants'];
+
+type Inc = { inc(value?: number): void };
+type Observe = { observe(value: number): void };
+
+/** The label children of one method and route, made once: the hot path does no label bookkeeping of its own. */
+class RouteSeries {
+  private readonly byStatus = new Map<number, Inc>();
+
+  constructor(
+    private readonly requests: Counter<'method' | 'route' | 'status'>,
+    readonly duration: Observe,
+    private readonly method: string,
+    private readonly route: string,
+  ) {}
+
+  status(code: number): Inc {
+    let child = this.byStatus.get(code);
+    if (!child) {
+      child = this.requests.labels(this.method, this.route, String(code));
+      this.byStatus.set(code, child);
+    }
+    return child;
+  }
+}
+
+/**
+ * Every Prometheus metric of one process, in a registry of its own (so several apps in one process, as in
+ * the tests, never share counters). Only created when metrics are on; with them off nothing here is loaded.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly durations: Histogram<'method' | 'route'>;
+  private readonly routes = new Map<string, Map<string, RouteSeries>>();
+  private readonly refusals: Record<AuthRefusal, Inc>;
+  readonly caches: { tokens: CacheCounter; users: CacheCounter; pages: CacheCounter };
+
+  constructor(private readonly store: Store) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    new Gauge({
+      name: 'plantstore_info',
+      help: 'Always 1; the labels say which version runs on which storage backend',
+      labelNames: ['version', 'backend'],
+      registers,
+    }).set({ version: VERSION, backend: store.backend }, 1);
+
+    this.requests = new Counter({
+      name: 'plantstore_http_requests_total',
+      help: 'HTTP responses sent, by method, route pattern and status code',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.durations = new Histogram({
+      name: 'plantstore_http_request_duration_seconds',
+      help: 'Time from receiving a request to having sent the response, by method and route pattern',
+      labelNames: ['method', 'route'],
+      buckets: HTTP_BUCKETS,
+      registers,
+    });
+
+    const refused = new Counter({
+      name: 'plantstore_auth_failures_total',
+      help: 'Requests refused by bearer authentication, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    // Every reason is exported from the start (at 0), so rate() and alerts work before the first failure.
+    this.refusals = Object.fromEntries(
+      AUTH_REFUSALS.map((reason) => {
+        refused.labels(reason).inc(0);
+        return [reason, refused.labels(reason)];
+      }),
+    ) as Record<AuthRefusal, Inc>;
+
+    const hits = new Counter({ name: 'plantstore_cache_hits_total', help: 'Cache lookups answered from memory, by cache', labelNames: ['cache'], registers });
+    const misses = new Counter({
+      name: 'plantstore_cache_misses_total',
+      help: 'Cache lookups that went to the database, by cache',
+      labelNames: ['cache'],
+      registers,
+    });
+    const counter = (cache: string): CacheCounter => {
+      const hit = hits.labels(cache);
+      const miss = misses.labels(cache);
+      hit.inc(0);
+      miss.inc(0);
+      return { hit: () => hit.inc(), miss: () => miss.inc() };
+    };
+    this.caches = { tokens: counter('token'), users: counter('jwt_user'), pages: counter('page') };
+
+    const queries = new Histogram({
+      name: 'plantstore_db_query_duration_seconds',
+      help: 'Duration of the hot-path database queries (token and user look-ups, listings, pings), by query',
+      labelNames: ['query'],
+      buckets: QUERY_BUCKETS,
+      registers,
+    });
+    const byQuery = {} as Record<HotQuery, Observe>;
+    for (const query of HOT_QUERIES) byQuery[query] = queries.labels(query);
+    store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
+
+    if (store.backend === 'postgres') this.poolGauges(registers);
+  }
+
+  /** Pool sizes are read when scraped, not tracked per query: they cost nothing between scrapes. */
+  private poolGauges(registers: Registry[]): void {
+    const { store } = this;
+    const gauge = (name: string, help: string, read: (s: ReturnType<Store['poolStats']>[number]) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['pool'],
+        registers,
+        collect() {
+          for (const stats of store.poolStats()) this.set({ pool: stats.pool }, read(stats));
+        },
+      });
+    gauge('plantstore_db_pool_connections', 'PostgreSQL connections open in the pool (busy or idle), by pool', (s) => s.total);
+    gauge('plantstore_db_pool_idle_connections', 'PostgreSQL connections open and idle in the pool, by pool', (s) => s.idle);
+    gauge('plantstore_db_pool_waiting_requests', 'Queries waiting for a free PostgreSQL connection, by pool', (s) => s.waiting);
+  }
+
+  authRefused = (reason: AuthRefusal): void => {
+    this.refusals[reason].inc();
+  };
+
+  /** The one onResponse hook, callback style: counts and times each response under its route pattern. */
+  onResponse: onResponseHookHandler = (request, reply, done) => {
+    const series = this.series(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE);
+    series.status(reply.statusCode).inc();
+    series.duration.observe(reply.elapsedTime / 1000);
+    done();
+  };
+
+  private series(method: string, route: string): RouteSeries {
+    let byRoute = this.routes.get(method);
+    if (!byRoute) this.routes.set(method, (byRoute = new Map()));
+    let series = byRoute.get(route);
+    if (!series) byRoute.set(route, (series = new RouteSeries(this.requests, this.durations.labels(method, route), method, route)));
+    return series;
+  }
+
+  /** The exposition text, for the admin listener of a single process. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** In a `serve --workers` worker: answer the primary's requests for this registry, which it aggregates. */
+  reportToPrimary(): void {
+    AggregatorRegistry.setRegistries([this.registry]);
+    // Constructing one installs prom-client's worker-side message listener (idempotent).
+    new AggregatorRegistry();
+  }
+
+  /** Stops timing the store's queries (the store outlives the app in tests and the CLI). */
+  close(): void {
+    this.store.timeQueries(undefined);
+  }
+}
+
+/** In the `serve --workers` primary: every worker's metrics, summed (prom-client's aggregation rules). */
+export function clusterScraper(): () => Promise<{ contentType: string; body: string }> {
+  const aggregator = new AggregatorRegistry();
+  return async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() });
+}
