@@ -21,15 +21,14 @@ export async function startServer(config: Config, existingStore?: Store): Promis
   let admin: { app: FastifyInstance; url: string } | undefined;
   try {
     const app = (built = await buildApp({ config, store }));
+    // A worker's registry goes to the primary before the first request can be counted in it.
+    if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
     await app.listen({ host: config.host, port: config.port });
-    if (config.metrics && app.metrics) {
-      if (cluster.isWorker) app.metrics.reportToPrimary();
-      else {
-        const { startMetricsListener } = await import('./metrics/metrics-listener.js');
-        const metrics = app.metrics;
-        admin = await startMetricsListener(config.metrics, () => metrics.scrape());
-        app.log.info({ url: admin.url }, `metrics listening at ${admin.url}`);
-      }
+    const metrics = app.metrics;
+    if (config.metrics && metrics && !cluster.isWorker) {
+      const { startMetricsListener } = await import('./metrics/metrics-listener.js');
+      admin = await startMetricsListener(config.metrics, () => metrics.scrape());
+      app.log.info({ url: admin.url }, `metrics listening at ${admin.url}`);
     }
   } catch (err) {
     await built?.close();

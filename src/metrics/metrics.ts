@@ -2,6 +2,7 @@ import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CacheCounter } from '../access/versioned-cache.js';
 import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
+import { ApiError } from '../http/error-catalogue.js';
 import type { HotQuery, Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 
@@ -161,11 +162,10 @@ export class Metrics {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
-  /** In a `serve --workers` worker: answer the primary's requests for this registry, which it aggregates. */
+  /** In a `serve --workers` worker: from now on the primary's scrapes get this registry (see `answerPrimaryScrapes`). */
   reportToPrimary(): void {
+    answerPrimaryScrapes();
     AggregatorRegistry.setRegistries([this.registry]);
-    // Constructing one installs prom-client's worker-side message listener (idempotent).
-    new AggregatorRegistry();
   }
 
   /** Stops timing the store's queries (the store outlives the app in tests and the CLI). */
@@ -174,8 +174,29 @@ export class Metrics {
   }
 }
 
+/**
+ * In a `serve --workers` worker, first thing: answer the primary's scrapes, with nothing until the app's
+ * registry exists. The primary waits for every connected worker, so a worker that is still starting and
+ * did not answer would fail the whole scrape.
+ */
+let answering = false;
+export function answerPrimaryScrapes(): void {
+  if (answering) return;
+  answering = true;
+  AggregatorRegistry.setRegistries([]);
+  // Constructing one installs prom-client's worker-side message listener (once per process).
+  new AggregatorRegistry();
+}
+
 /** In the `serve --workers` primary: every worker's metrics, summed (prom-client's aggregation rules). */
 export function clusterScraper(): () => Promise<{ contentType: string; body: string }> {
   const aggregator = new AggregatorRegistry();
-  return async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() });
+  return async () => {
+    try {
+      return { contentType: aggregator.contentType, body: await aggregator.clusterMetrics() };
+    } catch {
+      // prom-client waits 5 s for every connected worker; one that is still starting may not answer yet.
+      throw new ApiError('unavailable', 'Not every worker answered for its metrics (one may be starting); retry');
+    }
+  };
 }
