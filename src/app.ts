@@ -4,7 +4,7 @@ import { createJwtVerifier } from './access/jwt.js';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/errors.js';
-import { registerOpenApi } from './http/openapi.js';
+import { registerOpenApi, VERSION_HEADER } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { PlantListing } from './http/plant-listing.js';
 import { plantRoutes } from './http/routes/plants.js';
@@ -49,7 +49,7 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   app.setValidatorCompiler(strictValidatorCompiler);
   // Callback style, not async: this runs on every response, and a promise per request shows in profiles.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff').header('plantstore-version', VERSION);
+    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION);
     done(null, payload);
   });
   installErrorHandling(app);

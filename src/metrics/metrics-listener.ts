@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { MetricsListen } from '../config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
+import { VERSION_HEADER } from '../http/openapi.js';
 import { VERSION } from '../version.js';
 
 export type Scrape = () => Promise<{ contentType: string; body: string }>;
@@ -13,7 +14,7 @@ export async function startMetricsListener(listen: MetricsListen, scrape: Scrape
   const app = Fastify({ logger: false, clientErrorHandler, frameworkErrors: frameworkErrorHandler });
   installErrorHandling(app);
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff').header('plantstore-version', VERSION);
+    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION);
     done(null, payload);
   });
   app.get('/metrics', async (_request, reply) => {
