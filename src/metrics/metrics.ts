@@ -1,10 +1,11 @@
 import type { onResponseHookHandler } from 'fastify';
-import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { CacheCounter } from '../access/versioned-cache.js';
 import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
 import { ApiError } from '../http/error-catalogue.js';
 import type { HotQuery, Store } from '../store/store.js';
 import { VERSION } from '../version.js';
+import { HotHistogram } from './histogram.js';
 
 /** The route label of requests that matched no route (unknown paths, 405s): never the raw URL. */
 export const UNMATCHED_ROUTE = '(unmatched)';
@@ -17,24 +18,29 @@ const HOT_QUERIES: readonly HotQuery[] = ['ping', 'find_token', 'find_user', 'vi
 type Inc = { inc(value?: number): void };
 type Observe = { observe(value: number): void };
 
-/** The label children of one method and route, made once: the hot path does no label bookkeeping of its own. */
+/**
+ * Per-request counts are plain numbers, handed to prom-client only when scraped (its `collect`): a labelled
+ * prom-client increment builds a label-hash string every time, which the hot path should not pay for.
+ */
 class RouteSeries {
-  private readonly byStatus = new Map<number, Inc>();
+  /** Responses by status code. */
+  readonly counts = new Map<number, number>();
 
-  constructor(
-    private readonly requests: Counter<'method' | 'route' | 'status'>,
-    readonly duration: Observe,
-    private readonly method: string,
-    private readonly route: string,
-  ) {}
+  constructor(readonly duration: Observe) {}
 
-  status(code: number): Inc {
-    let child = this.byStatus.get(code);
-    if (!child) {
-      child = this.requests.labels(this.method, this.route, String(code));
-      this.byStatus.set(code, child);
-    }
-    return child;
+  count(status: number): void {
+    this.counts.set(status, (this.counts.get(status) ?? 0) + 1);
+  }
+}
+
+class CacheTally implements CacheCounter {
+  hits = 0;
+  misses = 0;
+  hit(): void {
+    this.hits++;
+  }
+  miss(): void {
+    this.misses++;
   }
 }
 
@@ -44,11 +50,10 @@ class RouteSeries {
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'method' | 'route' | 'status'>;
-  private readonly durations: Histogram<'method' | 'route'>;
+  private readonly durations: HotHistogram<'method' | 'route'>;
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
   private readonly refusals: Record<AuthRefusal, Inc>;
-  readonly caches: { tokens: CacheCounter; users: CacheCounter; pages: CacheCounter };
+  readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
 
   constructor(private readonly store: Store) {
     const registers = [this.registry];
@@ -61,19 +66,27 @@ export class Metrics {
       registers,
     }).set({ version: VERSION, backend: store.backend }, 1);
 
-    this.requests = new Counter({
+    const routes = this.routes;
+    new Counter({
       name: 'plantstore_http_requests_total',
       help: 'HTTP responses sent, by method, route pattern and status code',
       labelNames: ['method', 'route', 'status'],
       registers,
+      collect() {
+        this.reset();
+        for (const [method, byRoute] of routes) {
+          for (const [route, series] of byRoute) {
+            for (const [status, count] of series.counts) this.inc({ method, route, status: String(status) }, count);
+          }
+        }
+      },
     });
-    this.durations = new Histogram({
-      name: 'plantstore_http_request_duration_seconds',
-      help: 'Time from receiving a request to having sent the response, by method and route pattern',
-      labelNames: ['method', 'route'],
-      buckets: HTTP_BUCKETS,
-      registers,
-    });
+    this.durations = new HotHistogram(
+      'plantstore_http_request_duration_seconds',
+      'Time from receiving a request to having sent the response, by method and route pattern',
+      HTTP_BUCKETS,
+      this.registry,
+    );
 
     const refused = new Counter({
       name: 'plantstore_auth_failures_total',
@@ -89,31 +102,29 @@ export class Metrics {
       }),
     ) as Record<AuthRefusal, Inc>;
 
-    const hits = new Counter({ name: 'plantstore_cache_hits_total', help: 'Cache lookups answered from memory, by cache', labelNames: ['cache'], registers });
-    const misses = new Counter({
-      name: 'plantstore_cache_misses_total',
-      help: 'Cache lookups that went to the database, by cache',
-      labelNames: ['cache'],
-      registers,
-    });
-    const counter = (cache: string): CacheCounter => {
-      const hit = hits.labels(cache);
-      const miss = misses.labels(cache);
-      hit.inc(0);
-      miss.inc(0);
-      return { hit: () => hit.inc(), miss: () => miss.inc() };
-    };
-    this.caches = { tokens: counter('token'), users: counter('jwt_user'), pages: counter('page') };
+    const caches = Object.entries({ token: this.caches.tokens, jwt_user: this.caches.users, page: this.caches.pages });
+    const cacheCounter = (name: string, help: string, read: (tally: CacheTally) => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['cache'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [cache, tally] of caches) this.inc({ cache }, read(tally));
+        },
+      });
+    cacheCounter('plantstore_cache_hits_total', 'Cache lookups answered from memory, by cache', (t) => t.hits);
+    cacheCounter('plantstore_cache_misses_total', 'Cache lookups that went to the database, by cache', (t) => t.misses);
 
-    const queries = new Histogram({
-      name: 'plantstore_db_query_duration_seconds',
-      help: 'Duration of the hot-path database queries (token and user look-ups, listings, pings), by query',
-      labelNames: ['query'],
-      buckets: QUERY_BUCKETS,
-      registers,
-    });
+    const queries = new HotHistogram<'query'>(
+      'plantstore_db_query_duration_seconds',
+      'Duration of the hot-path database queries (token and user look-ups, listings, pings), by query',
+      QUERY_BUCKETS,
+      this.registry,
+    );
     const byQuery = {} as Record<HotQuery, Observe>;
-    for (const query of HOT_QUERIES) byQuery[query] = queries.labels(query);
+    for (const query of HOT_QUERIES) byQuery[query] = queries.labels({ query });
     store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
 
     if (store.backend === 'postgres') this.poolGauges(registers);
@@ -144,7 +155,7 @@ export class Metrics {
   /** The one onResponse hook, callback style: counts and times each response under its route pattern. */
   onResponse: onResponseHookHandler = (request, reply, done) => {
     const series = this.series(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE);
-    series.status(reply.statusCode).inc();
+    series.count(reply.statusCode);
     series.duration.observe(reply.elapsedTime / 1000);
     done();
   };
@@ -153,7 +164,7 @@ export class Metrics {
     let byRoute = this.routes.get(method);
     if (!byRoute) this.routes.set(method, (byRoute = new Map()));
     let series = byRoute.get(route);
-    if (!series) byRoute.set(route, (series = new RouteSeries(this.requests, this.durations.labels(method, route), method, route)));
+    if (!series) byRoute.set(route, (series = new RouteSeries(this.durations.labels({ method, route }))));
     return series;
   }
 
