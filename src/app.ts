@@ -6,7 +6,7 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
-import { registerOpenApi } from './http/openapi.js';
+import { registerOpenApi, VERSION_HEADER } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-catalogue.js';
 import { PlantListing } from './http/plant-listing.js';
@@ -14,7 +14,16 @@ import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { loggerOptions } from './logger.js';
+import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
+import { VERSION } from './version.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This process's Prometheus metrics, or null when they are off (`--metrics-port` unset). */
+    metrics: Metrics | null;
+  }
+}
 
 export interface AppOptions {
   config: Config;
@@ -55,7 +64,7 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   app.setValidatorCompiler(strictValidatorCompiler);
   // Callback style, not async: this runs on every response, and a promise per request shows in profiles.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff');
+    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION);
     // Errors and per-user answers must never be kept by a shared cache; only the docs' static files say otherwise.
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     done(null, payload);
@@ -71,10 +80,21 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     done();
   });
 
+  // Off by default: then the metrics library is not even loaded and no hook is added.
+  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store) : null;
+  app.decorate('metrics', metrics);
+  if (metrics) {
+    app.addHook('onResponse', metrics.onResponse);
+    app.addHook('onClose', (_instance, done) => {
+      metrics.close();
+      done();
+    });
+  }
+
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
-  const authenticator = createAuthenticator(store, jwt, config.cache);
+  const authenticator = createAuthenticator(store, jwt, config.cache, metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {});
   app.addHook('onClose', async () => authenticator.close());
   // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
   app.addHook('onReady', async () => {
@@ -87,6 +107,11 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     });
     app.addHook('onClose', async () => limiter.close());
   }
-  await app.register(plantRoutes, { listing: new PlantListing(store, config.cache), authenticator, limiter });
+  await app.register(plantRoutes, {
+    listing: new PlantListing(store, config.cache, metrics?.caches.pages),
+    authenticator,
+    limiter,
+    ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),
+  });
   return app;
 }

@@ -40,6 +40,8 @@ export interface Config {
   redisUrl: string | undefined;
   /** Prefix of the rate-limit keys in Redis, so several deployments can share one Redis. */
   redisKeyPrefix: string;
+  /** Prometheus metrics on a separate admin listener; undefined (the default) collects nothing. */
+  metrics: MetricsListen | undefined;
 }
 
 export interface HttpLimits {
@@ -60,6 +62,12 @@ export interface HttpLimits {
 export interface RateLimitConfig {
   max: number;
   windowMs: number;
+}
+
+/** Where the admin listener serves `/metrics`: never the public port, so metrics are not exposed by accident. */
+export interface MetricsListen {
+  host: string;
+  port: number;
 }
 
 /** Loose input: command-line flags win over `PLANTSTORE_*` environment variables, which win over defaults. */
@@ -87,6 +95,8 @@ export interface ConfigInput extends JwtConfigInput {
   rateLimit?: string | undefined;
   redisUrl?: string | undefined;
   redisKeyPrefix?: string | undefined;
+  metricsHost?: string | undefined;
+  metricsPort?: string | number | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
@@ -196,6 +206,7 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     rateLimit: parseRateLimit(pick(input.rateLimit, env.PLANTSTORE_RATE_LIMIT, DEFAULT_RATE_LIMIT)),
     redisUrl: loadRedisUrl(pick<string | undefined>(input.redisUrl, env.PLANTSTORE_REDIS_URL, undefined)),
     redisKeyPrefix: pick(input.redisKeyPrefix, env.PLANTSTORE_REDIS_KEY_PREFIX, 'plantstore:ratelimit:'),
+    metrics: loadMetricsListen(input, env),
   };
 }
 
@@ -221,4 +232,12 @@ function loadHttpLimits(input: ConfigInput, env: NodeJS.ProcessEnv): HttpLimits 
     throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
   }
   return limits;
+}
+
+function loadMetricsListen(input: ConfigInput, env: NodeJS.ProcessEnv): MetricsListen | undefined {
+  const port = input.metricsPort ?? env.PLANTSTORE_METRICS_PORT;
+  if (port === undefined || port === '') return undefined;
+  const host = pick(input.metricsHost, env.PLANTSTORE_METRICS_HOST, '127.0.0.1');
+  if (host.trim() === '') throw invalidInput('invalid metrics host: must not be empty');
+  return { host, port: integerIn('metrics port', port, 0, 65535) };
 }

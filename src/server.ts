@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
@@ -8,6 +9,8 @@ export interface RunningServer {
   app: FastifyInstance;
   store: Store;
   url: string;
+  /** The admin listener's `/metrics` URL, when metrics are on (a cluster worker has none: the primary serves them). */
+  metricsUrl: string | undefined;
   /** Stops accepting connections, lets in-flight requests finish, then closes the database. */
   stop(): Promise<void>;
 }
@@ -41,14 +44,25 @@ async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<v
 
 export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
   const store = existingStore ?? (await openStore(config));
-  let app: FastifyInstance;
+  let built: FastifyInstance | undefined;
+  let admin: { app: FastifyInstance; url: string } | undefined;
   try {
-    app = await buildApp({ config, store });
+    const app = (built = await buildApp({ config, store }));
+    // A worker's registry goes to the primary before the first request can be counted in it.
+    if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
     await app.listen({ host: config.host, port: config.port });
+    const metrics = app.metrics;
+    if (config.metrics && metrics && !cluster.isWorker) {
+      const { startMetricsListener } = await import('./metrics/metrics-listener.js');
+      admin = await startMetricsListener(config.metrics, () => metrics.scrape());
+      app.log.info({ url: admin.url }, `metrics listening at ${admin.url}`);
+    }
   } catch (err) {
+    await built?.close();
     await store.close();
     throw err;
   }
+  const app = built;
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
@@ -57,9 +71,11 @@ export async function startServer(config: Config, existingStore?: Store): Promis
     app,
     store,
     url: `http://${host}:${port}`,
+    metricsUrl: admin?.url,
     stop() {
       stopping ??= (async () => {
         try {
+          await admin?.app.close();
           await closeLingering(app, Math.min(IDLE_LINGER_MS, (config.shutdownGraceSeconds * 1000) / 4));
         } finally {
           await store.close();
@@ -101,13 +117,20 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
  * migrated once here, before any worker starts, so workers never race on it.
  */
 export async function runCluster(config: Config): Promise<void> {
-  const cluster = (await import('node:cluster')).default;
   const { pino } = await import('pino');
   const { fileURLToPath } = await import('node:url');
   const { loggerOptions } = await import('./logger.js');
   const log = pino(loggerOptions(config.logLevel));
 
   await (await openStore(config)).close();
+
+  if (config.metrics) {
+    // The primary serves every worker's metrics, summed; the workers open no admin port of their own.
+    const { clusterScraper } = await import('./metrics/metrics.js');
+    const { startMetricsListener } = await import('./metrics/metrics-listener.js');
+    const { url } = await startMetricsListener(config.metrics, clusterScraper());
+    log.info({ url }, `metrics listening at ${url}`);
+  }
 
   cluster.setupPrimary({ exec: fileURLToPath(new URL('./worker.js', import.meta.url)), args: [] });
   const workerEnv = { PLANTSTORE_WORKER_CONFIG: JSON.stringify({ ...config, workers: 1 }) };

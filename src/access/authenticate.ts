@@ -4,7 +4,7 @@ import type { Store, TokenCredential, UserCredential } from '../store/store.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
 import { checkCredential, hashToken, isTokenShaped, TOKEN_PREFIX, type TokenCheck, type TokenFailure } from './tokens.js';
-import { VersionedCache } from './versioned-cache.js';
+import { VersionedCache, type CacheCounter } from './versioned-cache.js';
 import type { Viewer } from './viewer.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
@@ -28,10 +28,15 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  * when configured, JWTs from an identity provider, whose user claim names a Plant Store user and whose
  * groups claim adds group memberships for this request only. Admin rights always come from the store.
  */
-export function createAuthenticator(store: Store, jwt?: { config: JwtConfig; verifier: JwtVerifier }, cache = true): Authenticator {
+export function createAuthenticator(
+  store: Store,
+  jwt?: { config: JwtConfig; verifier: JwtVerifier },
+  cache = true,
+  counters: { tokens?: CacheCounter; users?: CacheCounter } = {},
+): Authenticator {
   // Known opaque tokens (by hash) and JWT users (by name); unknown ones are never cached, so junk cannot evict them.
-  const tokens = new VersionedCache<TokenCredential>(store, 100_000, cache);
-  const users = new VersionedCache<UserCredential>(store, 100_000, cache);
+  const tokens = new VersionedCache<TokenCredential>(store, 100_000, cache, counters.tokens);
+  const users = new VersionedCache<UserCredential>(store, 100_000, cache, counters.users);
 
   function opaque(token: string): AuthResult | Promise<AuthResult> {
     const version = tokens.begin();

@@ -1,5 +1,11 @@
 import type { Store } from '../store/store.js';
 
+/** Counts lookups (for metrics): a hit is a value found, a miss one the caller must read from the store. */
+export interface CacheCounter {
+  hit(): void;
+  miss(): void;
+}
+
 /**
  * An in-memory cache that is correct across processes: it is emptied whenever the store's data version
  * changes (SQLite: another connection committed; PostgreSQL: a change notification arrived), and it holds
@@ -13,6 +19,7 @@ export class VersionedCache<V> {
     private readonly store: Store,
     private readonly maxEntries: number,
     private readonly enabled = true,
+    private readonly counter?: CacheCounter,
   ) {}
 
   /** The current data version (after emptying the cache if it moved); pass it back to `set`. */
@@ -27,7 +34,12 @@ export class VersionedCache<V> {
   }
 
   get(key: string): V | undefined {
-    return this.entries.get(key);
+    const value = this.entries.get(key);
+    if (this.counter) {
+      if (value === undefined) this.counter.miss();
+      else this.counter.hit();
+    }
+    return value;
   }
 
   /** Stores a value read at `readVersion`, unless the data changed since (then the value may be stale). */

@@ -31,6 +31,11 @@ const failures: Record<AuthFailure, { name: ErrorName; message: string }> = {
   unknown_user: { name: 'token_unknown_user', message: 'The access token names a user this service does not know' },
 };
 
+/** Why a request was refused by the bearer hook, as counted by metrics: a token failure or one of these two. */
+export type AuthRefusal = AuthFailure | 'missing_credentials' | 'identity_provider_unavailable';
+
+export const AUTH_REFUSALS = [...(Object.keys(failures) as AuthFailure[]), 'missing_credentials', 'identity_provider_unavailable'] as const satisfies readonly AuthRefusal[];
+
 /** Keeps an error_description within RFC 6750's character set (no quotes or backslashes, printable ASCII). */
 const quotable = (text: string): string => text.replace(/[^\x20-\x7e]|["\\]/g, "'");
 
@@ -60,7 +65,11 @@ function authorizationHeaders(rawHeaders: readonly string[]): number {
  * the outcome decides what is counted (the token, or the client IP when there is no valid token), and a
  * request over the limit gets 429 instead.
  */
-export function bearerAuthentication(authenticator: Authenticator, limiter?: RateLimiter): onRequestHookHandler {
+export function bearerAuthentication(
+  authenticator: Authenticator,
+  limiter?: RateLimiter,
+  onRefused?: (reason: AuthRefusal) => void,
+): onRequestHookHandler {
   // Callback style: a cached token is checked synchronously, with no promise per request.
   return function authenticate(request, reply, done) {
     const conclude = (tokenKey: string | undefined, outcome?: Error) =>
@@ -71,7 +80,11 @@ export function bearerAuthentication(authenticator: Authenticator, limiter?: Rat
     }
     const match = header === undefined ? null : BEARER.exec(header);
     if (!match) {
-      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) return conclude(undefined, invalidToken('malformed'));
+      if (header !== undefined && /^\s*bearer(\s|$)/i.test(header)) {
+        onRefused?.('malformed');
+        return conclude(undefined, invalidToken('malformed'));
+      }
+      onRefused?.('missing_credentials');
       // RFC 6750 §3.1: no credentials (or another scheme) gets a bare challenge with no error code.
       return conclude(
         undefined,
@@ -81,13 +94,17 @@ export function bearerAuthentication(authenticator: Authenticator, limiter?: Rat
       );
     }
     const finish = (result: AuthResult) => {
-      if (!result.ok) return conclude(undefined, invalidToken(result.reason, result.detail));
+      if (!result.ok) {
+        onRefused?.(result.reason);
+        return conclude(undefined, invalidToken(result.reason, result.detail));
+      }
       request.viewer = result.viewer;
       conclude(result.tokenKey);
     };
     const failed = (err: unknown) => {
       if (!(err instanceof KeysUnavailableError)) return done(err as Error);
       request.log.warn({ err: err.message }, 'JWKS unavailable');
+      onRefused?.('identity_provider_unavailable');
       done(new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later"));
     };
     let result: AuthResult | Promise<AuthResult>;

@@ -2,12 +2,18 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { errorCatalogueMarkdown } from './error-catalogue.js';
+import { VERSION } from '../version.js';
 import { sharedSchemas } from './schemas.js';
 
 export const API_TITLE = 'OpenAPI Plant Store';
-export const API_VERSION = '1.0.0';
+/** The version of the contract this service implements; `info.version` is the service's own version. */
+export const CONTRACT_VERSION = '1.0.0';
+/** Sent on every response (also the admin listener's), so a client or a log can tell which release answered. */
+export const VERSION_HEADER = 'Plantstore-Version';
 
 const description = `A sample API: Plant Store returns the plants that the calling user has access to.
+This document describes Plant Store ${VERSION}, which implements the OpenAPI Plant Store contract
+version ${CONTRACT_VERSION}.
 
 Every operation needs a bearer token (\`Authorization: Bearer <token>\`), issued by an operator with
 \`plantstore tokens create USER\`. A user sees a plant when the user is an admin, owns the plant, the
@@ -21,6 +27,22 @@ Every error response has the \`Error\` body. Its \`error\` field is a stable cod
 ${errorCatalogueMarkdown()}
 `;
 
+type Responses = Record<string, { headers?: Record<string, unknown> }>;
+
+/** Documents the version header on every response of every operation, as a reference to the one definition. */
+function withVersionHeader<T extends object>(doc: T): T {
+  const { paths } = doc as { paths?: Record<string, Record<string, unknown> | undefined> };
+  for (const path of Object.values(paths ?? {})) {
+    for (const operation of Object.values(path ?? {})) {
+      const responses = (operation as { responses?: Responses } | undefined)?.responses;
+      for (const response of Object.values(responses ?? {})) {
+        response.headers = { ...response.headers, [VERSION_HEADER]: { $ref: `#/components/headers/${VERSION_HEADER}` } };
+      }
+    }
+  }
+  return doc;
+}
+
 /**
  * The served OpenAPI 3.1 document is generated from the route schemas and the shared schemas, so it cannot
  * drift from what the service validates and sends. Must be registered before any route.
@@ -33,7 +55,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       openapi: '3.1.0',
       info: {
         title: API_TITLE,
-        version: API_VERSION,
+        version: VERSION,
         description,
         license: { name: 'MIT', identifier: 'MIT' },
       },
@@ -41,9 +63,17 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       servers: [{ url: '/' }],
       components: {
         securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
+        headers: {
+          [VERSION_HEADER]: {
+            description: 'The version of Plant Store that answered; on every response.',
+            schema: { type: 'string' },
+            example: VERSION,
+          },
+        },
       },
       security: [{ bearerAuth: [] }],
     },
+    transformObject: (documentObject) => ('openapiObject' in documentObject ? withVersionHeader(documentObject.openapiObject) : documentObject.swaggerObject),
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import fastJson from 'fast-json-stringify';
 import { Type } from 'typebox';
 import { listVisiblePage, viewerKey, type Viewer } from '../access/viewer.js';
-import { VersionedCache } from '../access/versioned-cache.js';
+import { VersionedCache, type CacheCounter } from '../access/versioned-cache.js';
 import type { ListedPlant, Plant, Store } from '../store/store.js';
 import { ApiError } from './error-catalogue.js';
 import { PlantSchema } from './schemas.js';
@@ -48,8 +48,9 @@ export class PlantListing {
   constructor(
     private readonly store: Store,
     cacheEnabled: boolean,
+    pageCounter?: CacheCounter,
   ) {
-    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled);
+    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled, pageCounter);
   }
 
   /**

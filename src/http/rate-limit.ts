@@ -202,7 +202,8 @@ export class RateLimiter {
    * the valid token the authenticator already computed, undefined without one.
    */
   check(request: FastifyRequest, reply: FastifyReply, tokenKey: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
-    const ipKey = `ip:${clientNetwork(request.ip)}`;
+    // A client that has already disconnected has no address left (request.ip is then undefined).
+    const ipKey = `ip:${clientNetwork(request.ip ?? 'unknown')}`;
     const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(`t:${tokenKey}`, ipKey);
     if (state instanceof Promise) {
       state.then(

@@ -14,6 +14,8 @@ import type {
   NumberedRecord,
   PageRequest,
   PlantInfo,
+  PoolStats,
+  QueryTimer,
   Store,
   TokenCredential,
   TokenInfo,
@@ -32,7 +34,18 @@ const describe = (g: Grantee): string => ('user' in g ? `user "${g.user}"` : `gr
 export abstract class KyselyStore implements Store {
   abstract readonly backend: 'sqlite' | 'postgres';
 
+  /** Set while metrics are collected; the hot-path queries check it once each. */
+  protected queryTimer: QueryTimer | undefined;
+
   protected constructor(protected readonly db: Kysely<Database>) {}
+
+  timeQueries(timer: QueryTimer | undefined): void {
+    this.queryTimer = timer;
+  }
+
+  poolStats(): PoolStats[] {
+    return [];
+  }
 
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;

@@ -98,6 +98,23 @@ export interface NumberedRecord {
   record: CatalogueRecord;
 }
 
+/** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */
+export type HotQuery = 'ping' | 'find_token' | 'find_user' | 'visible_plants' | 'all_plants';
+
+/** Receives a hot-path query's duration in seconds, failed queries included. */
+export type QueryTimer = (query: HotQuery, seconds: number) => void;
+
+/** A connection pool's size at one moment, for metrics. */
+export interface PoolStats {
+  /** `primary`, or `replica` for the read replica's pool. */
+  pool: 'primary' | 'replica';
+  /** Open connections, busy or idle. */
+  total: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
+}
+
 /**
  * The one storage interface. The HTTP layer and the access rules speak only to this; each backend
  * (SQLite, PostgreSQL) implements it. Names identify users and groups; plants are identified by a
@@ -129,6 +146,12 @@ export interface Store {
    * while changes cannot be tracked (then nothing derived from the data may be cached). Cheap: called per request.
    */
   dataVersion(): number | undefined;
+
+  // Observability (metrics); both cost nothing while unused.
+  /** Reports every hot-path query's duration to `timer` from now on; undefined stops it. */
+  timeQueries(timer: QueryTimer | undefined): void;
+  /** The connection pools' current sizes (none for SQLite, which has one connection). */
+  poolStats(): PoolStats[];
 
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;

@@ -131,6 +131,11 @@ export async function rawRequest(
   return res;
 }
 
+/** The same request, unchecked: for listeners that serve no API document (the metrics admin port). */
+export function uncheckedRequest(baseUrl: string, rawPathAndQuery: string, headers: OutgoingHttpHeaders = {}, method = 'GET'): Promise<RawResponse> {
+  return sendRequest(baseUrl, rawPathAndQuery, headers, method);
+}
+
 function sendRequest(baseUrl: string, rawPathAndQuery: string, headers: OutgoingHttpHeaders, method: string): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createConfig, lintFromString, type NormalizedProblem } from '@redocly/openapi-core';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { VERSION } from '../../src/version.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { startApp, type RunningApp } from '../helpers/http-app.js';
@@ -52,9 +53,10 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     assert.deepEqual(problems.filter((p) => p.severity === 'error').map(format), []);
   });
 
-  it('carries the contract title, version and licence', () => {
+  it('carries the contract title and licence, the service version and the contract version it implements', () => {
     assert.equal(doc.info.title, 'OpenAPI Plant Store');
-    assert.equal(doc.info.version, '1.0.0');
+    assert.equal(doc.info.version, VERSION);
+    assert.match(doc.info.description, /contract\s+version 1\.0\.0/);
     assert.equal(doc.info.license.name, 'MIT');
     if (doc.info.license.identifier !== undefined) assert.equal(doc.info.license.identifier, 'MIT');
     assert.match(doc.info.description, /sample API/i);

@@ -112,7 +112,7 @@ describe('rate limiting, in-process counters', () => {
     const responses = doc.paths['/plants']!.get.responses;
     const tooMany = responses['429']!;
     assert.deepEqual(tooMany.content['application/json']!.schema, { $ref: '#/components/schemas/Error' });
-    assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After']);
+    assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['Plantstore-Version', 'RateLimit', 'RateLimit-Policy', 'Retry-After']);
     assert.ok(responses['200']!.headers?.RateLimit, '200 documents the RateLimit header');
     assert.ok(doc.info.description.includes('| 42901 | 429 | `rate_limited` |'));
   });

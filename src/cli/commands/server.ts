@@ -21,6 +21,8 @@ function addServeOptions(command: Command): Command {
     .option('--cors-origins <list>', 'comma-separated browser origins allowed cross-origin, or * (PLANTSTORE_CORS_ORIGINS, default none: CORS off)')
     .option('--rate-limit <n/window>', 'requests per token per window, e.g. 30000/1m, or off (PLANTSTORE_RATE_LIMIT, default 30000/1m)')
     .option('--redis-url <url>', 'Redis holding the rate-limit counters shared by all instances (PLANTSTORE_REDIS_URL)')
+    .option('--metrics-port <port>', 'serve Prometheus /metrics on this admin port; off when unset (PLANTSTORE_METRICS_PORT)')
+    .option('--metrics-host <host>', 'address of the metrics listener (PLANTSTORE_METRICS_HOST, default 127.0.0.1)')
     .optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):')
     .option('--jwks-url <url>', "provider's JSON Web Key Set (PLANTSTORE_JWKS_URL)")
     .option('--jwt-public-key <pem-or-file>', 'PEM public key for RS/PS/ES/EdDSA tokens (PLANTSTORE_JWT_PUBLIC_KEY)')

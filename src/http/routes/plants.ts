@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
-import { bearerAuthentication } from '../auth.js';
+import { bearerAuthentication, type AuthRefusal } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
@@ -48,13 +48,19 @@ const rateLimitHeaders = {
 
 export async function plantRoutes(
   app: FastifyInstance,
-  opts: { listing: PlantListing; authenticator: Authenticator; limiter: RateLimiter | undefined },
+  opts: {
+    listing: PlantListing;
+    authenticator: Authenticator;
+    limiter: RateLimiter | undefined;
+    /** Told each refused request's reason (metrics). */
+    onAuthRefused?: (reason: AuthRefusal) => void;
+  },
 ): Promise<void> {
   const { listing, authenticator, limiter } = opts;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/plants',
     {
-      onRequest: [bearerAuthentication(authenticator, limiter), requireJsonAcceptable],
+      onRequest: [bearerAuthentication(authenticator, limiter, opts.onAuthRefused), requireJsonAcceptable],
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',

@@ -12,7 +12,17 @@ import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { ChangeListener } from './change-listener.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
-import type { ImportProgress, ImportSummary, ListedPlant, NumberedRecord, PageRequest, TokenCredential, UserCredential } from '../store.js';
+import type {
+  HotQuery,
+  ImportProgress,
+  ImportSummary,
+  ListedPlant,
+  NumberedRecord,
+  PageRequest,
+  PoolStats,
+  TokenCredential,
+  UserCredential,
+} from '../store.js';
 
 export interface PostgresOptions {
   /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
@@ -142,14 +152,31 @@ export class PostgresStore extends KyselyStore {
     }
   }
 
-  /** Runs a hot-path query as a named prepared statement; connection failures become "unavailable" (503). */
-  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], pool = this.pool): Promise<R[]> {
+  /**
+   * Runs a hot-path query as a named prepared statement; connection failures become "unavailable" (503).
+   * When timed, the duration includes any wait for a free connection: that is what a request waits.
+   */
+  private async query<R extends pg.QueryResultRow>(name: HotQuery, text: string, values: unknown[], pool = this.pool): Promise<R[]> {
+    const timer = this.queryTimer;
+    const started = timer ? performance.now() : 0;
     try {
       return (await pool.query<R>({ name, text, values })).rows;
     } catch (err) {
       if (isConnectionError(err)) throw unavailable('database unavailable');
       throw err;
+    } finally {
+      timer?.(name, (performance.now() - started) / 1000);
     }
+  }
+
+  override poolStats(): PoolStats[] {
+    const stats = (pool: pg.Pool, name: PoolStats['pool']): PoolStats => ({
+      pool: name,
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+    });
+    return this.readPool === this.pool ? [stats(this.pool, 'primary')] : [stats(this.pool, 'primary'), stats(this.readPool, 'replica')];
   }
 
   async ping(): Promise<void> {

@@ -9,7 +9,16 @@ import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { mergeSortedIds } from '../merge.js';
-import type { ImportProgress, ImportSummary, ListedPlant, NumberedRecord, PageRequest, TokenCredential, UserCredential } from '../store.js';
+import type {
+  HotQuery,
+  ImportProgress,
+  ImportSummary,
+  ListedPlant,
+  NumberedRecord,
+  PageRequest,
+  TokenCredential,
+  UserCredential,
+} from '../store.js';
 
 type PlantRow = [id: number, name: string, tag: string | null];
 
@@ -95,7 +104,7 @@ export class SqliteStore extends KyselyStore {
   }
 
   async ping(): Promise<void> {
-    this.read(() => this.sqlite.prepare('SELECT 1').get());
+    this.read('ping', () => this.sqlite.prepare('SELECT 1').get());
   }
 
   /** A database that is closed, locked too long or failing I/O is "unavailable" (503). */
@@ -103,13 +112,17 @@ export class SqliteStore extends KyselyStore {
     return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
   }
 
-  /** Runs a hot-path read, mapping unavailability to a DomainError. */
-  private read<T>(query: () => T): T {
+  /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. */
+  private read<T>(name: HotQuery, query: () => T): T {
+    const timer = this.queryTimer;
+    const started = timer ? performance.now() : 0;
     try {
       return query();
     } catch (err) {
       if (this.isUnavailable(err)) throw unavailable('database unavailable');
       throw err;
+    } finally {
+      timer?.(name, (performance.now() - started) / 1000);
     }
   }
 
@@ -125,7 +138,7 @@ export class SqliteStore extends KyselyStore {
   }
 
   async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
-    const row = this.read(() => this.stmts.findToken.get(hash)) as
+    const row = this.read('find_token', () => this.stmts.findToken.get(hash)) as
       | { tokenId: number; userId: number; admin: number; expiresAt: number | null; revokedAt: number | null }
       | undefined;
     if (!row) return undefined;
@@ -133,13 +146,13 @@ export class SqliteStore extends KyselyStore {
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {
-    const row = this.read(() => this.stmts.findUser.get(name)) as { userId: number; admin: number } | undefined;
+    const row = this.read('find_user', () => this.stmts.findUser.get(name)) as { userId: number; admin: number } | undefined;
     return row && { userId: row.userId, admin: row.admin === 1 };
   }
 
   async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<ListedPlant[]> {
     const s = this.stmts;
-    return this.read(() => {
+    return this.read('visible_plants', () => {
       const groups = new Set(s.memberOf.all(userId) as number[]);
       if (extraGroups.length > 0) for (const id of s.groupsNamed.all(JSON.stringify(extraGroups)) as number[]) groups.add(id);
       const branches = [
@@ -155,7 +168,7 @@ export class SqliteStore extends KyselyStore {
   }
 
   async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
-    return toListed(this.read(() => this.stmts.all.all(after, limit)) as PlantRow[]);
+    return toListed(this.read('all_plants', () => this.stmts.all.all(after, limit)) as PlantRow[]);
   }
 
   /**

@@ -1,0 +1,213 @@
+import type { onResponseHookHandler } from 'fastify';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { CacheCounter } from '../access/versioned-cache.js';
+import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
+import { ApiError } from '../http/error-catalogue.js';
+import type { HotQuery, Store } from '../store/store.js';
+import { VERSION } from '../version.js';
+import { HotHistogram } from './histogram.js';
+
+/** The route label of requests that matched no route (unknown paths, 405s): never the raw URL. */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+/** Seconds; the service answers most requests well under a millisecond, so the low end is finely split. */
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+const HOT_QUERIES: readonly HotQuery[] = ['ping', 'find_token', 'find_user', 'visible_plants', 'all_plants'];
+
+type Inc = { inc(value?: number): void };
+type Observe = { observe(value: number): void };
+
+/**
+ * Per-request counts are plain numbers, handed to prom-client only when scraped (its `collect`): a labelled
+ * prom-client increment builds a label-hash string every time, which the hot path should not pay for.
+ */
+class RouteSeries {
+  /** Responses by status code. */
+  readonly counts = new Map<number, number>();
+
+  constructor(readonly duration: Observe) {}
+
+  count(status: number): void {
+    this.counts.set(status, (this.counts.get(status) ?? 0) + 1);
+  }
+}
+
+class CacheTally implements CacheCounter {
+  hits = 0;
+  misses = 0;
+  hit(): void {
+    this.hits++;
+  }
+  miss(): void {
+    this.misses++;
+  }
+}
+
+/**
+ * Every Prometheus metric of one process, in a registry of its own (so several apps in one process, as in
+ * the tests, never share counters). Only created when metrics are on; with them off nothing here is loaded.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly durations: HotHistogram<'method' | 'route'>;
+  private readonly routes = new Map<string, Map<string, RouteSeries>>();
+  private readonly refusals: Record<AuthRefusal, Inc>;
+  readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
+
+  constructor(private readonly store: Store) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    new Gauge({
+      name: 'plantstore_info',
+      help: 'Always 1; the labels say which version runs on which storage backend',
+      labelNames: ['version', 'backend'],
+      registers,
+    }).set({ version: VERSION, backend: store.backend }, 1);
+
+    const routes = this.routes;
+    new Counter({
+      name: 'plantstore_http_requests_total',
+      help: 'HTTP responses sent, by method, route pattern and status code',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [method, byRoute] of routes) {
+          for (const [route, series] of byRoute) {
+            for (const [status, count] of series.counts) this.inc({ method, route, status: String(status) }, count);
+          }
+        }
+      },
+    });
+    this.durations = new HotHistogram(
+      'plantstore_http_request_duration_seconds',
+      'Time from receiving a request to having sent the response, by method and route pattern',
+      HTTP_BUCKETS,
+      this.registry,
+    );
+
+    const refused = new Counter({
+      name: 'plantstore_auth_failures_total',
+      help: 'Requests refused by bearer authentication, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    // Every reason is exported from the start (at 0), so rate() and alerts work before the first failure.
+    this.refusals = Object.fromEntries(
+      AUTH_REFUSALS.map((reason) => {
+        refused.labels(reason).inc(0);
+        return [reason, refused.labels(reason)];
+      }),
+    ) as Record<AuthRefusal, Inc>;
+
+    const caches = Object.entries({ token: this.caches.tokens, jwt_user: this.caches.users, page: this.caches.pages });
+    const cacheCounter = (name: string, help: string, read: (tally: CacheTally) => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['cache'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [cache, tally] of caches) this.inc({ cache }, read(tally));
+        },
+      });
+    cacheCounter('plantstore_cache_hits_total', 'Cache lookups answered from memory, by cache', (t) => t.hits);
+    cacheCounter('plantstore_cache_misses_total', 'Cache lookups that went to the database, by cache', (t) => t.misses);
+
+    const queries = new HotHistogram<'query'>(
+      'plantstore_db_query_duration_seconds',
+      'Duration of the hot-path database queries (token and user look-ups, listings, pings), by query',
+      QUERY_BUCKETS,
+      this.registry,
+    );
+    const byQuery = {} as Record<HotQuery, Observe>;
+    for (const query of HOT_QUERIES) byQuery[query] = queries.labels({ query });
+    store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
+
+    if (store.backend === 'postgres') this.poolGauges(registers);
+  }
+
+  /** Pool sizes are read when scraped, not tracked per query: they cost nothing between scrapes. */
+  private poolGauges(registers: Registry[]): void {
+    const { store } = this;
+    const gauge = (name: string, help: string, read: (s: ReturnType<Store['poolStats']>[number]) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['pool'],
+        registers,
+        collect() {
+          for (const stats of store.poolStats()) this.set({ pool: stats.pool }, read(stats));
+        },
+      });
+    gauge('plantstore_db_pool_connections', 'PostgreSQL connections open in the pool (busy or idle), by pool', (s) => s.total);
+    gauge('plantstore_db_pool_idle_connections', 'PostgreSQL connections open and idle in the pool, by pool', (s) => s.idle);
+    gauge('plantstore_db_pool_waiting_requests', 'Queries waiting for a free PostgreSQL connection, by pool', (s) => s.waiting);
+  }
+
+  authRefused = (reason: AuthRefusal): void => {
+    this.refusals[reason].inc();
+  };
+
+  /** The one onResponse hook, callback style: counts and times each response under its route pattern. */
+  onResponse: onResponseHookHandler = (request, reply, done) => {
+    const series = this.series(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE);
+    series.count(reply.statusCode);
+    series.duration.observe(reply.elapsedTime / 1000);
+    done();
+  };
+
+  private series(method: string, route: string): RouteSeries {
+    let byRoute = this.routes.get(method);
+    if (!byRoute) this.routes.set(method, (byRoute = new Map()));
+    let series = byRoute.get(route);
+    if (!series) byRoute.set(route, (series = new RouteSeries(this.durations.labels({ method, route }))));
+    return series;
+  }
+
+  /** The exposition text, for the admin listener of a single process. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** In a `serve --workers` worker: from now on the primary's scrapes get this registry (see `answerPrimaryScrapes`). */
+  reportToPrimary(): void {
+    answerPrimaryScrapes();
+    AggregatorRegistry.setRegistries([this.registry]);
+  }
+
+  /** Stops timing the store's queries (the store outlives the app in tests and the CLI). */
+  close(): void {
+    this.store.timeQueries(undefined);
+  }
+}
+
+/**
+ * In a `serve --workers` worker, first thing: answer the primary's scrapes, with nothing until the app's
+ * registry exists. The primary waits for every connected worker, so a worker that is still starting and
+ * did not answer would fail the whole scrape.
+ */
+let answering = false;
+export function answerPrimaryScrapes(): void {
+  if (answering) return;
+  answering = true;
+  AggregatorRegistry.setRegistries([]);
+  // Constructing one installs prom-client's worker-side message listener (once per process).
+  new AggregatorRegistry();
+}
+
+/** In the `serve --workers` primary: every worker's metrics, summed (prom-client's aggregation rules). */
+export function clusterScraper(): () => Promise<{ contentType: string; body: string }> {
+  const aggregator = new AggregatorRegistry();
+  return async () => {
+    try {
+      return { contentType: aggregator.contentType, body: await aggregator.clusterMetrics() };
+    } catch {
+      // prom-client waits 5 s for every connected worker; one that is still starting may not answer yet.
+      throw new ApiError('unavailable', 'Not every worker answered for its metrics (one may be starting); retry');
+    }
+  };
+}

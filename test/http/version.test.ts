@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import type { Store } from '../../src/store/store.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { runCli } from '../helpers/processes.js';
+
+// The one source of the version is package.json; read it here independently of src/version.ts.
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+after(() => cleanupBackends());
+
+const backend = BACKENDS.find((b) => b.name === 'sqlite') ?? BACKENDS[0]!;
+
+describe('the service version', () => {
+  let store: Store;
+  let server: RunningApp;
+  let token: string;
+
+  before(async () => {
+    store = await backend.open();
+    token = (await seed(store, { users: [{ name: 'alice' }] })).tokens.alice!;
+    server = await startApp(store);
+  });
+  after(() => server?.close());
+
+  it('is a plain semantic version', () => {
+    assert.match(PACKAGE_VERSION, /^\d+\.\d+\.\d+$/);
+  });
+
+  const cases: Array<[string, string, () => Record<string, string>, number]> = [
+    ['a listing', '/plants?limit=1', () => bearer(token) as Record<string, string>, 200],
+    ['a missing token', '/plants', () => ({}), 401],
+    ['an invalid parameter', '/plants?limit=-1', () => bearer(token) as Record<string, string>, 400],
+    ['an unacceptable Accept', '/plants', () => ({ ...(bearer(token) as Record<string, string>), accept: 'text/html' }), 406],
+    ['an unknown path', '/nowhere', () => ({}), 404],
+    ['the health check', '/healthz', () => ({}), 200],
+    ['the OpenAPI document', '/openapi.json', () => ({}), 200],
+  ];
+  for (const [what, path, headers, status] of cases) {
+    it(`is sent in the Plantstore-Version header with ${what} (${status})`, async () => {
+      const res = await rawRequest(server.url, path, headers());
+      assert.equal(res.status, status, res.text);
+      assert.equal(res.headers['plantstore-version'], PACKAGE_VERSION);
+    });
+  }
+
+  it('is also sent with a 405 and with a streamed listing', async () => {
+    const wrongMethod = await rawRequest(server.url, '/plants', {}, 'POST');
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(wrongMethod.headers['plantstore-version'], PACKAGE_VERSION);
+    const streamed = await rawRequest(server.url, '/plants', bearer(token));
+    assert.equal(streamed.status, 200);
+    assert.equal(streamed.headers['plantstore-version'], PACKAGE_VERSION);
+  });
+
+  it('is info.version of the served OpenAPI document, which documents the header on every response', async () => {
+    const doc = (await rawRequest(server.url, '/openapi.json')).body as {
+      info: { version: string };
+      paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { $ref?: string }> }> }>>;
+      components: { headers: Record<string, { schema: { type: string } }> };
+    };
+    assert.equal(doc.info.version, PACKAGE_VERSION);
+    assert.equal(doc.components.headers['Plantstore-Version']?.schema.type, 'string');
+    const responses = Object.values(doc.paths).flatMap((path) => Object.values(path).flatMap((op) => Object.values(op.responses)));
+    assert.ok(responses.length >= 8);
+    for (const response of responses) assert.equal(response.headers?.['Plantstore-Version']?.$ref, '#/components/headers/Plantstore-Version');
+  });
+
+  it('is what plantstore --version prints', async () => {
+    const run = await runCli(':memory:', ['--version']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout.trim(), PACKAGE_VERSION);
+  });
+});

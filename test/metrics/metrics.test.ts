@@ -1,0 +1,231 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { generateToken } from '../../src/access/tokens.js';
+import { loadConfig, type ConfigInput } from '../../src/config.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, mintToken, rawRequest, seed, uncheckedRequest } from '../helpers/http-app.js';
+import { BIN, runCli } from '../helpers/processes.js';
+import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
+
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** The production server (public listener and admin listener) on free ports, over an already open store. */
+function serve(store: Store, extra: ConfigInput = {}): Promise<RunningServer> {
+  const config = loadConfig({ db: `(test ${store.backend} store)`, port: 0, logLevel: 'silent', ...extra }, {});
+  return startServer(config, store);
+}
+
+async function scrape(url: string): Promise<Sample[]> {
+  const res = await fetch(url);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  return parseSamples(await res.text());
+}
+
+/** Waits until the store's data version holds still, so that late change notifications cannot empty a cache mid-test. */
+async function settle(store: Store): Promise<void> {
+  for (let last = store.dataVersion(), i = 0; i < 50; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = store.dataVersion();
+    if (now === last && now !== undefined) return;
+    last = now;
+  }
+}
+
+after(() => cleanupBackends());
+
+for (const backend of BACKENDS) {
+  describe(`Prometheus metrics on the admin listener [${backend.name}]`, { skip: backend.skip }, () => {
+    let store: Store;
+    let server: RunningServer;
+    let tokens: Record<string, string>;
+    let expired: string;
+    let revoked: string;
+
+    before(async () => {
+      store = await backend.open();
+      ({ tokens } = await seed(store, {
+        users: [{ name: 'alice' }, { name: 'bob' }],
+        plants: [
+          { name: 'Fern', owner: 'bob', public: true },
+          { name: 'Basil', tag: 'herb', owner: 'alice' },
+        ],
+      }));
+      expired = (await mintToken(store, 'alice', { expiresAt: new Date(Date.now() - 60_000) })).token;
+      const toRevoke = await mintToken(store, 'alice');
+      await store.revokeToken(toRevoke.id);
+      revoked = toRevoke.token;
+      server = await serve(store, { metricsPort: 0 });
+      await settle(store);
+    });
+
+    after(() => server?.stop());
+
+    it('listens on its own port, on 127.0.0.1 by default, and the public port has no /metrics', async () => {
+      assert.ok(server.metricsUrl, 'an admin URL is reported');
+      assert.match(server.metricsUrl, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      assert.notEqual(new URL(server.metricsUrl).port, new URL(server.url).port);
+      for (const path of ['/metrics', '/metrics/', '/metrics?x=1']) {
+        assertError(await rawRequest(server.url, path), 404, 40401);
+      }
+      // The admin listener serves nothing else either.
+      assertError(await uncheckedRequest(new URL(server.metricsUrl).origin, '/plants', bearer(tokens.alice!)), 404, 40401);
+    });
+
+    it('counts requests by route pattern and status, times them, and counts auth failures by reason', async () => {
+      const before = await scrape(server.metricsUrl!);
+      const plants = (headers = {}) => rawRequest(server.url, '/plants?limit=5', headers);
+      for (let i = 0; i < 3; i++) assert.equal((await plants(bearer(tokens.alice!))).status, 200);
+      assert.equal((await plants()).status, 401);
+      assert.equal((await plants(bearer(generateToken().token))).status, 401);
+      assert.equal((await plants(bearer(expired))).status, 401);
+      assert.equal((await plants(bearer(revoked))).status, 401);
+      assert.equal((await plants({ authorization: 'Bearer ' })).status, 401);
+      assert.equal((await rawRequest(server.url, '/no/such/path/12345')).status, 404);
+      assert.equal((await rawRequest(server.url, '/plants', {}, 'DELETE')).status, 405);
+      const after = await scrape(server.metricsUrl!);
+
+      const requests = (labels: Record<string, string>) => delta(before, after, 'plantstore_http_requests_total', labels);
+      assert.equal(requests({ method: 'GET', route: '/plants', status: '200' }), 3);
+      assert.equal(requests({ method: 'GET', route: '/plants', status: '401' }), 5);
+      assert.equal(requests({ method: 'GET', route: '(unmatched)', status: '404' }), 1);
+      assert.equal(requests({ method: 'DELETE', route: '(unmatched)', status: '405' }), 1);
+      // Route patterns only: no raw path or query string ever becomes a label value.
+      for (const sample of after) {
+        for (const value of Object.values(sample.labels)) assert.doesNotMatch(value, /no\/such|limit=|12345/, `${sample.name} ${value}`);
+      }
+
+      const count = (labels: Record<string, string>) => delta(before, after, 'plantstore_http_request_duration_seconds_count', labels);
+      assert.equal(count({ method: 'GET', route: '/plants' }), 8);
+      assert.ok(delta(before, after, 'plantstore_http_request_duration_seconds_sum', { method: 'GET', route: '/plants' }) > 0);
+      const inf = delta(before, after, 'plantstore_http_request_duration_seconds_bucket', { method: 'GET', route: '/plants', le: '+Inf' });
+      assert.equal(inf, 8, 'every observation is in the +Inf bucket');
+      const buckets = after.filter((s) => s.name === 'plantstore_http_request_duration_seconds_bucket' && s.labels.route === '/plants');
+      assert.ok(buckets.length > 5, 'several buckets');
+      const counts = buckets.map((s) => s.value);
+      assert.deepEqual(counts, [...counts].sort((a, b) => a - b), 'buckets are cumulative');
+
+      const failures = (reason: string) => delta(before, after, 'plantstore_auth_failures_total', { reason });
+      assert.equal(failures('missing_credentials'), 1);
+      assert.equal(failures('unknown'), 1);
+      assert.equal(failures('expired'), 1);
+      assert.equal(failures('revoked'), 1);
+      assert.equal(failures('malformed'), 1);
+      // Every reason is exported from the start, at zero until it happens.
+      assert.equal(sampleValue(after, 'plantstore_auth_failures_total', { reason: 'bad_signature' }), 0);
+    });
+
+    it('counts token and page cache hits and misses, and times the hot-path queries', async () => {
+      await settle(store);
+      const before = await scrape(server.metricsUrl!);
+      // A token and a page never seen before: the first request misses both caches, the next two hit.
+      const { token } = await mintToken(store, 'bob');
+      await settle(store);
+      for (let i = 0; i < 3; i++) assert.equal((await rawRequest(server.url, '/plants?limit=7', bearer(token))).status, 200);
+      const after = await scrape(server.metricsUrl!);
+
+      const cache = (name: string, cache: string) => delta(before, after, name, { cache });
+      assert.equal(cache('plantstore_cache_misses_total', 'token'), 1);
+      assert.equal(cache('plantstore_cache_hits_total', 'token'), 2);
+      assert.equal(cache('plantstore_cache_misses_total', 'page'), 1);
+      assert.equal(cache('plantstore_cache_hits_total', 'page'), 2);
+      assert.equal(sampleValue(after, 'plantstore_cache_hits_total', { cache: 'jwt_user' }), 0);
+
+      const queries = (query: string) => delta(before, after, 'plantstore_db_query_duration_seconds_count', { query });
+      assert.equal(queries('find_token'), 1, 'only the cache miss reads the token');
+      assert.equal(queries('visible_plants'), 1, 'only the cache miss reads the page');
+      assert.ok(delta(before, after, 'plantstore_db_query_duration_seconds_sum', { query: 'visible_plants' }) > 0);
+    });
+
+    it('reports the version, the backend, default process metrics and (PostgreSQL) the pool', async () => {
+      const samples = await scrape(server.metricsUrl!);
+      assert.equal(sampleValue(samples, 'plantstore_info', { version: PACKAGE_VERSION, backend: backend.name }), 1);
+      assert.ok((sampleValue(samples, 'process_cpu_user_seconds_total') ?? 0) > 0);
+      assert.ok((sampleValue(samples, 'nodejs_heap_size_used_bytes') ?? 0) > 0);
+      const pool = (name: string) => sampleValue(samples, name, { pool: 'primary' });
+      if (backend.name === 'postgres') {
+        assert.ok((pool('plantstore_db_pool_connections') ?? 0) >= 1, 'queries have opened a connection');
+        assert.ok((pool('plantstore_db_pool_idle_connections') ?? -1) >= 0);
+        assert.ok((pool('plantstore_db_pool_idle_connections') ?? 0) <= pool('plantstore_db_pool_connections')!);
+        assert.equal(pool('plantstore_db_pool_waiting_requests'), 0);
+      } else {
+        assert.equal(pool('plantstore_db_pool_connections'), undefined, 'SQLite has no pool');
+      }
+    });
+  });
+}
+
+describe('metrics off (the default)', () => {
+  it('opens no admin listener and collects nothing', async () => {
+    const backend = BACKENDS.find((b) => b.name === 'sqlite') ?? BACKENDS[0]!;
+    const server = await serve(await backend.open());
+    try {
+      assert.equal(server.metricsUrl, undefined);
+      assert.equal(server.app.metrics, null);
+      assertError(await rawRequest(server.url, '/metrics'), 404, 40401);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('is turned on by PLANTSTORE_METRICS_PORT, and --metrics-port wins over it', () => {
+    assert.equal(loadConfig({}, {}).metrics, undefined);
+    assert.deepEqual(loadConfig({}, { PLANTSTORE_METRICS_PORT: '9464' }).metrics, { host: '127.0.0.1', port: 9464 });
+    assert.deepEqual(loadConfig({ metricsPort: '9100' }, { PLANTSTORE_METRICS_PORT: '9464', PLANTSTORE_METRICS_HOST: '0.0.0.0' }).metrics, {
+      host: '0.0.0.0',
+      port: 9100,
+    });
+    assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid metrics port/);
+  });
+});
+
+describe('serve --workers N with metrics', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'plantstore-metrics-'));
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  it('the primary serves the sum of every worker’s metrics', async () => {
+    const db = join(dir, 'plants.db');
+    assert.equal((await runCli(db, ['migrate'])).code, 0);
+    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--workers', '2', '--port', '0', '--metrics-port', '0', '--log-level', 'info'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const deadline = Date.now() + 45_000;
+      const listening = () => [...out.matchAll(/Server listening at (http:\/\/127\.0\.0\.1:\d+)/g)].map((m) => m[1]!);
+      while ((listening().length < 2 || !/metrics listening at/.test(out)) && Date.now() < deadline && child.exitCode === null) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(listening().length, 2, out);
+      const metricsUrl = /metrics listening at (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(out)![1]!;
+      const publicUrl = listening()[0]!;
+
+      // Connections are spread over both workers; only a true sum gives the exact total.
+      const N = 12;
+      for (let i = 0; i < N; i++) assert.equal((await rawRequest(publicUrl, '/plants')).status, 401);
+      const samples = await scrape(metricsUrl);
+      assert.equal(sampleValue(samples, 'plantstore_http_requests_total', { method: 'GET', route: '/plants', status: '401' }), N);
+      assert.equal(sampleValue(samples, 'plantstore_auth_failures_total', { reason: 'missing_credentials' }), N);
+      assert.equal(sampleValue(samples, 'plantstore_http_request_duration_seconds_count', { method: 'GET', route: '/plants' }), N);
+      assertError(await rawRequest(publicUrl, '/metrics'), 404, 40401);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      assert.equal(await exited, 0, out);
+    }
+  });
+});
