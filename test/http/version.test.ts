@@ -55,13 +55,14 @@ describe('the service version', () => {
     assert.equal(streamed.headers['plantstore-version'], PACKAGE_VERSION);
   });
 
-  it('is info.version of the served OpenAPI document, which documents the header on every response', async () => {
+  it('is named in the served OpenAPI document (info.version stays the contract\'s), which documents the header on every response', async () => {
     const doc = (await rawRequest(server.url, '/openapi.json')).body as {
-      info: { version: string };
+      info: { version: string; description: string };
       paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { $ref?: string }> }> }>>;
       components: { headers: Record<string, { schema: { type: string } }> };
     };
-    assert.equal(doc.info.version, PACKAGE_VERSION);
+    assert.equal(doc.info.version, '1.0.0');
+    assert.match(doc.info.description, new RegExp(`Plant Store ${PACKAGE_VERSION.replaceAll('.', '\\.')},`));
     assert.equal(doc.components.headers['Plantstore-Version']?.schema.type, 'string');
     const responses = Object.values(doc.paths).flatMap((path) => Object.values(path).flatMap((op) => Object.values(op.responses)));
     assert.ok(responses.length >= 8);

@@ -1,0 +1,81 @@
+import createClient, { type Client, type ClientOptions } from 'openapi-fetch';
+import type { components, paths } from './schema.js';
+
+export type { components, operations, paths } from './schema.js';
+
+/** A plant as the API returns it: `tag` is absent when the plant has none. */
+export type Plant = components['schemas']['Plant'];
+/** The contract's `Error` body, sent with every error status; `error` is a stable code from the service's catalogue. */
+export type ErrorBody = components['schemas']['Error'];
+/** An openapi-fetch client typed by the service's OpenAPI document. */
+export type PlantStoreClient = Client<paths>;
+
+export interface PlantStoreClientOptions extends Omit<ClientOptions, 'baseUrl'> {
+  /** Where the service is, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** The bearer token, or a function giving the current one (called per request, so a JWT can be refreshed). */
+  token: string | (() => string | Promise<string>);
+}
+
+/**
+ * A typed client that sends `Authorization: Bearer <token>` on every request (unless the request sets its own
+ * Authorization header). Calls return `{ data, error, response }`: `error` is the typed Error body.
+ */
+export function createPlantStoreClient({ token, ...options }: PlantStoreClientOptions): PlantStoreClient {
+  const client = createClient<paths>(options);
+  client.use({
+    async onRequest({ request }) {
+      if (!request.headers.has('authorization')) {
+        request.headers.set('authorization', `Bearer ${typeof token === 'function' ? await token() : token}`);
+      }
+      return request;
+    },
+  });
+  return client;
+}
+
+/** An error status from the service, carrying the typed Error body. */
+export class PlantStoreError extends Error {
+  override readonly name = 'PlantStoreError';
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+  ) {
+    super(`${status} (error ${body.error}): ${body.message}`);
+  }
+}
+
+/** The query of the next page, from a response's `Link` header (RFC 8288), or undefined on the last page. */
+export function nextPageQuery(link: string | null | undefined): { limit?: number; cursor?: string } | undefined {
+  if (!link) return undefined;
+  // Each link is `<target>` followed by `; param=value` pairs; rel may be quoted and may list several types.
+  for (const [, target, params] of link.matchAll(/<([^>]*)>((?:\s*;\s*[^;,]*)*)/g)) {
+    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(params ?? '');
+    const types = (rel?.[1] ?? rel?.[2] ?? '').toLowerCase().split(/\s+/);
+    if (target === undefined || !types.includes('next')) continue;
+    const url = new URL(target, 'http://link.invalid');
+    if (url.pathname !== '/plants') throw new Error(`unexpected Link rel="next" target: ${target}`);
+    const limit = url.searchParams.get('limit');
+    const cursor = url.searchParams.get('cursor');
+    return { ...(limit === null ? {} : { limit: Number(limit) }), ...(cursor === null ? {} : { cursor }) };
+  }
+  return undefined;
+}
+
+/**
+ * Every plant the caller may see, fetched `pageSize` at a time (1 to 1000) by following the `Link: rel="next"`
+ * continuations; access is checked again on every page. Throws PlantStoreError on an error status.
+ */
+export async function* listAllPlants(
+  client: PlantStoreClient,
+  { pageSize = 100, signal }: { pageSize?: number; signal?: AbortSignal } = {},
+): AsyncGenerator<Plant, void, undefined> {
+  if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 1000) throw new RangeError('pageSize must be an integer from 1 to 1000');
+  let query: { limit?: number; cursor?: string } | undefined = { limit: pageSize };
+  while (query !== undefined) {
+    const { data, error, response } = await client.GET('/plants', { params: { query }, ...(signal ? { signal } : {}) });
+    if (error !== undefined) throw new PlantStoreError(response.status, error);
+    yield* data;
+    query = nextPageQuery(response.headers.get('link'));
+  }
+}

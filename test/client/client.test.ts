@@ -1,0 +1,174 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import {
+  createPlantStoreClient,
+  listAllPlants,
+  nextPageQuery,
+  PlantStoreError,
+  type ErrorBody,
+  type Plant,
+  type PlantStoreClient,
+} from '@plantstore/client';
+import type { Store } from '../../src/store/store.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { CAROL_SEES, seedDemo, type DemoUser } from '../helpers/demo.js';
+import { mintToken, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+
+// The published client package, used as a consumer would: over a real socket against the real app. The client
+// does not depend on the backend, so one is enough.
+
+const backend = BACKENDS[0]!;
+
+/** A fetch that records every URL it is asked for, to see which pages the client walked. */
+function recordingFetch(urls: string[]): (input: Request) => Promise<Response> {
+  return (input) => {
+    urls.push(input.url);
+    return fetch(input);
+  };
+}
+
+describe(`typed client [${backend.name}]`, () => {
+  let store: Store;
+  let server: RunningApp;
+  let tokens: Record<DemoUser, string>;
+  const client = (token: string, fetchImpl?: (input: Request) => Promise<Response>): PlantStoreClient =>
+    createPlantStoreClient({ baseUrl: server.url, token, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
+
+  before(async () => {
+    store = await backend.open();
+    tokens = await seedDemo(store);
+    server = await startApp(store);
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+    await cleanupBackends();
+  });
+
+  it('lists the plants the token holder may see, typed as Plant[]', async () => {
+    const { data, error, response } = await client(tokens.carol).GET('/plants');
+    assert.equal(response.status, 200);
+    assert.equal(error, undefined);
+    const plants: Plant[] | undefined = data;
+    assert.deepEqual(plants, CAROL_SEES);
+  });
+
+  it('passes limit as a typed query parameter', async () => {
+    for (const limit of [0, 1, 3, 8, 50]) {
+      const { data } = await client(tokens.carol).GET('/plants', { params: { query: { limit } } });
+      assert.deepEqual(data, CAROL_SEES.slice(0, limit), `limit=${limit}`);
+    }
+  });
+
+  it('gives the typed Error body on 401, for an unknown token and for another scheme', async () => {
+    const unknown = await client('pst_not-a-real-token').GET('/plants');
+    assert.equal(unknown.response.status, 401);
+    assert.equal(unknown.data, undefined);
+    const body: ErrorBody | undefined = unknown.error;
+    assert.equal(body?.error, 40102);
+    assert.equal(typeof body?.message, 'string');
+    assert.match(unknown.response.headers.get('www-authenticate') ?? '', /^Bearer /);
+
+    // A request's own Authorization header wins over the client's token.
+    const basic = await client(tokens.carol).GET('/plants', { headers: { authorization: 'Basic Y2Fyb2w6eA==' } });
+    assert.equal(basic.response.status, 401);
+    assert.equal(basic.error?.error, 40101);
+  });
+
+  it('gives the typed Error body on 400 for a limit the contract rejects', async () => {
+    const { data, error, response } = await client(tokens.carol).GET('/plants', { params: { query: { limit: -1 } } });
+    assert.equal(response.status, 400);
+    assert.equal(data, undefined);
+    assert.equal(Math.floor((error?.error ?? 0) / 100), 400);
+  });
+
+  it('takes the token from a function, asked again on every request', async () => {
+    let calls = 0;
+    const rotating = createPlantStoreClient({
+      baseUrl: server.url,
+      token: async () => (++calls === 1 ? tokens.dave : tokens.ada),
+    });
+    const first = await rotating.GET('/plants');
+    const second = await rotating.GET('/plants');
+    assert.deepEqual(first.data?.map((p) => p.name), ['Aloe vera', 'Sansevieria trifasciata', 'Lavandula angustifolia']);
+    assert.equal(second.data?.length, 10, 'ada is an admin and sees the whole demo catalogue');
+    assert.equal(calls, 2);
+  });
+
+  it('listAllPlants follows Link rel="next" page by page to the same listing as one request', async () => {
+    for (const pageSize of [1, 3, 7, 8, 100]) {
+      const urls: string[] = [];
+      const plants: Plant[] = [];
+      for await (const plant of listAllPlants(client(tokens.carol, recordingFetch(urls)), { pageSize })) plants.push(plant);
+      assert.deepEqual(plants, CAROL_SEES, `pageSize=${pageSize}`);
+      // A full last page still carries a link when the server cannot tell it is the last; at most one more request.
+      const pages = Math.ceil(CAROL_SEES.length / pageSize);
+      assert.ok(urls.length === pages || urls.length === pages + 1, `pageSize=${pageSize}: ${urls.length} requests`);
+      assert.equal(new URL(urls[0]!).searchParams.get('cursor'), null, 'the first page has no cursor');
+      for (const url of urls.slice(1)) assert.match(new URL(url).searchParams.get('cursor') ?? '', /^[A-Za-z0-9_-]+$/);
+    }
+  });
+
+  it('listAllPlants walks a larger catalogue without gap or repeat', async () => {
+    const big = await backend.open();
+    const names = Array.from({ length: 250 }, (_, i) => `plant ${String(i).padStart(3, '0')}`);
+    const { tokens: own } = await seed(big, {
+      users: [{ name: 'erin' }, { name: 'frank' }],
+      plants: names.map((name, i) => ({ name, owner: i % 3 === 0 ? 'erin' : 'frank', public: i % 5 === 0 })),
+    });
+    const bigServer = await startApp(big);
+    try {
+      const urls: string[] = [];
+      const seen: string[] = [];
+      const erin = createPlantStoreClient({ baseUrl: bigServer.url, token: own.erin!, fetch: recordingFetch(urls) });
+      for await (const plant of listAllPlants(erin, { pageSize: 16 })) seen.push(plant.name);
+      assert.deepEqual(seen, names.filter((_, i) => i % 3 === 0 || i % 5 === 0));
+      assert.ok(urls.length >= Math.ceil(seen.length / 16), `${urls.length} pages`);
+    } finally {
+      await bigServer.close();
+      await big.close();
+    }
+  });
+
+  it('listAllPlants throws PlantStoreError with the typed body when a later page is refused', async () => {
+    const { token, id } = await mintToken(store, 'carol');
+    const pages = listAllPlants(client(token), { pageSize: 2 });
+    assert.deepEqual((await pages.next()).value, CAROL_SEES[0]);
+    assert.deepEqual((await pages.next()).value, CAROL_SEES[1]);
+    // Access is checked again on every page: revoking the token stops the walk.
+    await store.revokeToken(id);
+    await assert.rejects(pages.next(), (err: unknown) => {
+      assert.ok(err instanceof PlantStoreError);
+      assert.equal(err.status, 401);
+      assert.equal(err.body.error, 40104);
+      return true;
+    });
+  });
+
+  it('listAllPlants refuses a page size the paging cannot serve', async () => {
+    for (const pageSize of [0, -1, 1.5, 1001]) {
+      await assert.rejects(listAllPlants(client(tokens.carol), { pageSize }).next(), RangeError, `pageSize=${pageSize}`);
+    }
+  });
+});
+
+describe('nextPageQuery', () => {
+  it('reads the rel="next" target of an RFC 8288 Link header', () => {
+    assert.deepEqual(nextPageQuery('</plants?limit=7&cursor=abc_-9>; rel="next"'), { limit: 7, cursor: 'abc_-9' });
+    assert.deepEqual(nextPageQuery('</plants?limit=7&cursor=x>;rel=next'), { limit: 7, cursor: 'x' });
+    assert.deepEqual(
+      nextPageQuery('</plants?limit=1>; rel="prev", </plants?limit=2&cursor=y>; title="more"; rel="item next"'),
+      { limit: 2, cursor: 'y' },
+    );
+  });
+
+  it('is undefined on the last page', () => {
+    assert.equal(nextPageQuery(null), undefined);
+    assert.equal(nextPageQuery(''), undefined);
+    assert.equal(nextPageQuery('</plants?limit=1>; rel="prev"'), undefined);
+  });
+
+  it('refuses a next link that leaves the plants collection', () => {
+    assert.throws(() => nextPageQuery('</users?cursor=a>; rel="next"'), /unexpected Link/);
+  });
+});
