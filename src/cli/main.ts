@@ -8,6 +8,7 @@ import { registerPlantCommands } from './commands/plants.js';
 import { registerServerCommands } from './commands/server.js';
 import { registerTokenCommands } from './commands/tokens.js';
 import { registerUserCommands } from './commands/users.js';
+import { examples } from './help.js';
 import { VERSION } from '../version.js';
 
 export function buildCli(): Command {
@@ -16,6 +17,15 @@ export function buildCli(): Command {
     .version(VERSION)
     .option('--db <path>', 'SQLite database file (PLANTSTORE_DB, default ./data/plantstore.db)')
     .showHelpAfterError('(run with --help for usage)')
+    .addHelpText(
+      'after',
+      examples(
+        'plantstore doctor',
+        'plantstore users add alice && TOKEN=$(plantstore tokens create alice)',
+        'plantstore --db postgres://plantstore@db.internal/plantstore serve --workers 4',
+        'plantstore users --help',
+      ),
+    )
     .exitOverride();
   registerServerCommands(program);
   registerUserCommands(program);
