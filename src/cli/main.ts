@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { DomainError } from '../errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
+import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGrantCommands } from './commands/grants.js';
 import { registerGroupCommands } from './commands/groups.js';
 import { registerPlantCommands } from './commands/plants.js';
@@ -34,6 +35,7 @@ export function buildCli(): Command {
   registerGrantCommands(program);
   registerTokenCommands(program);
   registerCatalogueCommands(program);
+  registerDoctorCommand(program);
   return program;
 }
 

@@ -11,6 +11,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   };
 }
 
+/** The names of the migrations this version knows, in order (what `doctor` compares a database against). */
+export function knownMigrationNames(): string[] {
+  return Object.keys(migrations('sqlite'));
+}
+
 class ListedMigrations implements MigrationProvider {
   constructor(private readonly dialect: Dialect) {}
   async getMigrations(): Promise<Record<string, Migration>> {
