@@ -3,11 +3,13 @@ import { open } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
-import { readRecords } from '../../catalogue/ndjson.js';
 import { invalidInput } from '../../errors.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { progressBar, summaryLine } from '../progress.js';
+
+// The record validator and the progress bar load only when an import or export runs (quick --help).
+const loadReader = () => import('../../catalogue/ndjson.js');
+const loadProgress = () => import('../progress.js');
 
 /** Opens the file first, so a missing or unreadable file is one clear error before anything starts. */
 async function openForReading(file: string): Promise<Readable> {
@@ -47,6 +49,7 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
     )
     .action(async (file: string, _opts: unknown, cmd: Command) => {
       const input = file === '-' ? process.stdin : await openForReading(file);
+      const [{ readRecords }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
       const size = file === '-' ? undefined : statSync(file).size;
       const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
       // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
@@ -77,6 +80,7 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
         '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n',
     )
     .action(async (opts: { output?: string }, cmd: Command) => {
+      const { progressBar, summaryLine } = await loadProgress();
       const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
       const started = process.hrtime.bigint();
       let records = 0;

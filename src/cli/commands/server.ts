@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
-import { openStore } from '../../store/open-store.js';
 import type { NumberedRecord, Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
-import { configFrom, withStore } from '../context.js';
+import { configFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
 import { examples } from '../help.js';
 
@@ -86,7 +85,7 @@ export function registerServerCommands(program: Command): void {
     .addHelpText('after', examples('plantstore demo --db ./data/demo.db --serve', 'plantstore demo --db ./data/demo.db --port 9000'))
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
       const config = configFrom(cmd, opts);
-      const store = await openStore(config);
+      const store = await (await loadStore()).openStore(config);
       const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
       try {
         await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`);
