@@ -23,11 +23,24 @@ class ListedMigrations implements MigrationProvider {
   }
 }
 
+function isOtherSchemaDropped(error: unknown, schema: string | undefined): boolean {
+  const e = error as { code?: string; message?: string };
+  // 3F000 invalid_schema_name
+  return e.code === '3F000' && (schema === undefined || !(e.message ?? '').includes(`"${schema}"`));
+}
+
 /** Brings the schema to the latest version; throws with the failing migration's name on error. */
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<string[]> {
   // With a schema, the bookkeeping tables live in it too (several Plant Stores can share one database).
   const migrator = new Migrator({ db, provider: new ListedMigrations(dialect), ...(schema ? { migrationTableSchema: schema } : {}) });
-  const { error, results } = await migrator.migrateToLatest();
+  let { error, results } = await migrator.migrateToLatest();
+  // Kysely finds its bookkeeping table by listing every table of the database, by schema name; a schema that
+  // someone else drops meanwhile (another Plant Store's schema, a parallel test run) fails that listing before
+  // anything is migrated. Such a failure is about another schema and passes on retry.
+  for (let attempt = 1; error && attempt < 5 && isOtherSchemaDropped(error, schema); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    ({ error, results } = await migrator.migrateToLatest());
+  }
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`database migration ${failed} failed: ${(error as Error).message ?? String(error)}`);
