@@ -56,15 +56,14 @@ export async function schemaChecks(db: Inspector): Promise<Check[]> {
 }
 
 async function countCheck(db: Inspector): Promise<Check> {
+  // One query at a time: the PostgreSQL inspector is a single connection.
   const count = async (sql: string) => Number((await db.column(sql))[0]);
-  const [users, admins, plants, tokens, active] = await Promise.all([
-    count('SELECT count(*) FROM users'),
-    count('SELECT count(*) FROM users WHERE is_admin = 1'),
-    count('SELECT count(*) FROM plants'),
-    count('SELECT count(*) FROM tokens'),
-    // Date.now() is a whole number, so it is safe to write into the statement (placeholders differ per backend).
-    count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${Date.now()})`),
-  ]);
+  const users = await count('SELECT count(*) FROM users');
+  const admins = await count('SELECT count(*) FROM users WHERE is_admin = 1');
+  const plants = await count('SELECT count(*) FROM plants');
+  const tokens = await count('SELECT count(*) FROM tokens');
+  // Date.now() is a whole number, so it is safe to write into the statement (placeholders differ per backend).
+  const active = await count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${Date.now()})`);
   const detail = `${users} users (${admins} admins), ${plants} plants, ${tokens} tokens (${active} active)`;
   if (users === 0) return warn('counts', detail, 'add a user with "plantstore users add NAME" (or load a catalogue with "plantstore import")');
   return ok('counts', detail);
