@@ -53,12 +53,13 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
       const size = file === '-' ? undefined : statSync(file).size;
       const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
       // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
-      let bytes = 0;
-      if (size) input.on('data', (chunk: Buffer) => (bytes += chunk.length));
+      // It is read off the stream, not counted with a 'data' listener: that would start the stream flowing
+      // while the database opens, and the lines read before the reader attaches would be lost.
+      const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
       const started = process.hrtime.bigint();
       try {
         const summary = await withStore(cmd, (store) =>
-          store.importRecords(readRecords(input), (records) => progress.update(records, size ? bytes / size : undefined)),
+          store.importRecords(readRecords(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
         );
         progress.stop();
         const records = summary.users + summary.groups + summary.plants;
