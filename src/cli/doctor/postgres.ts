@@ -46,7 +46,13 @@ const UNREACHABLE_FIX = 'start PostgreSQL there, or correct the host, port, user
 
 /** Reachability, version, a pool connection the way serve opens them, the replica, schema and counts. */
 export async function postgresChecks(config: Config): Promise<Check[]> {
-  const { settings, schema, where } = connectionSettings(config.db);
+  let parsed: ReturnType<typeof connectionSettings>;
+  try {
+    parsed = connectionSettings(config.db);
+  } catch {
+    return [fail('database', `--db is not a valid PostgreSQL URL: ${redactUrl(config.db)}`, 'write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]')];
+  }
+  const { settings, schema, where } = parsed;
   const checks: Check[] = [];
   try {
     await withClient(settings, async (client) => {
