@@ -37,8 +37,9 @@ export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?
   // Kysely finds its bookkeeping table by listing every table of the database, by schema name; a schema that
   // someone else drops meanwhile (another Plant Store's schema, a parallel test run) fails that listing before
   // anything is migrated. Such a failure is about another schema and passes on retry.
-  for (let attempt = 1; error && attempt < 5 && isOtherSchemaDropped(error, schema); attempt++) {
-    await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+  // A test suite's clean-up drops schemas one after another for seconds, hence the generous budget (~10 s).
+  for (let attempt = 1; error && attempt < 25 && isOtherSchemaDropped(error, schema); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(50 * attempt, 500)));
     ({ error, results } = await migrator.migrateToLatest());
   }
   if (error) {
