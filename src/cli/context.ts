@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../config.js';
 import { invalidInput } from '../errors.js';
-import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 
 /** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
@@ -10,9 +9,14 @@ export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}
   return loadConfig({ db, ...extra }, process.env);
 }
 
+// The storage layer (Kysely, both drivers) is loaded only by commands that open the database, so --help,
+// --version and argument errors answer without paying for it.
+export const loadStore = () => import('../store/open-store.js');
+
 /** Opens the store for one command and always closes it, even when the command fails. */
 export async function withStore<T>(command: Command, run: (store: Store) => Promise<T>): Promise<T> {
-  const store = await openStore(configFrom(command));
+  const config = configFrom(command);
+  const store = await (await loadStore()).openStore(config);
   try {
     return await run(store);
   } finally {

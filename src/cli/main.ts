@@ -2,12 +2,14 @@
 import { Command, CommanderError } from 'commander';
 import { DomainError } from '../errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
+import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGrantCommands } from './commands/grants.js';
 import { registerGroupCommands } from './commands/groups.js';
 import { registerPlantCommands } from './commands/plants.js';
 import { registerServerCommands } from './commands/server.js';
 import { registerTokenCommands } from './commands/tokens.js';
 import { registerUserCommands } from './commands/users.js';
+import { examples } from './help.js';
 import { VERSION } from '../version.js';
 
 export function buildCli(): Command {
@@ -16,6 +18,15 @@ export function buildCli(): Command {
     .version(VERSION)
     .option('--db <path>', 'SQLite database file (PLANTSTORE_DB, default ./data/plantstore.db)')
     .showHelpAfterError('(run with --help for usage)')
+    .addHelpText(
+      'after',
+      examples(
+        'plantstore doctor',
+        'plantstore users add alice && TOKEN=$(plantstore tokens create alice)',
+        'plantstore --db postgres://plantstore@db.internal/plantstore serve --workers 4',
+        'plantstore users --help',
+      ),
+    )
     .exitOverride();
   registerServerCommands(program);
   registerUserCommands(program);
@@ -24,6 +35,7 @@ export function buildCli(): Command {
   registerGrantCommands(program);
   registerTokenCommands(program);
   registerCatalogueCommands(program);
+  registerDoctorCommand(program);
   return program;
 }
 

@@ -1,18 +1,56 @@
-/** Prints rows as aligned columns on a terminal or as JSON (`--json`), for every `list` command. */
-export function printRows<T extends object>(rows: T[], columns: { header: string; value: (row: T) => string }[], json: boolean): void {
-  if (json) {
+import stringWidth from 'string-width';
+
+export interface Column<T> {
+  header: string;
+  value: (row: T) => string;
+}
+
+export type OutputFormat = 'json' | 'table' | 'tsv';
+
+/** `--json` wins; otherwise a table for people at a terminal and tab-separated lines for pipes and scripts. */
+export function outputFormat(json: boolean, stream: { isTTY?: boolean } = process.stdout): OutputFormat {
+  return json ? 'json' : stream.isTTY ? 'table' : 'tsv';
+}
+
+// Control characters could move the cursor or recolour the terminal; a name is shown, never interpreted.
+const forTerminal = (text: string): string => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+
+// PostgreSQL COPY text escaping: every row stays one line and every value one field, whatever the names hold.
+const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+const forTsv = (text: string): string => text.replace(/[\\\t\n\r]/g, (c) => TSV_ESCAPES[c]!);
+
+/** Aligned columns under an upper-case header; widths count what the terminal shows (wide and combining characters). */
+export function formatTable<T>(rows: T[], columns: Column<T>[]): string {
+  const header = columns.map((c) => c.header.toUpperCase());
+  const cells = rows.map((row) => columns.map((c) => forTerminal(c.value(row))));
+  const widths = columns.map((_, i) => Math.max(stringWidth(header[i]!), ...cells.map((r) => stringWidth(r[i]!))));
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => v + ' '.repeat(widths[i]! - stringWidth(v)))
+      .join('  ')
+      .trimEnd();
+  return [header, ...cells].map((values) => `${line(values)}\n`).join('');
+}
+
+/** A header line, then one line per row, fields separated by tabs (`cut -f2`, `awk -F'\t'`). */
+export function formatTsv<T>(rows: T[], columns: Column<T>[]): string {
+  const header = columns.map((c) => c.header.toUpperCase());
+  const cells = rows.map((row) => columns.map((c) => forTsv(c.value(row))));
+  return [header, ...cells].map((values) => `${values.join('\t')}\n`).join('');
+}
+
+/** Prints the rows of a `list` command: JSON array (`--json`), table on a terminal, tab-separated otherwise. */
+export function printRows<T extends object>(rows: T[], columns: Column<T>[], json: boolean): void {
+  const format = outputFormat(json);
+  if (format === 'json') {
     process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-    return;
-  }
-  if (rows.length === 0) {
+  } else if (format === 'tsv') {
+    process.stdout.write(formatTsv(rows, columns));
+  } else if (rows.length === 0) {
     process.stderr.write('(none)\n');
-    return;
+  } else {
+    process.stdout.write(formatTable(rows, columns));
   }
-  const cells = rows.map((row) => columns.map((c) => c.value(row).replace(/[\u0000-\u001f\u007f]/g, '?')));
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  process.stdout.write(`${line(columns.map((c) => c.header.toUpperCase()))}\n`);
-  for (const row of cells) process.stdout.write(`${line(row)}\n`);
 }
 
 export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');

@@ -4,6 +4,7 @@ import type { CatalogueRecord } from '../catalogue/records.js';
 import { conflict, notFound, unavailable } from '../errors.js';
 import type { Database } from './schema.js';
 import type {
+  CatalogueCounts,
   GrantInfo,
   Grantee,
   GroupInfo,
@@ -137,6 +138,15 @@ export abstract class KyselyStore implements Store {
       }
       await trx.deleteFrom('users').where('id', '=', id).execute();
     });
+  }
+
+  async counts(): Promise<CatalogueCounts> {
+    const count = async (table: keyof Database) =>
+      Number((await this.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+    const [users, groups, plants, userGrants, groupGrants, tokens] = await Promise.all(
+      (['users', 'groups', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const).map(count),
+    );
+    return { users: users!, groups: groups!, plants: plants!, grants: userGrants! + groupGrants!, tokens: tokens! };
   }
 
   async listUsers(): Promise<UserInfo[]> {

@@ -92,6 +92,15 @@ export interface ImportSummary {
   grants: number;
 }
 
+/** How many rows the catalogue holds; `grants` counts user and group grants together. */
+export interface CatalogueCounts {
+  users: number;
+  groups: number;
+  plants: number;
+  grants: number;
+  tokens: number;
+}
+
 /** One numbered record of an import stream; `line` is used in error messages. */
 export interface NumberedRecord {
   line: number;
@@ -186,4 +195,6 @@ export interface Store {
   importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
   /** Streams the whole catalogue in import format, in an order that imports back. */
   exportRecords(): AsyncIterable<CatalogueRecord>;
+  /** Row counts, for `doctor` and for sizing the export progress bar. */
+  counts(): Promise<CatalogueCounts>;
 }

@@ -3,30 +3,13 @@ import { open } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
-import cliProgress from 'cli-progress';
-import { readRecords } from '../../catalogue/ndjson.js';
 import { invalidInput } from '../../errors.js';
 import { withStore } from '../context.js';
+import { examples } from '../help.js';
 
-/** A progress bar on stderr when it is a terminal; silent otherwise (pipes, CI, tests). */
-function progressFor(input: Readable, totalBytes: number | undefined): { update: (records: number) => void; stop: () => void } {
-  if (!process.stderr.isTTY) return { update: () => {}, stop: () => {} };
-  let bytes = 0;
-  input.on('data', (chunk: Buffer) => (bytes += chunk.length));
-  const bar = new cliProgress.SingleBar(
-    {
-      format: totalBytes ? 'importing |{bar}| {percentage}% | {records} records' : 'importing {records} records',
-      stream: process.stderr,
-      hideCursor: true,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  bar.start(totalBytes ?? 1, 0, { records: 0 });
-  return {
-    update: (records) => bar.update(totalBytes ? bytes : 0, { records }),
-    stop: () => bar.stop(),
-  };
-}
+// The record validator and the progress bar load only when an import or export runs (quick --help).
+const loadReader = () => import('../../catalogue/ndjson.js');
+const loadProgress = () => import('../progress.js');
 
 /** Opens the file first, so a missing or unreadable file is one clear error before anything starts. */
 async function openForReading(file: string): Promise<Readable> {
@@ -59,20 +42,29 @@ One JSON record a line:
 
 Examples:
   plantstore import catalogue.ndjson
-  plantstore export | plantstore --db other.db import -`,
+  plantstore export | plantstore --db other.db import -
+
+A progress bar shows on a terminal; a summary line (counts, seconds, records/s) always ends on stderr.
+`,
     )
     .action(async (file: string, _opts: unknown, cmd: Command) => {
       const input = file === '-' ? process.stdin : await openForReading(file);
+      const [{ readRecords }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
       const size = file === '-' ? undefined : statSync(file).size;
-      const progress = progressFor(input, size);
-      const started = Date.now();
+      const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
+      // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
+      // It is read off the stream, not counted with a 'data' listener: that would start the stream flowing
+      // while the database opens, and the lines read before the reader attaches would be lost.
+      const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
+      const started = process.hrtime.bigint();
       try {
-        const summary = await withStore(cmd, (store) => store.importRecords(readRecords(input), progress.update));
-        progress.stop();
-        const seconds = (Date.now() - started) / 1000;
-        process.stderr.write(
-          `imported ${summary.users} users, ${summary.groups} groups, ${summary.plants} plants, ${summary.grants} grants in ${seconds.toFixed(1)} s\n`,
+        const summary = await withStore(cmd, (store) =>
+          store.importRecords(readRecords(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
         );
+        progress.stop();
+        const records = summary.users + summary.groups + summary.plants;
+        const counts = `${summary.users} users, ${summary.groups} groups, ${summary.plants} plants, ${summary.grants} grants`;
+        process.stderr.write(`${summaryLine(`imported ${counts}`, records, started)}\n`);
       } finally {
         progress.stop();
         input.destroy();
@@ -83,15 +75,33 @@ Examples:
     .command('export')
     .description('write the whole catalogue as newline-delimited JSON, in the format import reads')
     .option('-o, --output <file>', 'write to a file instead of stdout')
-    .addHelpText('after', '\nExample:\n  plantstore export -o backup.ndjson')
+    .addHelpText(
+      'after',
+      examples('plantstore export -o backup.ndjson', 'plantstore export | gzip > backup.ndjson.gz') +
+        '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n',
+    )
     .action(async (opts: { output?: string }, cmd: Command) => {
+      const { progressBar, summaryLine } = await loadProgress();
       const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
+      const started = process.hrtime.bigint();
+      let records = 0;
       await withStore(cmd, async (store) => {
-        for await (const record of store.exportRecords()) await writeLine(out, `${JSON.stringify(record)}\n`);
+        const counts = await store.counts();
+        const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
+        try {
+          for await (const record of store.exportRecords()) {
+            await writeLine(out, `${JSON.stringify(record)}\n`);
+            // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
+            if (++records % 512 === 0) progress.update(records);
+          }
+        } finally {
+          progress.stop();
+        }
       });
       if (out !== process.stdout) {
         out.end();
         await once(out, 'finish');
       }
+      process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
     });
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { invalidInput } from '../../errors.js';
 import type { Grantee } from '../../store/store.js';
 import { parseId, withStore } from '../context.js';
+import { examples } from '../help.js';
 import { printRows } from '../output.js';
 
 function grantee(opts: { user?: string; group?: string }): Grantee {
@@ -10,14 +11,17 @@ function grantee(opts: { user?: string; group?: string }): Grantee {
 }
 
 export function registerGrantCommands(program: Command): void {
-  const grants = program.command('grants').description('share plants with users and groups');
+  const grants = program
+    .command('grants')
+    .description('share plants with users and groups')
+    .addHelpText('after', examples('plantstore grants add 42 --group gardeners', 'plantstore grants list --plant 42'));
 
   grants
     .command('add <plant-id>')
     .description('share a plant with a user or a group')
     .option('--user <user>', 'the user to share with')
     .option('--group <group>', 'the group to share with')
-    .addHelpText('after', '\nExamples:\n  plantstore grants add 42 --user bob\n  plantstore grants add 42 --group gardeners')
+    .addHelpText('after', examples('plantstore grants add 42 --user bob', 'plantstore grants add 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const to = grantee(opts);
       await withStore(cmd, (store) => store.addGrant(parseId('plant id', id), to));
@@ -28,6 +32,7 @@ export function registerGrantCommands(program: Command): void {
     .description('stop sharing a plant with a user or a group')
     .option('--user <user>', 'the user')
     .option('--group <group>', 'the group')
+    .addHelpText('after', examples('plantstore grants remove 42 --user bob', 'plantstore grants remove 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const from = grantee(opts);
       await withStore(cmd, (store) => store.removeGrant(parseId('plant id', id), from));
@@ -37,7 +42,8 @@ export function registerGrantCommands(program: Command): void {
     .command('list')
     .description('list grants')
     .option('--plant <id>', 'only grants of this plant')
-    .option('--json', 'print JSON', false)
+    .option('--json', 'print a JSON array', false)
+    .addHelpText('after', examples('plantstore grants list', 'plantstore grants list --plant 42 --json'))
     .action(async (opts: { plant?: string; json: boolean }, cmd: Command) => {
       const filter = opts.plant === undefined ? {} : { plantId: parseId('plant id', opts.plant) };
       const rows = await withStore(cmd, (store) => store.listGrants(filter));

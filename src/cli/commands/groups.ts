@@ -1,14 +1,18 @@
 import type { Command } from 'commander';
 import { withStore } from '../context.js';
+import { examples } from '../help.js';
 import { printRows } from '../output.js';
 
 export function registerGroupCommands(program: Command): void {
-  const groups = program.command('groups').description('manage groups of users');
+  const groups = program
+    .command('groups')
+    .description('manage groups of users')
+    .addHelpText('after', examples('plantstore groups add gardeners', 'plantstore groups add-member gardeners alice bob'));
 
   groups
     .command('add <name>')
     .description('add a group')
-    .addHelpText('after', '\nExample:\n  plantstore groups add gardeners')
+    .addHelpText('after', examples('plantstore groups add gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.addGroup(name));
       process.stderr.write(`added group ${name}\n`);
@@ -17,6 +21,7 @@ export function registerGroupCommands(program: Command): void {
   groups
     .command('remove <name>')
     .description('remove a group (its members and grants go with it)')
+    .addHelpText('after', examples('plantstore groups remove gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.removeGroup(name));
       process.stderr.write(`removed group ${name}\n`);
@@ -25,7 +30,7 @@ export function registerGroupCommands(program: Command): void {
   groups
     .command('add-member <group> <users...>')
     .description('add users to a group')
-    .addHelpText('after', '\nExample:\n  plantstore groups add-member gardeners alice bob')
+    .addHelpText('after', examples('plantstore groups add-member gardeners alice bob'))
     .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
       await withStore(cmd, async (store) => {
         for (const user of users) await store.addMember(group, user);
@@ -35,6 +40,7 @@ export function registerGroupCommands(program: Command): void {
   groups
     .command('remove-member <group> <user>')
     .description('remove a user from a group')
+    .addHelpText('after', examples('plantstore groups remove-member gardeners bob'))
     .action(async (group: string, user: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.removeMember(group, user));
     });
@@ -42,7 +48,8 @@ export function registerGroupCommands(program: Command): void {
   groups
     .command('list')
     .description('list groups and their members')
-    .option('--json', 'print JSON', false)
+    .option('--json', 'print a JSON array', false)
+    .addHelpText('after', examples('plantstore groups list', 'plantstore groups list --json'))
     .action(async (opts: { json: boolean }, cmd: Command) => {
       const rows = await withStore(cmd, (store) => store.listGroups());
       printRows(

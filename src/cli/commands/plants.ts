@@ -1,9 +1,13 @@
 import type { Command } from 'commander';
 import { parseId, withStore } from '../context.js';
+import { examples } from '../help.js';
 import { printRows } from '../output.js';
 
 export function registerPlantCommands(program: Command): void {
-  const plants = program.command('plants').description('manage plants');
+  const plants = program
+    .command('plants')
+    .description('manage plants')
+    .addHelpText('after', examples('plantstore plants add --name Fern --owner alice', 'plantstore plants list --owner alice'));
 
   plants
     .command('add')
@@ -12,7 +16,11 @@ export function registerPlantCommands(program: Command): void {
     .requiredOption('--owner <user>', 'the user who owns it')
     .option('--tag <tag>', 'tag that specifies the type of the plant')
     .option('--public', 'every user sees it', false)
-    .addHelpText('after', '\nExample:\n  plantstore plants add --name "Monstera deliciosa" --tag tropical --owner alice --public')
+    .addHelpText('after', examples(
+        'plantstore plants add --name "Monstera deliciosa" --tag tropical --owner alice --public',
+        'ID=$(plantstore plants add --name Fern --owner bob)',
+      ),
+    )
     .action(async (opts: { name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
       const plant = await withStore(cmd, (store) =>
         store.addPlant({ name: opts.name, owner: opts.owner, public: opts.public, ...(opts.tag === undefined ? {} : { tag: opts.tag }) }),
@@ -24,7 +32,8 @@ export function registerPlantCommands(program: Command): void {
     .command('list')
     .description('list plants in catalogue order')
     .option('--owner <user>', 'only plants of this owner')
-    .option('--json', 'print JSON', false)
+    .option('--json', 'print a JSON array', false)
+    .addHelpText('after', examples('plantstore plants list', 'plantstore plants list --owner alice --json'))
     .action(async (opts: { owner?: string; json: boolean }, cmd: Command) => {
       const rows = await withStore(cmd, (store) => store.listPlantRecords(opts.owner === undefined ? {} : { owner: opts.owner }));
       printRows(
@@ -43,6 +52,7 @@ export function registerPlantCommands(program: Command): void {
   plants
     .command('remove <id>')
     .description('remove a plant and its grants')
+    .addHelpText('after', examples('plantstore plants remove 42'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.removePlant(parseId('plant id', id)));
       process.stderr.write(`removed plant ${id}\n`);

@@ -1,17 +1,18 @@
 import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
-import { openStore } from '../../store/open-store.js';
 import type { NumberedRecord, Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
-import { configFrom, withStore } from '../context.js';
+import { configFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
+import { examples } from '../help.js';
 
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
 const loadServer = () => import('../../server.js');
 
 type ServeOptions = Omit<ConfigInput, 'db'>;
 
-function addServeOptions(command: Command): Command {
+/** The flags that shape the running service; `doctor` takes them too, to check what `serve` would use. */
+export function addServeOptions(command: Command): Command {
   return command
     .option('--host <host>', 'address to listen on (PLANTSTORE_HOST, default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (PLANTSTORE_PORT, default 8080)')
@@ -77,6 +78,7 @@ export function registerServerCommands(program: Command): void {
   program
     .command('migrate')
     .description('create the database or bring its schema up to date (serve and every command also do this)')
+    .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
       await withStore(cmd, async () => {});
       process.stderr.write('database schema is up to date\n');
@@ -85,10 +87,10 @@ export function registerServerCommands(program: Command): void {
   addServeOptions(program.command('demo'))
     .description('load demo users, groups and plants, issue tokens and print ready-to-paste curl commands')
     .option('--serve', 'then run the service', false)
-    .addHelpText('after', '\nExample:\n  plantstore demo --db ./data/demo.db --serve')
+    .addHelpText('after', examples('plantstore demo --db ./data/demo.db --serve', 'plantstore demo --db ./data/demo.db --port 9000'))
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
       const config = configFrom(cmd, opts);
-      const store = await openStore(config);
+      const store = await (await loadStore()).openStore(config);
       const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
       try {
         await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`);

@@ -2,17 +2,21 @@ import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
 import { parseDuration } from '../duration.js';
 import { parseId, withStore } from '../context.js';
+import { examples } from '../help.js';
 import { isoDate, printRows } from '../output.js';
 
 export function registerTokenCommands(program: Command): void {
-  const tokens = program.command('tokens').description('issue, list and revoke bearer tokens');
+  const tokens = program
+    .command('tokens')
+    .description('issue, list and revoke bearer tokens')
+    .addHelpText('after', examples('TOKEN=$(plantstore tokens create alice --expires-in 30d)', 'plantstore tokens list --user alice'));
 
   tokens
     .command('create <user>')
     .description('issue a bearer token for a user; prints the token alone (it is shown only this once)')
     .option('--expires-in <duration>', 'lifetime, e.g. 90s, 15m, 12h, 30d, 2w (default: no expiry)')
     .option('--label <text>', 'a note to recognise the token by')
-    .addHelpText('after', '\nExample:\n  TOKEN=$(plantstore tokens create alice --expires-in 30d --label laptop)')
+    .addHelpText('after', examples('TOKEN=$(plantstore tokens create alice --expires-in 30d --label laptop)', 'plantstore tokens create ci-bot --expires-in 12h'))
     .action(async (user: string, opts: { expiresIn?: string; label?: string }, cmd: Command) => {
       const expiresAt = opts.expiresIn === undefined ? undefined : new Date(Date.now() + parseDuration(opts.expiresIn));
       const { token, hash } = generateToken();
@@ -27,7 +31,8 @@ export function registerTokenCommands(program: Command): void {
     .command('list')
     .description('list tokens (never their values)')
     .option('--user <user>', 'only tokens of this user')
-    .option('--json', 'print JSON', false)
+    .option('--json', 'print a JSON array', false)
+    .addHelpText('after', examples('plantstore tokens list', "plantstore tokens list --user alice --json | jq '.[] | select(.state == \"active\") | .id'"))
     .action(async (opts: { user?: string; json: boolean }, cmd: Command) => {
       const rows = await withStore(cmd, (store) => store.listTokens(opts.user === undefined ? {} : { user: opts.user }));
       const now = Date.now();
@@ -50,6 +55,7 @@ export function registerTokenCommands(program: Command): void {
   tokens
     .command('revoke <id>')
     .description('revoke a token; the next request with it is refused')
+    .addHelpText('after', examples('plantstore tokens revoke 7'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.revokeToken(parseId('token id', id)));
       process.stderr.write(`revoked token ${id}\n`);

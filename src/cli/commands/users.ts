@@ -1,16 +1,20 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../errors.js';
 import { withStore } from '../context.js';
+import { examples } from '../help.js';
 import { isoDate, printRows } from '../output.js';
 
 export function registerUserCommands(program: Command): void {
-  const users = program.command('users').description('manage users');
+  const users = program
+    .command('users')
+    .description('manage users')
+    .addHelpText('after', examples('plantstore users add alice', 'plantstore users list --json'));
 
   users
     .command('add <name>')
     .description('add a user')
     .option('--admin', 'the user sees every plant', false)
-    .addHelpText('after', '\nExamples:\n  plantstore users add alice\n  plantstore users add root --admin')
+    .addHelpText('after', examples('plantstore users add alice', 'plantstore users add root --admin'))
     .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
       await withStore(cmd, async (store) => {
         await store.addUser(name, opts.admin);
@@ -21,7 +25,7 @@ export function registerUserCommands(program: Command): void {
   users
     .command('set-admin <name> <on|off>')
     .description('make a user an admin, or not')
-    .addHelpText('after', '\nExample:\n  plantstore users set-admin alice on')
+    .addHelpText('after', examples('plantstore users set-admin alice on', 'plantstore users set-admin alice off'))
     .action(async (name: string, flag: string, _opts: unknown, cmd: Command) => {
       if (flag !== 'on' && flag !== 'off') throw invalidInput(`expected "on" or "off", not "${flag}"`);
       await withStore(cmd, (store) => store.setAdmin(name, flag === 'on'));
@@ -30,7 +34,8 @@ export function registerUserCommands(program: Command): void {
   users
     .command('list')
     .description('list users')
-    .option('--json', 'print JSON', false)
+    .option('--json', 'print a JSON array', false)
+    .addHelpText('after', examples('plantstore users list', "plantstore users list --json | jq -r '.[] | select(.admin) | .name'"))
     .action(async (opts: { json: boolean }, cmd: Command) => {
       const rows = await withStore(cmd, (store) => store.listUsers());
       printRows(
@@ -48,7 +53,7 @@ export function registerUserCommands(program: Command): void {
     .command('remove <name>')
     .description('remove a user, with their tokens, grants and memberships')
     .option('--with-plants', 'also remove the plants the user owns', false)
-    .addHelpText('after', '\nExample:\n  plantstore users remove bob --with-plants')
+    .addHelpText('after', examples('plantstore users remove bob', 'plantstore users remove bob --with-plants'))
     .action(async (name: string, opts: { withPlants: boolean }, cmd: Command) => {
       await withStore(cmd, (store) => store.removeUser(name, { withPlants: opts.withPlants }));
       process.stderr.write(`removed user ${name}\n`);

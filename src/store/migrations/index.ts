@@ -11,6 +11,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   };
 }
 
+/** The names of the migrations this version knows, in order (what `doctor` compares a database against). */
+export function knownMigrationNames(): string[] {
+  return Object.keys(migrations('sqlite'));
+}
+
 class ListedMigrations implements MigrationProvider {
   constructor(private readonly dialect: Dialect) {}
   async getMigrations(): Promise<Record<string, Migration>> {
@@ -22,6 +27,8 @@ class ListedMigrations implements MigrationProvider {
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<string[]> {
   // With a schema, the bookkeeping tables live in it too (several Plant Stores can share one database).
   const migrator = new Migrator({ db, provider: new ListedMigrations(dialect), ...(schema ? { migrationTableSchema: schema } : {}) });
+  // On PostgreSQL, the dialect's introspector looks only at our own schema (see own-schema-dialect.ts), so
+  // schemas dropped meanwhile by others cannot fail this.
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';

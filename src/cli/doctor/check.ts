@@ -1,0 +1,77 @@
+import { DEFAULT_MIGRATION_TABLE } from 'kysely';
+import { knownMigrationNames } from '../../store/migrations/index.js';
+import { VERSION } from '../../version.js';
+
+export type Status = 'ok' | 'warn' | 'fail' | 'skip';
+
+/** One line of `plantstore doctor`: what was checked, how it went and, when it did not go well, what to do. */
+export interface Check {
+  check: string;
+  status: Status;
+  detail: string;
+  fix?: string;
+}
+
+export const ok = (check: string, detail: string): Check => ({ check, status: 'ok', detail });
+export const warn = (check: string, detail: string, fix: string): Check => ({ check, status: 'warn', detail, fix });
+export const fail = (check: string, detail: string, fix: string): Check => ({ check, status: 'fail', detail, fix });
+export const skip = (check: string, detail: string): Check => ({ check, status: 'skip', detail });
+
+/** The few read-only queries the schema and count checks need, whichever the backend. */
+export interface Inspector {
+  tableExists(name: string): Promise<boolean>;
+  /** First column of every row. */
+  column(sql: string): Promise<unknown[]>;
+}
+
+/** Compares the migrations a database records with the ones this version knows; never migrates. */
+export async function schemaChecks(db: Inspector): Promise<Check[]> {
+  if (!(await db.tableExists(DEFAULT_MIGRATION_TABLE))) {
+    return [
+      warn('schema', 'no Plant Store schema in this database yet', 'run "plantstore migrate" (serve and every other command also create it)'),
+      skip('counts', 'no schema'),
+    ];
+  }
+  const known = knownMigrationNames();
+  const applied = (await db.column(`SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`)).map(String);
+  const unknown = applied.filter((name) => !known.includes(name));
+  const pending = known.filter((name) => !applied.includes(name));
+  if (unknown.length > 0) {
+    return [
+      fail(
+        'schema',
+        `the database has migrations this plantstore ${VERSION} does not know (${unknown.join(', ')}): it was written by a newer version`,
+        'run the plantstore version that migrated it, or restore a backup made before the upgrade',
+      ),
+      skip('counts', 'schema newer than this version'),
+    ];
+  }
+  if (pending.length > 0) {
+    return [
+      warn('schema', `${pending.length} pending migration(s): ${pending.join(', ')}`, 'run "plantstore migrate" (serve also applies them on start)'),
+      skip('counts', 'schema not up to date'),
+    ];
+  }
+  return [ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`), await countCheck(db)];
+}
+
+async function countCheck(db: Inspector): Promise<Check> {
+  // One query at a time: the PostgreSQL inspector is a single connection.
+  const count = async (sql: string) => Number((await db.column(sql))[0]);
+  const users = await count('SELECT count(*) FROM users');
+  const admins = await count('SELECT count(*) FROM users WHERE is_admin = 1');
+  const plants = await count('SELECT count(*) FROM plants');
+  const tokens = await count('SELECT count(*) FROM tokens');
+  // Date.now() is a whole number, so it is safe to write into the statement (placeholders differ per backend).
+  const active = await count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${Date.now()})`);
+  const detail = `${users} users (${admins} admins), ${plants} plants, ${tokens} tokens (${active} active)`;
+  if (users === 0) return warn('counts', detail, 'add a user with "plantstore users add NAME" (or load a catalogue with "plantstore import")');
+  return ok('counts', detail);
+}
+
+/** The message of an error, or of the first of an AggregateError (a host name that resolves to several addresses). */
+export function reason(err: unknown): string {
+  const first = err instanceof AggregateError && err.errors.length > 0 ? err.errors[0] : err;
+  const e = first as { message?: string; code?: string };
+  return e.message || e.code || String(first);
+}

@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/store.js';
+import { generateToken } from '../../src/access/tokens.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { AUDIENCE, ISSUER, signingKey, startJwksServer } from '../helpers/jwt.js';
+import { runCli, type CliRun } from '../helpers/processes.js';
+
+interface Check {
+  check: string;
+  status: 'ok' | 'warn' | 'fail' | 'skip';
+  detail: string;
+  fix?: string;
+}
+
+async function doctor(db: string, args: string[] = []): Promise<CliRun & { checks: Check[] }> {
+  const run = await runCli(db, ['doctor', '--json', ...args]);
+  assert.equal(run.stderr, '', 'doctor reports on stdout only');
+  return { ...run, checks: JSON.parse(run.stdout) as Check[] };
+}
+
+const byName = (checks: Check[], name: string): Check => {
+  const found = checks.find((c) => c.check === name);
+  assert.ok(found, `no "${name}" check in ${JSON.stringify(checks)}`);
+  return found;
+};
+
+/** A TCP port nothing listens on: bound once by us, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Creates and migrates a database in-process (quicker than spawning the CLI), with what `seed` adds. */
+async function prepare(open: () => Promise<Store>, seed: (store: Store) => Promise<unknown> = async () => {}): Promise<void> {
+  const store = await open();
+  try {
+    await seed(store);
+  } finally {
+    await store.close();
+  }
+}
+
+after(() => cleanupBackends());
+
+// Each test has its own database and spawns its own processes, so they can run side by side.
+describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'plantstore-doctor-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('passes on a good database, one line per check, and says so with exit 0', async () => {
+    const db = join(dir, 'good.db');
+    await prepare(
+      () => SqliteStore.open({ path: db }),
+      async (store) => {
+        await store.addUser('alice', false);
+        await store.addPlant({ name: 'Fern', owner: 'alice', public: false });
+        await store.addToken({ user: 'alice', hash: generateToken().hash });
+      },
+    );
+    const run = await runCli(db, ['doctor']);
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    const lines = run.stdout.trimEnd().split('\n');
+    for (const name of ['config', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts']) {
+      assert.ok(lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)), `no ok line for ${name}:\n${run.stdout}`);
+    }
+    assert.ok(lines.slice(0, -1).every((l) => /^(ok|skip)\s/.test(l)), run.stdout);
+    assert.match(lines.at(-1)!, /^\d+ ok, 0 warning\(s\), 0 failure\(s\)$/);
+
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 0);
+    assert.match(byName(checks, 'journal').detail, /WAL/);
+    assert.match(byName(checks, 'counts').detail, /^1 users \(0 admins\), 1 plants, 1 tokens \(1 active\)$/);
+  });
+
+  it('fails with exit 1 and one clear line on an invalid configuration', async () => {
+    const run = await runCli(join(dir, 'any.db'), ['doctor', '--port', '99999']);
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^fail\s+config\s+invalid port "99999": expected a whole number from 0 to 65535 -> correct the flag/m);
+  });
+
+  it('warns, without creating it, when the database file does not exist yet', async () => {
+    const db = join(dir, 'nested', 'missing.db');
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 0);
+    assert.equal(byName(checks, 'database').status, 'warn');
+    assert.match(byName(checks, 'database').fix!, /plantstore migrate/);
+    assert.equal(existsSync(db), false, 'doctor must not create the database');
+  });
+
+  it('fails on a file that is not a database', async () => {
+    const db = join(dir, 'text.db');
+    writeFileSync(db, 'just some text, long enough to look like a header to SQLite '.repeat(4));
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 1);
+    assert.equal(byName(checks, 'database').status, 'fail');
+    assert.match(byName(checks, 'database').detail, /not a database/);
+  });
+
+  it('reports pending migrations as a warning and a newer schema as a failure, changing nothing', async () => {
+    const db = join(dir, 'migrations.db');
+    await prepare(() => SqliteStore.open({ path: db }));
+    const sqlite = new BetterSqlite3(db);
+    try {
+      sqlite.prepare("DELETE FROM kysely_migration WHERE name = '0002-change-notifications'").run();
+      const pending = await doctor(db);
+      assert.equal(pending.code, 0);
+      assert.equal(byName(pending.checks, 'schema').status, 'warn');
+      assert.match(byName(pending.checks, 'schema').detail, /1 pending migration\(s\): 0002-change-notifications/);
+      const stillPending = sqlite.prepare("SELECT count(*) FROM kysely_migration WHERE name = '0002-change-notifications'").pluck().get();
+      assert.equal(stillPending, 0, 'doctor must not migrate');
+
+      sqlite.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('0002-change-notifications', '2026-01-01'), ('0099-from-the-future', '2030-01-01')").run();
+      const newer = await doctor(db);
+      assert.equal(newer.code, 1);
+      assert.equal(byName(newer.checks, 'schema').status, 'fail');
+      assert.match(byName(newer.checks, 'schema').detail, /0099-from-the-future.*newer version/);
+    } finally {
+      sqlite.close();
+    }
+  });
+
+  it('checks that a configured JWKS answers with usable keys', async () => {
+    const db = join(dir, 'jwks.db');
+    await prepare(() => SqliteStore.open({ path: db }), (store) => store.addUser('alice', false));
+    const key = await signingKey('ES256', 'k1');
+    const jwks = await startJwksServer([key.publicJwk]);
+    const flags = ['--jwks-url', jwks.url, '--jwt-issuer', ISSUER, '--jwt-audience', AUDIENCE];
+    try {
+      const up = await doctor(db, flags);
+      assert.equal(up.code, 0, JSON.stringify(up.checks));
+      assert.match(byName(up.checks, 'jwt').detail, new RegExp(`JWKS ${jwks.url}.*issuer ${ISSUER}`));
+      assert.match(byName(up.checks, 'jwks').detail, /1 usable signing key/);
+
+      jwks.publish([{ ...key.publicJwk, use: 'enc' }]);
+      const unusable = await doctor(db, flags);
+      assert.equal(unusable.code, 1);
+      assert.match(byName(unusable.checks, 'jwks').detail, /none usable/);
+
+      await jwks.stop();
+      const down = await doctor(db, flags);
+      assert.equal(down.code, 1);
+      assert.equal(byName(down.checks, 'jwks').status, 'fail');
+      assert.match(byName(down.checks, 'jwks').detail, /cannot fetch .*ECONNREFUSED/);
+    } finally {
+      await jwks.stop();
+    }
+  });
+
+  it('fails with a clear line when PostgreSQL is not listening', async () => {
+    const port = await closedPort();
+    const run = await runCli(`postgres://plantstore@127.0.0.1:${port}/plantstore`, ['doctor']);
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, new RegExp(`^fail\\s+database\\s+cannot reach PostgreSQL at 127\\.0\\.0\\.1:${port}/plantstore: .*ECONNREFUSED.* -> start PostgreSQL`, 'm'));
+    assert.match(run.stdout, /^skip\s+schema\s/m);
+  });
+});
+
+const postgres = BACKENDS.find((b) => b.name === 'postgres');
+describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQL backend not selected' }, () => {
+  it('reports version, pool headroom, schema state and counts', async () => {
+    const db = await postgres!.freshDb();
+    const empty = await doctor(db);
+    assert.equal(empty.code, 0, JSON.stringify(empty.checks));
+    assert.match(byName(empty.checks, 'database').detail, /^PostgreSQL \d+(\.\d+)? at \S+, schema pstest_/);
+    assert.equal(byName(empty.checks, 'schema').status, 'warn', 'a schema that does not exist yet is a warning');
+
+    await prepare(() => PostgresStore.open({ url: db }), (store) => store.addUser('root', true));
+    const ready = await doctor(db);
+    assert.equal(ready.code, 0, JSON.stringify(ready.checks));
+    assert.ok(ready.checks.every((c) => c.status === 'ok' || c.status === 'skip'), JSON.stringify(ready.checks));
+    assert.match(byName(ready.checks, 'pool').detail, /^pool of 10 x 1 worker\(s\) = 10 connections; server allows \d+/);
+    assert.match(byName(ready.checks, 'schema').detail, /^up to date/);
+    assert.match(byName(ready.checks, 'counts').detail, /^1 users \(1 admins\), 0 plants, 0 tokens/);
+
+    // More connections than the server can give is worth a warning, not a failure.
+    const crowded = await doctor(db, ['--workers', '256']);
+    assert.equal(crowded.code, 0);
+    assert.equal(byName(crowded.checks, 'pool').status, 'warn');
+  });
+});

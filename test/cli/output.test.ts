@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import stringWidth from 'string-width';
+import { generateToken } from '../../src/access/tokens.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { BIN, runCli } from '../helpers/processes.js';
+
+/** util-linux `script` gives the CLI a real pseudo-terminal, the way a person at a terminal runs it. */
+function hasScript(): boolean {
+  try {
+    return execFileSync('script', ['--version'], { encoding: 'utf8' }).includes('util-linux');
+  } catch {
+    return false;
+  }
+}
+const NO_PTY = hasScript() ? false : 'needs util-linux script(1) for a pseudo-terminal';
+
+const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/** Runs the CLI on a terminal; `redirect` is appended to the shell command (e.g. `> file` keeps stdout off it). */
+function onTerminal(db: string, args: string[], redirect = ''): Promise<{ code: number; screen: string }> {
+  const command = [process.execPath, BIN, '--db', db, ...args].map(quote).join(' ') + redirect;
+  return new Promise((resolve) => {
+    execFile(
+      'script',
+      ['-qec', command, '/dev/null'],
+      { env: { ...process.env, PLANTSTORE_DB: '', TERM: 'xterm' }, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout) => resolve({ code: error ? Number(error.code ?? 1) : 0, screen: stdout.replaceAll('\r\n', '\n') }),
+    );
+  });
+}
+
+/** Undoes the tab-separated escaping: `\t`, `\n`, `\r` and `\\`. */
+const unescapeTsv = (field: string) => field.replace(/\\([tnr\\])/g, (_, c: string) => ({ t: '\t', n: '\n', r: '\r', '\\': '\\' })[c]!);
+
+const SUMMARY = /^exported 5 records in \d+\.\d s \(\d+ records\/s\)$/;
+
+describe('plantstore list output, progress and summaries', () => {
+  let dir: string;
+  let db: string;
+  const oddName = 'Fern 🌿 "quoted" \\ back\u0001slash';
+  const oddTag = 'tab\there\nnewline\u0007';
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'plantstore-output-'));
+    db = join(dir, 'plantstore.db');
+    const store = await SqliteStore.open({ path: db });
+    try {
+      await store.addUser('alice', false);
+      await store.addUser('ünïcødé-🌵', true);
+      await store.addGroup('gardeners');
+      await store.addMember('gardeners', 'alice');
+      const fern = await store.addPlant({ name: oddName, tag: oddTag, owner: 'alice', public: true });
+      await store.addPlant({ name: 'Cactus', owner: 'ünïcødé-🌵', public: false });
+      await store.addGrant(fern.id, { group: 'gardeners' });
+      await store.addToken({ user: 'alice', hash: generateToken().hash, label: 'laptop' });
+    } finally {
+      await store.close();
+    }
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('--json is an array with the data, and piped output is the same rows tab-separated under a header', async () => {
+    const lists: [string[], string[]][] = [
+      [['users', 'list'], ['name', 'admin']],
+      [['groups', 'list'], ['name']],
+      [['plants', 'list'], ['name', 'tag', 'owner']],
+      [['grants', 'list'], ['plantName']],
+      [['tokens', 'list'], ['user', 'label', 'state']],
+    ];
+    await Promise.all(
+      lists.map(async ([command, fields]) => {
+        const [json, plain] = await Promise.all([runCli(db, [...command, '--json']), runCli(db, command)]);
+        assert.equal(json.code, 0, json.stderr);
+        assert.equal(plain.code, 0, plain.stderr);
+        const rows = JSON.parse(json.stdout) as Record<string, unknown>[];
+        assert.ok(Array.isArray(rows) && rows.length > 0, `${command.join(' ')} --json: ${json.stdout}`);
+
+        const [header, ...lines] = plain.stdout.split('\n').slice(0, -1).map((line) => line.split('\t').map(unescapeTsv));
+        assert.equal(lines.length, rows.length, `${command.join(' ')}: one line per row`);
+        assert.ok(lines.every((l) => l.length === header!.length), `${command.join(' ')}: every line has ${header!.length} fields`);
+        if (command[0] === 'plants') {
+          assert.deepEqual(rows.map((p) => [p.name, p.tag, p.public]), [[oddName, oddTag, true], ['Cactus', undefined, false]]);
+        }
+        for (const field of fields) {
+          const column = header!.indexOf(field === 'plantName' ? 'NAME' : field.toUpperCase());
+          assert.notEqual(column, -1, `${command.join(' ')}: no ${field} column in ${header!.join(',')}`);
+          const shown = (v: unknown) => (v === undefined ? '-' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : String(v));
+          assert.deepEqual(
+            lines.map((l) => l[column]),
+            rows.map((r) => shown(r[field])),
+            `${command.join(' ')}: ${field} differs between --json and piped output`,
+          );
+        }
+      }),
+    );
+  });
+
+  it('on a terminal lists are aligned tables with control characters neutralised', { skip: NO_PTY }, async () => {
+    const { code, screen } = await onTerminal(db, ['plants', 'list']);
+    assert.equal(code, 0, screen);
+    const [header, ...rows] = screen.trimEnd().split('\n');
+    assert.match(header!, /^ID\s+NAME\s+TAG\s+OWNER\s+PUBLIC$/);
+    assert.equal(rows.length, 2);
+    assert.doesNotMatch(screen, /[\u0001\u0007\t]/, 'control characters must not reach the terminal');
+    // Every OWNER value starts under the OWNER header, counting display columns (the emoji is two wide).
+    const ownerAt = header!.indexOf('OWNER');
+    for (const [row, owner] of [[rows[0]!, 'alice'], [rows[1]!, 'ünïcødé-🌵']] as const) {
+      assert.equal(stringWidth(row.slice(0, row.indexOf(owner))), ownerAt, `misaligned row: ${row}`);
+    }
+    assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\ back?slash'), rows[0]);
+  });
+
+  it('import and export show a progress bar only on a terminal stderr, and always end with one summary line', { skip: NO_PTY }, async () => {
+    // Piped: stdout is exactly the data and stderr exactly the summary.
+    const piped = await runCli(db, ['export']);
+    assert.equal(piped.code, 0);
+    assert.equal(piped.stdout.split('\n').length, 6, 'two users, one group and two plants, one a line');
+    const summary = piped.stderr.trimEnd().split('\n');
+    assert.equal(summary.length, 1, piped.stderr);
+    assert.match(summary[0]!, SUMMARY);
+
+    // On a terminal with stdout to a file: the bar is drawn on the terminal and the file holds only data.
+    const file = join(dir, 'export.ndjson');
+    const shown = await onTerminal(db, ['export'], ` > ${quote(file)}`);
+    assert.equal(shown.code, 0, shown.screen);
+    assert.match(shown.screen, /exporting \|/);
+    assert.match(shown.screen, /exported 5 records in \d+\.\d s \(\d+ records\/s\)\n$/);
+    assert.equal(readFileSync(file, 'utf8'), piped.stdout);
+
+    const target = join(dir, 'target.db');
+    const imported = await onTerminal(target, ['import', file]);
+    assert.equal(imported.code, 0, imported.screen);
+    assert.match(imported.screen, /importing \|/);
+    assert.match(imported.screen, /imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)/);
+
+    const again = join(dir, 'again.db');
+    const quiet = await runCli(again, ['import', file]);
+    assert.equal(quiet.code, 0, quiet.stderr);
+    assert.equal(quiet.stdout, '');
+    assert.match(quiet.stderr, /^imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)\n$/);
+  });
+});
