@@ -60,8 +60,14 @@ for (const backend of BACKENDS) describe(`kill -9 during a large import [${backe
     /** Evidence that the importer is writing rows it has not committed. */
     const writing = async (): Promise<boolean> => {
       if (pgSchema) {
-        const [row] = await adminQuery<{ last: string }>(`SELECT last_value AS last FROM ${pgSchema}.plants_id_seq`);
-        return Number(row!.last) > 1;
+        // A session of the importer holds a write lock on one of the schema's tables: its transaction has
+        // written rows (users first; plants go in batches) and not committed them.
+        const rows = await adminQuery(
+          `SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = $1 AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()`,
+          [pgSchema],
+        );
+        return rows.length > 0;
       }
       // Another connection cannot take the write lock while the import's transaction holds it.
       const other = new BetterSqlite3(db, { timeout: 0 });
