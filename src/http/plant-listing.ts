@@ -14,6 +14,8 @@ const STREAM_CHUNK = 1000;
 /** Cached first pages (per viewer, cursor and limit); bodies larger than this are not kept. */
 const PAGE_CACHE_ENTRIES = 10_000;
 const PAGE_CACHE_MAX_BODY = 64 * 1024;
+/** All cached page bodies together (UTF-16 code units, about bytes): memory stays flat under many cursors. */
+const PAGE_CACHE_MAX_TOTAL = 8 * 1024 * 1024;
 
 // Serialized from the contract's Plant schema (not a hand-written copy of its shape).
 const serializePlants = fastJson(Type.Array(PlantSchema)) as (plants: Plant[]) => string;
@@ -50,7 +52,10 @@ export class PlantListing {
     cacheEnabled: boolean,
     pageCounter?: CacheCounter,
   ) {
-    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled, pageCounter);
+    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled, pageCounter, {
+      weigh: (page) => page.body.length,
+      max: PAGE_CACHE_MAX_TOTAL,
+    });
   }
 
   /**
