@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { BIN, runCli, spawnServe } from '../helpers/processes.js';
+import { assertServes, BIN, runCli } from '../helpers/processes.js';
 
 /**
  * A full disk, simulated without privileges: the CLI runs under a file-size limit (RLIMIT_FSIZE, `ulimit -f`)
@@ -53,13 +53,6 @@ describe('SQLite on a full disk', () => {
       sqlite.close();
     }
 
-    const server = await spawnServe(db);
-    try {
-      const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
-      assert.equal(res.status, 200);
-      assert.deepEqual(await res.json(), [{ name: 'Fern' }]);
-    } finally {
-      assert.equal(await server.stop(), 0);
-    }
+    await assertServes(db, token, [{ name: 'Fern' }]);
   });
 });

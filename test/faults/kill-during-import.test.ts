@@ -5,7 +5,7 @@ import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery } from '../helpers/postgres.js';
-import { BIN, runCli, spawnServe } from '../helpers/processes.js';
+import { assertServes, BIN, runCli } from '../helpers/processes.js';
 
 /**
  * `kill -9` in the middle of `plantstore import`: the import is one transaction, so the database must hold
@@ -126,14 +126,7 @@ for (const backend of BACKENDS) describe(`kill -9 during a large import [${backe
     }
     assert.equal(await countPlants(), 1, 'none of the killed import is in the database');
 
-    const server = await spawnServe(db);
-    try {
-      const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
-      assert.equal(res.status, 200);
-      assert.deepEqual(await res.json(), [{ name: 'Fern' }]);
-    } finally {
-      assert.equal(await server.stop(), 0);
-    }
+    await assertServes(db, token, [{ name: 'Fern' }]);
 
     // And the same import, run to the end, then goes in whole.
     const full = await runCli(db, ['import', '-'], [...largeCatalogue()].join(''));

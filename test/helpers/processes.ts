@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -60,4 +61,16 @@ export function spawnServe(db: string, extraArgs: string[] = []): Promise<ServeP
     child.stderr!.on('data', onData);
     void exited.then(() => reject(new Error(`serve exited before listening:\n${out}`)));
   });
+}
+
+/** Starts `plantstore serve` on the database, checks that `token` lists exactly `expected`, and that it stops with 0. */
+export async function assertServes(db: string, token: string, expected: unknown): Promise<void> {
+  const server = await spawnServe(db);
+  try {
+    const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), expected);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
 }
