@@ -1,4 +1,4 @@
-import type { DestinationStream, LoggerOptions } from 'pino';
+import { destination, type DestinationStream, type LoggerOptions } from 'pino';
 import type { LogLevel } from './config.js';
 
 /** Paths censored in every log line, wherever a request, its headers or a secret may be logged. */
@@ -26,7 +26,7 @@ interface LoggedRequest {
   socket?: { remotePort?: number };
 }
 
-export function loggerOptions(level: LogLevel, stream?: DestinationStream): LoggerOptions & { stream?: DestinationStream } {
+export function loggerOptions(level: LogLevel, stream?: DestinationStream): LoggerOptions & { stream: DestinationStream } {
   return {
     level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
@@ -40,6 +40,9 @@ export function loggerOptions(level: LogLevel, stream?: DestinationStream): Logg
         remotePort: req.socket?.remotePort,
       }),
     },
-    ...(stream ? { stream } : {}),
+    // Synchronous writes to stdout: pino's default asynchronous stream flushes in a loop at exit, which never
+    // ends once the reader of stdout is gone (EPIPE), so SIGTERM would hang the process. Synchronous writes
+    // turn a lost reader into dropped log lines, and no line is lost in a crash.
+    stream: stream ?? destination({ dest: 1, sync: true }),
   };
 }

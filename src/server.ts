@@ -120,7 +120,8 @@ export async function runCluster(config: Config): Promise<void> {
   const { pino } = await import('pino');
   const { fileURLToPath } = await import('node:url');
   const { loggerOptions } = await import('./logger.js');
-  const log = pino(loggerOptions(config.logLevel));
+  const { stream, ...options } = loggerOptions(config.logLevel);
+  const log = pino(options, stream);
 
   await (await openStore(config)).close();
 

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import http from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { runCli, spawnServe } from '../helpers/processes.js';
+import { BIN, runCli, spawnServe } from '../helpers/processes.js';
 
 /**
  * SIGTERM while 50 keep-alive connections keep requests flowing and a slow reader is in the middle of a
@@ -133,5 +135,27 @@ describe('SIGTERM under load', () => {
     assert.ok(answered.length > CONNECTIONS * 4, `requests answered: ${answered.length} (${answeredAfter} started after SIGTERM)`);
     t.diagnostic(`answered ${answered.length} (${answeredAfter} sent after SIGTERM), refused ${refusedNew.length}, exit after ${at - signalledAt} ms`);
     assert.ok(refusedNew.length > 0, 'new connections were refused once the listener closed');
+  });
+
+  it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
+    // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
+    const db = join(dir, 'gone-reader.db');
+    assert.equal((await runCli(db, ['demo'])).code, 0);
+    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
+    let out = '';
+    for await (const chunk of child.stdout!) {
+      out += String(chunk);
+      if (out.includes('Server listening at')) break; // leaving the loop closes our end of the pipe
+    }
+    assert.ok(child.stdout!.destroyed);
+    const exit = once(child, 'exit');
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    const [code, signal] = (await exit) as [number | null, string | null];
+    clearTimeout(timer);
+    assert.deepEqual({ code, signal }, { code: 0, signal: null });
   });
 });
