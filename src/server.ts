@@ -22,6 +22,9 @@ export interface RunningServer {
  */
 const IDLE_LINGER_MS = 1_000;
 
+/** How often an embedded database's file is checked for being removed or replaced under the server. */
+const FILE_CHECK_MS = 500;
+
 /**
  * `app.close()` stops listening at once and waits for open connections; Node would also drop idle
  * keep-alive connections at that instant. That is postponed by `lingerMs`, then done.
@@ -48,6 +51,9 @@ export async function startServer(config: Config, existingStore?: Store): Promis
   let admin: { app: FastifyInstance; url: string } | undefined;
   try {
     const app = (built = await buildApp({ config, store }));
+    store.followFile?.(FILE_CHECK_MS, (event, detail) =>
+      event === 'reopened' ? app.log.info({ event }, detail) : app.log.error({ event }, `${detail}; answering 503 until a database file is there again`),
+    );
     // A worker's registry goes to the primary before the first request can be counted in it.
     if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
     await app.listen({ host: config.host, port: config.port });

@@ -55,6 +55,8 @@ async function main(): Promise<void> {
     const code = (err as { code?: unknown }).code;
     if (typeof code === 'string' && /^SQLITE_(FULL|IOERR|READONLY)/.test(code)) {
       message = `cannot write the database: ${message} (${code})`;
+      // SQLite in WAL mode writes beside the file (-wal, -shm), so the folder must be writable too.
+      if (code.startsWith('SQLITE_READONLY')) message += '; the database file and its folder must be writable by this user';
     }
     process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
     process.exitCode = 1;

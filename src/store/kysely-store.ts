@@ -38,7 +38,8 @@ export abstract class KyselyStore implements Store {
   /** Set while metrics are collected; the hot-path queries check it once each. */
   protected queryTimer: QueryTimer | undefined;
 
-  protected constructor(protected readonly db: Kysely<Database>) {}
+  // Not readonly: the SQLite store reopens its file when it is replaced under it.
+  protected constructor(protected db: Kysely<Database>) {}
 
   timeQueries(timer: QueryTimer | undefined): void {
     this.queryTimer = timer;

@@ -155,6 +155,11 @@ export interface Store {
    * while changes cannot be tracked (then nothing derived from the data may be cached). Cheap: called per request.
    */
   dataVersion(): number | undefined;
+  /**
+   * Embedded backends only: check every `intervalMs` that the database file is still the one open. When it is
+   * removed or replaced, reads answer "unavailable" until the file at the path is reopened.
+   */
+  followFile?(intervalMs: number, onEvent: (event: 'gone' | 'reopened' | 'reopen_failed', detail: string) => void): void;
 
   // Observability (metrics); both cost nothing while unused.
   /** Reports every hot-path query's duration to `timer` from now on; undefined stops it. */

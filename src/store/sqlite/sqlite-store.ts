@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync, type Stats } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
@@ -11,6 +12,7 @@ import type { Database } from '../schema.js';
 import { mergeSortedIds } from '../merge.js';
 import type {
   HotQuery,
+  Store,
   ImportProgress,
   ImportSummary,
   ListedPlant,
@@ -46,60 +48,138 @@ export interface SqliteOptions {
   path: string;
 }
 
+type Statements = ReturnType<typeof prepareStatements>;
+type FileEventListener = Parameters<NonNullable<Store['followFile']>>[1];
+
+function prepareStatements(sqlite: BetterSqlite3.Database) {
+  const prepared = Object.fromEntries(Object.entries(BRANCH_SQL).map(([name, sql]) => [name, sqlite.prepare(sql)])) as {
+    [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]>;
+  };
+  for (const name of ['public', 'owned', 'userGrants', 'groupGrants', 'memberOf', 'groupsNamed'] as const) prepared[name].pluck(true);
+  prepared.plantsById.raw(true);
+  prepared.all.raw(true);
+  return {
+    ...prepared,
+    findToken: sqlite.prepare<[Buffer]>(
+      `SELECT t.id AS tokenId, t.user_id AS userId, u.is_admin AS admin, t.expires_at AS expiresAt, t.revoked_at AS revokedAt
+       FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
+    ),
+    findUser: sqlite.prepare<[string]>('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
+    otherCommits: sqlite.prepare<[], number>('PRAGMA data_version').pluck(true),
+    ownChanges: sqlite.prepare<[], number>('SELECT total_changes()').pluck(true),
+  };
+}
+
+/** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
+async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
+  if (path !== ':memory:' && !mustExist) mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new BetterSqlite3(path, { fileMustExist: mustExist });
+  try {
+    sqlite.pragma('journal_mode = WAL');
+    // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
+    sqlite.pragma('synchronous = FULL');
+    sqlite.pragma('foreign_keys = ON');
+    // The server reads while the CLI writes; wait for a writer rather than failing at once.
+    sqlite.pragma('busy_timeout = 5000');
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    await migrateToLatest(db, 'sqlite');
+    return { sqlite, db };
+  } catch (err) {
+    sqlite.close();
+    throw err;
+  }
+}
+
+const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
+
+/** Added to the data version on every reopen, so that no cached answer of the old file survives. */
+const REOPEN_VERSION_STEP = 2 ** 40;
+
 /** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
 export class SqliteStore extends KyselyStore {
   readonly backend = 'sqlite' as const;
   private closed = false;
 
-  private readonly stmts: {
-    findToken: BetterSqlite3.Statement<[Buffer]>;
-    findUser: BetterSqlite3.Statement<[string]>;
-    otherCommits: BetterSqlite3.Statement<[], number>;
-    ownChanges: BetterSqlite3.Statement<[], number>;
-  } & { [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]> };
-
+  private stmts: Statements;
   private otherCommits = 0;
   private otherCommitsReadAt = -Infinity;
+  private versionOffset = 0;
+  /**
+   * The file at the path is no longer the one open (removed, or replaced and not yet reopened): every read
+   * answers 503 rather than serve, from a file nobody can reach any more, data the CLI can no longer revoke.
+   */
+  private detached = false;
+  private identity: Stats | undefined;
+  private watcher: NodeJS.Timeout | undefined;
+  private watching: Promise<void> | undefined;
+  private onFileEvent: FileEventListener | undefined;
+  private lastReopenFailure: string | undefined;
 
   private constructor(
-    private readonly sqlite: BetterSqlite3.Database,
+    private sqlite: BetterSqlite3.Database,
     db: Kysely<Database>,
+    private readonly options: SqliteOptions,
   ) {
     super(db);
-    const prepared = Object.fromEntries(Object.entries(BRANCH_SQL).map(([name, sql]) => [name, sqlite.prepare(sql)])) as {
-      [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]>;
-    };
-    for (const name of ['public', 'owned', 'userGrants', 'groupGrants', 'memberOf', 'groupsNamed'] as const) prepared[name].pluck(true);
-    prepared.plantsById.raw(true);
-    prepared.all.raw(true);
-    this.stmts = {
-      ...prepared,
-      findToken: sqlite.prepare(
-        `SELECT t.id AS tokenId, t.user_id AS userId, u.is_admin AS admin, t.expires_at AS expiresAt, t.revoked_at AS revokedAt
-         FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
-      ),
-      findUser: sqlite.prepare('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
-      otherCommits: sqlite.prepare<[], number>('PRAGMA data_version').pluck(true),
-      ownChanges: sqlite.prepare<[], number>('SELECT total_changes()').pluck(true),
-    };
+    this.stmts = prepareStatements(sqlite);
+  }
+
+  /** Checks every `intervalMs` that the file at the path is still the one open (see checkFile). The server calls this. */
+  followFile(intervalMs: number, onEvent: FileEventListener): void {
+    if (this.options.path === ':memory:' || this.watcher) return;
+    this.identity = statSync(this.options.path);
+    this.onFileEvent = onEvent;
+    this.watcher = setInterval(() => (this.watching ??= this.checkFile().finally(() => (this.watching = undefined))), intervalMs);
+    this.watcher.unref();
   }
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
-    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-    const sqlite = new BetterSqlite3(options.path);
+    const { sqlite, db } = await openDatabase(options.path, false);
+    return new SqliteStore(sqlite, db, options);
+  }
+
+  /**
+   * Follows the file at the path: when it is removed, the open connection is closed (another process creating
+   * a new file there would otherwise share its -wal and -shm with a connection to the old one); when a file is
+   * there again (a restored backup, or one the CLI created), it is opened, migrated and served.
+   */
+  private async checkFile(): Promise<void> {
+    const { path } = this.options;
+    const onFileEvent = this.onFileEvent;
+    let current: Stats | undefined;
     try {
-      sqlite.pragma('journal_mode = WAL');
-      // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
-      sqlite.pragma('synchronous = FULL');
-      sqlite.pragma('foreign_keys = ON');
-      // The server reads while the CLI writes; wait for a writer rather than failing at once.
-      sqlite.pragma('busy_timeout = 5000');
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-      await migrateToLatest(db, 'sqlite');
-      return new SqliteStore(sqlite, db);
+      current = await stat(path);
+    } catch {
+      current = undefined;
+    }
+    if (this.closed) return;
+    if (current && this.identity && sameFile(current, this.identity) && !this.detached) return;
+    if (!this.detached) {
+      this.detached = true;
+      await this.db.destroy();
+      onFileEvent?.('gone', current ? `${path} was replaced by another file` : `${path} was removed`);
+    }
+    if (!current) return;
+    try {
+      const { sqlite, db } = await openDatabase(path, true);
+      if (this.closed) {
+        await db.destroy();
+        return;
+      }
+      this.sqlite = sqlite;
+      this.db = db;
+      this.stmts = prepareStatements(sqlite);
+      this.identity = statSync(path);
+      this.otherCommitsReadAt = -Infinity;
+      this.versionOffset += REOPEN_VERSION_STEP;
+      this.detached = false;
+      this.lastReopenFailure = undefined;
+      onFileEvent?.('reopened', `${path} reopened`);
     } catch (err) {
-      sqlite.close();
-      throw err;
+      // Said once per distinct reason, not every check.
+      const reason = `${path} cannot be opened: ${(err as Error).message}`;
+      if (reason !== this.lastReopenFailure) onFileEvent?.('reopen_failed', reason);
+      this.lastReopenFailure = reason;
     }
   }
 
@@ -107,13 +187,14 @@ export class SqliteStore extends KyselyStore {
     this.read('ping', () => this.sqlite.prepare('SELECT 1').get());
   }
 
-  /** A database that is closed, locked too long or failing I/O is "unavailable" (503). */
+  /** A database that is closed, locked too long, failing I/O, read-only or full is "unavailable" (503). */
   protected isUnavailable(err: unknown): boolean {
-    return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
+    return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
   }
 
   /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. */
   private read<T>(name: HotQuery, query: () => T): T {
+    if (this.detached) throw unavailable('database file is gone');
     const timer = this.queryTimer;
     const started = timer ? performance.now() : 0;
     try {
@@ -129,7 +210,9 @@ export class SqliteStore extends KyselyStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.db.destroy();
+    clearInterval(this.watcher);
+    await this.watching;
+    if (this.sqlite.open) await this.db.destroy();
   }
 
   protected isUniqueViolation(err: unknown): boolean {
@@ -177,13 +260,13 @@ export class SqliteStore extends KyselyStore {
    * `total_changes()` counts this connection's own writes and is read every time (it is nearly free).
    */
   dataVersion(): number | undefined {
-    if (!this.sqlite.open) return undefined;
+    if (!this.sqlite.open || this.detached) return undefined;
     const now = performance.now();
     if (now - this.otherCommitsReadAt >= 1) {
       this.otherCommits = this.stmts.otherCommits.get()!;
       this.otherCommitsReadAt = now;
     }
-    return this.otherCommits + this.stmts.ownChanges.get()!;
+    return this.versionOffset + this.otherCommits + this.stmts.ownChanges.get()!;
   }
 
   async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
