@@ -19,9 +19,8 @@ const WITHOUT_OVERRIDE = ['setpriv', '--bounding-set=-dac_override,-dac_read_sea
 const COMMAND = AS_ROOT ? [...WITHOUT_OVERRIDE, process.execPath, BIN] : [process.execPath, BIN];
 
 function runReadOnly(db: string, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const command = COMMAND;
   return new Promise((resolve) => {
-    const child = execFile(command[0]!, [...command.slice(1), '--db', db, ...args], { env: { ...process.env, PLANTSTORE_DB: '' }, timeout: 30_000 }, (error, stdout, stderr) =>
+    const child = execFile(COMMAND[0]!, [...COMMAND.slice(1), '--db', db, ...args], { env: { ...process.env, PLANTSTORE_DB: '' }, timeout: 30_000 }, (error, stdout, stderr) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin!.on('error', () => {});

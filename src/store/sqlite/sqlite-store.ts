@@ -104,11 +104,7 @@ export class SqliteStore extends KyselyStore {
   private otherCommits = 0;
   private otherCommitsReadAt = -Infinity;
   private versionOffset = 0;
-  /**
-   * The file at the path is no longer the one open (removed, or replaced and not yet reopened): every read
-   * answers 503 rather than serve, from a file nobody can reach any more, data the CLI can no longer revoke.
-   */
-  private detached = false;
+  /** The file followed (followFile); while it is gone the connection is closed, so every read answers 503. */
   private identity: Stats | undefined;
   private watcher: NodeJS.Timeout | undefined;
   private watching: Promise<void> | undefined;
@@ -153,9 +149,10 @@ export class SqliteStore extends KyselyStore {
       current = undefined;
     }
     if (this.closed) return;
-    if (current && this.identity && sameFile(current, this.identity) && !this.detached) return;
-    if (!this.detached) {
-      this.detached = true;
+    if (current && this.identity && sameFile(current, this.identity) && this.sqlite.open) return;
+    if (this.sqlite.open) {
+      // Closed at once, so no read in between serves the old file; Kysely's destroy then only lets go.
+      this.sqlite.close();
       await this.db.destroy();
       onFileEvent?.('gone', current ? `${path} was replaced by another file` : `${path} was removed`);
     }
@@ -172,7 +169,6 @@ export class SqliteStore extends KyselyStore {
       this.identity = statSync(path);
       this.otherCommitsReadAt = -Infinity;
       this.versionOffset += REOPEN_VERSION_STEP;
-      this.detached = false;
       this.lastReopenFailure = undefined;
       onFileEvent?.('reopened', `${path} reopened`);
     } catch (err) {
@@ -194,7 +190,6 @@ export class SqliteStore extends KyselyStore {
 
   /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. */
   private read<T>(name: HotQuery, query: () => T): T {
-    if (this.detached) throw unavailable('database file is gone');
     const timer = this.queryTimer;
     const started = timer ? performance.now() : 0;
     try {
@@ -260,7 +255,7 @@ export class SqliteStore extends KyselyStore {
    * `total_changes()` counts this connection's own writes and is read every time (it is nearly free).
    */
   dataVersion(): number | undefined {
-    if (!this.sqlite.open || this.detached) return undefined;
+    if (!this.sqlite.open) return undefined;
     const now = performance.now();
     if (now - this.otherCommitsReadAt >= 1) {
       this.otherCommits = this.stmts.otherCommits.get()!;
