@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/compile';
 import { invalidInput } from '../errors.js';
@@ -55,30 +54,45 @@ export function toRecord(value: unknown): CatalogueRecord {
   return record;
 }
 
-/** Streams records from NDJSON text; blank lines are skipped. Errors name the line. */
-export async function* readRecords(input: Readable): AsyncGenerator<NumberedRecord> {
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  let line = 0;
-  for await (const text of lines) {
-    line++;
-    if (text.trim() === '') continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      throw invalidInput(`line ${line}: not valid JSON (${(err as Error).message})`);
-    }
-    let record: CatalogueRecord;
-    try {
-      record = toRecord(value);
-    } catch (err) {
-      throw invalidInput(`line ${line}: ${(err as Error).message}`);
-    }
-    yield { line, record };
+function parseLine(text: string, line: number): CatalogueRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw invalidInput(`line ${line}: not valid JSON (${(err as Error).message})`);
+  }
+  try {
+    return toRecord(value);
+  } catch (err) {
+    throw invalidInput(`line ${line}: ${(err as Error).message}`);
   }
 }
 
-/** The import error for a reference to a user or group that is neither earlier in the file nor stored. */
-export function unknownName(what: 'user' | 'group', name: string, line: number): Error {
-  return invalidInput(`line ${line}: no ${what} named "${name}" (define it on an earlier line)`);
+/**
+ * Streams records from NDJSON text (LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
+ * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line.
+ */
+export async function* readRecordBatches(input: Readable): AsyncGenerator<NumberedRecord[]> {
+  input.setEncoding('utf8');
+  let line = 0;
+  let rest = '';
+  const take = (raw: string, batch: NumberedRecord[]) => {
+    line++;
+    const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (text.trim() !== '') batch.push({ line, record: parseLine(text, line) });
+  };
+  for await (const chunk of input as AsyncIterable<string>) {
+    const text = rest + chunk;
+    const batch: NumberedRecord[] = [];
+    let start = 0;
+    for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
+      take(text.slice(start, end), batch);
+      start = end + 1;
+    }
+    rest = text.slice(start);
+    if (batch.length > 0) yield batch;
+  }
+  const last: NumberedRecord[] = [];
+  if (rest !== '') take(rest, last);
+  if (last.length > 0) yield last;
 }

@@ -56,7 +56,7 @@ export abstract class KyselyStore implements Store {
   abstract listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Promise<ListedPlant[]>;
   abstract listAllPlants(page: PageRequest): Promise<ListedPlant[]>;
   abstract dataVersion(): number | undefined;
-  abstract importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
+  abstract importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary>;
   abstract exportRecords(): AsyncIterable<CatalogueRecord>;
   /** True when `err` is the backend's unique-constraint violation (a concurrent insert won the race). */
   protected abstract isUniqueViolation(err: unknown): boolean;

@@ -1,6 +1,4 @@
 import type { Config } from '../config.js';
-import { PostgresStore } from './postgres/postgres-store.js';
-import { SqliteStore } from './sqlite/sqlite-store.js';
 import type { Store } from './store.js';
 
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
@@ -9,7 +7,9 @@ export type StoreSettings = Pick<Config, 'db'> & Partial<Pick<Config, 'readDb' |
 
 /** Opens (creating and migrating if needed) the database named by `--db` / `PLANTSTORE_DB`: a SQLite path or a postgres:// URL. */
 export async function openStore(settings: StoreSettings): Promise<Store> {
-  if (!isPostgresUrl(settings.db)) return SqliteStore.open({ path: settings.db });
+  // Only the backend in use is loaded: every CLI command starts faster without the other's driver.
+  if (!isPostgresUrl(settings.db)) return (await import('./sqlite/sqlite-store.js')).SqliteStore.open({ path: settings.db });
+  const { PostgresStore } = await import('./postgres/postgres-store.js');
   return PostgresStore.open({
     url: settings.db,
     ...(settings.readDb ? { readUrl: settings.readDb } : {}),

@@ -107,6 +107,11 @@ export interface NumberedRecord {
   record: CatalogueRecord;
 }
 
+/** Records held in memory (the demo, tests) as one import batch, numbered like the lines of a file. */
+export async function* recordBatch(records: readonly CatalogueRecord[]): AsyncGenerator<NumberedRecord[]> {
+  yield records.map((record, i) => ({ line: i + 1, record }));
+}
+
 /** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */
 export type HotQuery = 'ping' | 'find_token' | 'find_user' | 'visible_plants' | 'all_plants';
 
@@ -196,8 +201,8 @@ export interface Store {
   listTokens(filter: { user?: string }): Promise<TokenInfo[]>;
 
   // Bulk.
-  /** All-or-nothing: either every record is written or none is. */
-  importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary>;
+  /** All-or-nothing: either every record is written or none is. Records come in batches, in file order. */
+  importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary>;
   /** Streams the whole catalogue in import format, in an order that imports back. */
   exportRecords(): AsyncIterable<CatalogueRecord>;
   /** Row counts, for `doctor` and for sizing the export progress bar. */

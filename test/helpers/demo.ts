@@ -1,4 +1,4 @@
-import type { NumberedRecord, Store } from '../../src/store/store.js';
+import { recordBatch, type Store } from '../../src/store/store.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../../src/cli/demo-data.js';
 import { mintToken } from './http-app.js';
 
@@ -6,11 +6,7 @@ export type DemoUser = (typeof DEMO_USERS)[number]['name'];
 
 /** Loads the demo catalogue that `plantstore demo` serves, and mints one token per demo user. */
 export async function seedDemo(store: Store): Promise<Record<DemoUser, string>> {
-  async function* records(): AsyncGenerator<NumberedRecord> {
-    let line = 0;
-    for (const record of DEMO_RECORDS) yield { line: ++line, record };
-  }
-  await store.importRecords(records());
+  await store.importRecords(recordBatch(DEMO_RECORDS));
   const tokens = {} as Record<DemoUser, string>;
   for (const { name } of DEMO_USERS) tokens[name] = (await mintToken(store, name)).token;
   return tokens;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { CatalogueRecord } from '../../src/catalogue/records.js';
-import type { NumberedRecord, Plant, Store } from '../../src/store/store.js';
+import { recordBatch, type Plant, type Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, startApp, type RunningApp } from '../helpers/http-app.js';
@@ -11,11 +11,6 @@ import { bearer, mintToken, rawRequest, startApp, type RunningApp } from '../hel
 // chunks with bounded memory, caches that never serve what a committed change has altered.
 
 const PLANTS = 2_600; // more than two stream chunks of 1,000
-
-async function* numbered(records: CatalogueRecord[]): AsyncGenerator<NumberedRecord> {
-  let line = 0;
-  for (const record of records) yield { line: ++line, record };
-}
 
 /** alice sees every third plant (owned, shared with her, or with her group) and every tenth (public). */
 function catalogue(plants: number, padding = ''): { records: CatalogueRecord[]; alice: Plant[]; all: Plant[] } {
@@ -65,7 +60,7 @@ for (const backend of BACKENDS) {
     before(async () => {
       store = await backend.open();
       expected = catalogue(PLANTS);
-      await store.importRecords(numbered(expected.records));
+      await store.importRecords(recordBatch(expected.records));
       for (const user of ['alice', 'bob', 'root']) tokens[user] = (await mintToken(store, user)).token;
       server = await startApp(store);
       uncached = await startApp(store, { config: { cache: false } });
@@ -150,7 +145,7 @@ for (const backend of BACKENDS) {
       const store = await backend.open();
       // Long names, so the listing is far larger than what socket buffers can absorb.
       const { records } = catalogue(40_000, ' '.padEnd(500, 'x'));
-      await store.importRecords(numbered(records));
+      await store.importRecords(recordBatch(records));
       const { token } = await mintToken(store, 'root');
       let chunks = 0;
       const counting = new Proxy(store, {

@@ -49,7 +49,7 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
     )
     .action(async (file: string, _opts: unknown, cmd: Command) => {
       const input = file === '-' ? process.stdin : await openForReading(file);
-      const [{ readRecords }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
+      const [{ readRecordBatches }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
       const size = file === '-' ? undefined : statSync(file).size;
       const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
       // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
@@ -59,7 +59,7 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
       const started = process.hrtime.bigint();
       try {
         const summary = await withStore(cmd, (store) =>
-          store.importRecords(readRecords(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+          store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
         );
         progress.stop();
         const records = summary.users + summary.groups + summary.plants;

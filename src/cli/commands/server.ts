@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
-import type { NumberedRecord, Store } from '../../store/store.js';
+import { recordBatch, type Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
 import { configFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
@@ -37,15 +37,10 @@ export function addServeOptions(command: Command): Command {
     .option('--jwt-unknown-users <mode>', 'reject or provision subjects with no user (PLANTSTORE_JWT_UNKNOWN_USERS, default reject)');
 }
 
-async function* demoRecords(): AsyncGenerator<NumberedRecord> {
-  let line = 0;
-  for (const record of DEMO_RECORDS) yield { line: ++line, record };
-}
-
 /** Loads the demo catalogue once (a second run keeps it) and issues fresh 7-day tokens; prints how to try it. */
 async function seedDemo(store: Store, baseUrl: string): Promise<void> {
   const existing = new Set((await store.listUsers()).map((u) => u.name));
-  if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(demoRecords());
+  if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(recordBatch(DEMO_RECORDS));
   const lines = ['', 'Plant Store demo. Tokens (valid 7 days):', ''];
   const curls: string[] = [];
   for (const user of DEMO_USERS) {

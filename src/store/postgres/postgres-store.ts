@@ -4,8 +4,8 @@ import { Kysely } from 'kysely';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import Cursor from 'pg-cursor';
-import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
-import { unknownName } from '../../catalogue/ndjson.js';
+import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
+import type { CatalogueRecord } from '../../catalogue/records.js';
 import { invalidInput, unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
@@ -227,7 +227,7 @@ export class PostgresStore extends KyselyStore {
     return this.changes.version();
   }
 
-  async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
+  async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
     const client = await this.pool.connect();
     const now = Date.now();
     const userIds = new Map<string, number>();
@@ -275,61 +275,64 @@ export class PostgresStore extends KyselyStore {
     let done = 0;
     try {
       await client.query('BEGIN');
-      for await (const { line, record } of records) {
-        switch (record.type) {
-          case 'user': {
-            await flush();
-            const { rows } = await client.query<{ id: number }>(
-              `INSERT INTO users (name, is_admin, created_at) VALUES ($1, coalesce($2::int, 0), $3)
-               ON CONFLICT (name) DO UPDATE SET is_admin = coalesce($2::int, users.is_admin) RETURNING id`,
-              [record.name, record.admin === undefined ? null : Number(record.admin), now],
-            );
-            userIds.set(record.name, rows[0]!.id);
-            summary.users++;
-            break;
-          }
-          case 'group': {
-            await flush();
-            const { rows } = await client.query<{ id: number }>(
-              `INSERT INTO groups (name, created_at) VALUES ($1, $2)
-               ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
-              [record.name, now],
-            );
-            const groupId = rows[0]!.id;
-            groupIds.set(record.name, groupId);
-            const members: number[] = [];
-            for (const m of record.members ?? []) members.push(await lookup('users', userIds, m, line));
-            if (members.length > 0) {
-              await client.query(
-                'INSERT INTO group_members (group_id, user_id) SELECT $1, * FROM unnest($2::bigint[]) ON CONFLICT DO NOTHING',
-                [groupId, members],
+      for await (const records of batches) {
+        for (const { line, record } of records) {
+          switch (record.type) {
+            case 'user': {
+              await flush();
+              const { rows } = await client.query<{ id: number }>(
+                `INSERT INTO users (name, is_admin, created_at) VALUES ($1, coalesce($2::int, 0), $3)
+                 ON CONFLICT (name) DO UPDATE SET is_admin = coalesce($2::int, users.is_admin) RETURNING id`,
+                [record.name, record.admin === undefined ? null : Number(record.admin), now],
               );
+              userIds.set(record.name, rows[0]!.id);
+              summary.users++;
+              break;
             }
-            summary.groups++;
-            break;
-          }
-          case 'plant': {
-            const plant: Pending = {
-              name: record.name,
-              tag: record.tag ?? null,
-              owner: await lookup('users', userIds, record.owner, line),
-              isPublic: record.public ? 1 : 0,
-              users: new Set(),
-              groups: new Set(),
-            };
-            for (const entry of record.sharedWith ?? []) {
-              const grantee = parseSharedWith(entry);
-              if ('user' in grantee) plant.users.add(await lookup('users', userIds, grantee.user, line));
-              else plant.groups.add(await lookup('groups', groupIds, grantee.group, line));
-              summary.grants++;
+            case 'group': {
+              await flush();
+              const { rows } = await client.query<{ id: number }>(
+                `INSERT INTO groups (name, created_at) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+                [record.name, now],
+              );
+              const groupId = rows[0]!.id;
+              groupIds.set(record.name, groupId);
+              const members: number[] = [];
+              for (const m of record.members ?? []) members.push(await lookup('users', userIds, m, line));
+              if (members.length > 0) {
+                await client.query(
+                  'INSERT INTO group_members (group_id, user_id) SELECT $1, * FROM unnest($2::bigint[]) ON CONFLICT DO NOTHING',
+                  [groupId, members],
+                );
+              }
+              summary.groups++;
+              break;
             }
-            batch.push(plant);
-            summary.plants++;
-            if (batch.length >= IMPORT_BATCH) await flush();
-            break;
+            case 'plant': {
+              const plant: Pending = {
+                name: record.name,
+                tag: record.tag ?? null,
+                owner: await lookup('users', userIds, record.owner, line),
+                isPublic: record.public ? 1 : 0,
+                users: new Set(),
+                groups: new Set(),
+              };
+              for (const entry of record.sharedWith ?? []) {
+                const grantee = parseSharedWith(entry);
+                if ('user' in grantee) plant.users.add(await lookup('users', userIds, grantee.user, line));
+                else plant.groups.add(await lookup('groups', groupIds, grantee.group, line));
+                summary.grants++;
+              }
+              batch.push(plant);
+              summary.plants++;
+              if (batch.length >= IMPORT_BATCH) await flush();
+              break;
+            }
           }
         }
-        if (++done % 10_000 === 0) progress?.(done);
+        done += records.length;
+        progress?.(done);
       }
       await flush();
       await client.query('COMMIT');

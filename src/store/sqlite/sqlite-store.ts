@@ -3,8 +3,8 @@ import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
-import { exportRecord, parseSharedWith, type CatalogueRecord } from '../../catalogue/records.js';
-import { unknownName } from '../../catalogue/ndjson.js';
+import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
+import type { CatalogueRecord } from '../../catalogue/records.js';
 import { unavailable } from '../../errors.js';
 import { KyselyStore } from '../kysely-store.js';
 import { migrateToLatest } from '../migrations/index.js';
@@ -264,7 +264,7 @@ export class SqliteStore extends KyselyStore {
     return this.versionOffset + this.otherCommits + this.stmts.ownChanges.get()!;
   }
 
-  async importRecords(records: AsyncIterable<NumberedRecord>, progress?: ImportProgress): Promise<ImportSummary> {
+  async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
     const db = this.sqlite;
     const now = Date.now();
     const upsertUser = db.prepare<{ name: string; admin: number | null; now: number }, { id: number }>(
@@ -304,37 +304,44 @@ export class SqliteStore extends KyselyStore {
     // other writer can delete a row meanwhile), so SQLite's per-row foreign-key checks can only pass; skipping
     // them makes a large import about 30% faster. The pragma cannot change inside a transaction.
     db.pragma('foreign_keys = OFF');
+    // A 64 MB page cache for the import's one transaction (2 MB by default): index pages stay in memory instead
+    // of being spilled to the WAL and read back; about 8% faster on a million plants.
+    const cacheSize = db.pragma('cache_size', { simple: true });
+    db.pragma('cache_size = -65536');
     db.exec('BEGIN IMMEDIATE');
     try {
-      for await (const { line, record } of records) {
-        switch (record.type) {
-          case 'user': {
-            const id = upsertUser.get({ name: record.name, admin: record.admin === undefined ? null : Number(record.admin), now })!.id;
-            userIds.set(record.name, id);
-            summary.users++;
-            break;
-          }
-          case 'group': {
-            const id = upsertGroup.get({ name: record.name, now })!.id;
-            groupIds.set(record.name, id);
-            for (const member of record.members ?? []) addMember.run(id, userId(member, line));
-            summary.groups++;
-            break;
-          }
-          case 'plant': {
-            const owner = userId(record.owner, line);
-            const plantId = Number(addPlant.run(record.name, record.tag ?? null, owner, record.public ? 1 : 0, now).lastInsertRowid);
-            for (const entry of record.sharedWith ?? []) {
-              const grantee = parseSharedWith(entry);
-              if ('user' in grantee) grantUser.run(userId(grantee.user, line), plantId);
-              else grantGroup.run(groupId(grantee.group, line), plantId);
-              summary.grants++;
+      for await (const batch of batches) {
+        for (const { line, record } of batch) {
+          switch (record.type) {
+            case 'user': {
+              const id = upsertUser.get({ name: record.name, admin: record.admin === undefined ? null : Number(record.admin), now })!.id;
+              userIds.set(record.name, id);
+              summary.users++;
+              break;
             }
-            summary.plants++;
-            break;
+            case 'group': {
+              const id = upsertGroup.get({ name: record.name, now })!.id;
+              groupIds.set(record.name, id);
+              for (const member of record.members ?? []) addMember.run(id, userId(member, line));
+              summary.groups++;
+              break;
+            }
+            case 'plant': {
+              const owner = userId(record.owner, line);
+              const plantId = Number(addPlant.run(record.name, record.tag ?? null, owner, record.public ? 1 : 0, now).lastInsertRowid);
+              for (const entry of record.sharedWith ?? []) {
+                const grantee = parseSharedWith(entry);
+                if ('user' in grantee) grantUser.run(userId(grantee.user, line), plantId);
+                else grantGroup.run(groupId(grantee.group, line), plantId);
+                summary.grants++;
+              }
+              summary.plants++;
+              break;
+            }
           }
         }
-        if (++done % 10_000 === 0) progress?.(done);
+        done += batch.length;
+        progress?.(done);
       }
       db.exec('COMMIT');
       progress?.(done);
@@ -343,6 +350,7 @@ export class SqliteStore extends KyselyStore {
       if (db.inTransaction) db.exec('ROLLBACK');
       throw err;
     } finally {
+      db.pragma(`cache_size = ${cacheSize}`);
       db.pragma('foreign_keys = ON');
     }
   }

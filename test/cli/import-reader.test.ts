@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { readRecordBatches } from '../../src/catalogue/ndjson.js';
+import type { CatalogueRecord } from '../../src/catalogue/records.js';
+import type { NumberedRecord } from '../../src/store/store.js';
+
+// The import reader splits the text itself (one batch per chunk read), so chunk boundaries, line ends and
+// line numbers are its own business: wherever the input is cut, the records and their numbers are the same.
+
+async function readAll(chunks: Array<string | Buffer>): Promise<NumberedRecord[]> {
+  const all: NumberedRecord[] = [];
+  for await (const batch of readRecordBatches(Readable.from(chunks, { objectMode: false }))) all.push(...batch);
+  return all;
+}
+
+/** Cuts `text` at the given fractions of its byte length, as a stream delivering Buffers would. */
+function cut(text: string, at: number[]): Buffer[] {
+  const bytes = Buffer.from(text);
+  const points = [...new Set(at.map((f) => Math.floor(f * bytes.length)))].sort((a, b) => a - b);
+  const chunks: Buffer[] = [];
+  let from = 0;
+  for (const p of [...points, bytes.length]) {
+    if (p > from) chunks.push(bytes.subarray(from, p));
+    from = p;
+  }
+  return chunks;
+}
+
+const user = (name: string): CatalogueRecord => ({ type: 'user', name });
+
+describe('import reader', () => {
+  it('reads CRLF line ends, skips blank lines and takes a last line without a newline', async () => {
+    const text = '{"type":"user","name":"a"}\r\n\r\n   \n{"type":"user","name":"b"}\n{"type":"user","name":"c"}';
+    assert.deepEqual(await readAll([text]), [
+      { line: 1, record: user('a') },
+      { line: 4, record: user('b') },
+      { line: 5, record: user('c') },
+    ]);
+  });
+
+  it('names the line of a bad record even when it spans chunks', async () => {
+    const text = '{"type":"user","name":"a"}\n\n{"type":"user",\n';
+    await assert.rejects(readAll(cut(text, [0.3, 0.9])), /line 3: not valid JSON/);
+    await assert.rejects(readAll(['{"type":"user","name":"a"}\n{"type":"user","name":"b","x":1}']), /line 2: unknown field "x"/);
+  });
+
+  it('keeps multi-byte characters cut between chunks whole', async () => {
+    const text = '{"type":"user","name":"Zoë 🌵"}\n';
+    for (let i = 1; i < Buffer.byteLength(text); i++) {
+      assert.deepEqual(await readAll(cut(text, [i / Buffer.byteLength(text)])), [{ line: 1, record: user('Zoë 🌵') }]);
+    }
+  });
+
+  it('gives the same numbered records wherever the input is cut (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.oneof(fc.constant(''), fc.array(fc.constantFrom('a', 'z', '7', 'é', '🌵', ' ', '"'), { minLength: 1, maxLength: 8 }).map((c) => `u${c.join('')}x`)), { maxLength: 30 }),
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 8 }),
+        fc.constantFrom('\n', '\r\n'),
+        async (names, at, eol) => {
+          // An empty entry is a blank line; every other one a user record.
+          const lines = names.map((n) => (n === '' ? '' : JSON.stringify(user(n))));
+          const expected = names.flatMap((n, i) => (n === '' ? [] : [{ line: i + 1, record: user(n) }]));
+          assert.deepEqual(await readAll(cut(lines.map((l) => l + eol).join(''), at)), expected);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
