@@ -39,9 +39,12 @@ export function decodeCursor(cursor: string): number {
 export interface Page {
   /** The JSON array, already serialized. */
   body: string;
-  /** Position to continue after, when more plants follow. */
-  next: number | undefined;
+  /** The `Link: <…>; rel="next"` value when more plants follow, built once with the page (it is cached too). */
+  link: string | undefined;
 }
+
+/** The RFC 8288 link to the page after `last` (the catalogue position of its last plant). */
+export const nextLink = (limit: number, last: number): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
 
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
@@ -63,7 +66,7 @@ export class PlantListing {
    * says so). A cached page is returned synchronously: no promise on the hot path.
    */
   page(viewer: Viewer, after: number, limit: number): Page | Promise<Page> {
-    if (limit === 0) return { body: '[]', next: undefined };
+    if (limit === 0) return { body: '[]', link: undefined };
     const version = this.pages.begin();
     const key = `${viewerKey(viewer)}|${after}|${limit}`;
     const cached = this.pages.get(key);
@@ -71,7 +74,7 @@ export class PlantListing {
     return listVisiblePage(this.store, viewer, { after, limit: limit + 1 }).then((rows) => {
       const more = rows.length > limit;
       const shown = more ? rows.slice(0, limit) : rows;
-      const page = { body: serializePlants(shown.map(toPlant)), next: more ? shown.at(-1)!.id : undefined };
+      const page = { body: serializePlants(shown.map(toPlant)), link: more ? nextLink(limit, shown.at(-1)!.id) : undefined };
       if (page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, version);
       return page;
     });

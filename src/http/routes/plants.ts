@@ -6,7 +6,7 @@ import type { Authenticator } from '../../access/authenticate.js';
 import { bearerAuthentication, type AuthRefusal } from '../auth.js';
 import { ApiError } from '../error-catalogue.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { decodeCursor, encodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
+import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
 // Header patterns give the documented form of each header, so clients and the conformance tests can check it.
@@ -113,7 +113,7 @@ export async function plantRoutes(
         return listing.stream(viewer, after, limit).then((stream) => reply.send(stream));
       }
       const send = (page: Page) => {
-        if (page.next !== undefined) reply.header('link', `</plants?limit=${limit}&cursor=${encodeCursor(page.next)}>; rel="next"`);
+        if (page.link !== undefined) reply.header('link', page.link);
         // Already serialized from the Plant schema; Fastify sends a string with a JSON type as it is.
         return reply.send(page.body);
       };
