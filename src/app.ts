@@ -13,7 +13,7 @@ import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
-import { loggerOptions } from './logger.js';
+import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
 import { VERSION } from './version.js';
@@ -41,6 +41,7 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
+    childLoggerFactory: lazyChildLogger,
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
     // Draining on SIGTERM: in-flight and already-arrived requests complete (with Connection: close);

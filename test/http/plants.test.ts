@@ -490,6 +490,7 @@ for (const backend of BACKENDS) {
       for (const line of lines) JSON.parse(line);
       assert.match(logs, /"statusCode":401/, 'request completion lines are logged');
       assert.match(logs, /"url":"\/plants\?limit=abc"/, 'request lines carry the URL');
+      assert.match(logs, /"reqId":"req-\d+"/, 'request lines carry the request id');
       for (const secret of secrets) {
         assert.ok(!logs.includes(secret), `a token appears in the logs: ${secret.slice(0, 8)}…`);
         // Nor its base64url body without the prefix.
