@@ -55,6 +55,7 @@ const VISIBLE_PLANTS_SQL = `
   )
   SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id ORDER BY p.id`;
 
+/** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
 const IMPORT_BATCH = 20_000;
 
 /** A value in COPY's text format: backslash, tab, newline and carriage return escaped (NUL is refused earlier). */
@@ -63,18 +64,69 @@ function copyText(value: string): string {
 }
 const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
-/** Streams rows (already in COPY text format, one a line) into a `COPY … FROM STDIN`. */
-async function copyInto(client: pg.PoolClient, statement: string, lines: string[]): Promise<void> {
-  if (lines.length === 0) return;
-  const CHUNK = 1_000;
-  await pipeline(
-    Readable.from(
-      (function* () {
-        for (let i = 0; i < lines.length; i += CHUNK) yield lines.slice(i, i + CHUNK).join('');
-      })(),
-    ),
-    client.query(copyFrom(statement)),
-  );
+/**
+ * Reserves plant ids (one nextval each, as inserts by others take theirs meanwhile) and returns them as runs
+ * of consecutive values, usually one run rather than a row per id; the sequence is looked up once.
+ */
+const RESERVE_PLANT_IDS = `
+  WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence('plants', 'id')::regclass AS seq)
+  SELECT min(id) AS first, max(id) AS last FROM (
+    SELECT id, id - row_number() OVER (ORDER BY id) AS run FROM (SELECT nextval(seq) AS id FROM s, generate_series(1, $1)) ids
+  ) reserved GROUP BY run ORDER BY first`;
+type Range = { first: number; last: number };
+
+/**
+ * A batch's COPY rows of plants, all but the ids (reserved when the batch is written), kept in a Buffer: held
+ * as strings until then, they survived every young-generation GC and were copied each time.
+ */
+class PlantRows {
+  private bytes = Buffer.allocUnsafe(1 << 16);
+  private readonly ends: number[] = [];
+
+  get count(): number {
+    return this.ends.length;
+  }
+
+  add(row: string): void {
+    const start = this.ends.at(-1) ?? 0;
+    if (start + 3 * row.length > this.bytes.length) {
+      const bigger = Buffer.allocUnsafe(2 * (start + 3 * row.length));
+      this.bytes.copy(bigger, 0, 0, start);
+      this.bytes = bigger;
+    }
+    this.ends.push(start + this.bytes.write(row, start));
+  }
+
+  /** The rows, each with its id in front. */
+  withIds(ids: number[]): Buffer {
+    // An id below 2^53 has at most 16 digits.
+    const out = Buffer.allocUnsafe((this.ends.at(-1) ?? 0) + 16 * this.count);
+    let length = 0;
+    let start = 0;
+    this.ends.forEach((end, i) => {
+      length += out.write(String(ids[i]), length, 'latin1');
+      length += this.bytes.copy(out, length, start, end);
+      start = end;
+    });
+    return out.subarray(0, length);
+  }
+}
+
+/** The COPY rows of grants given as (plant index, grantee id) pairs. */
+function grantRows(pairs: number[], ids: number[]): string {
+  let text = '';
+  for (let i = 0; i < pairs.length; i += 2) text += `${pairs[i + 1]}\t${ids[pairs[i]!]}\n`;
+  return text;
+}
+
+/**
+ * Runs a `COPY … FROM STDIN` of rows already in COPY text format, handed to the socket in one piece: written
+ * in chunks, each waited for the socket to drain, so the next went out only once Node was done with the
+ * records at hand, and the database waited meanwhile.
+ */
+async function copyInto(client: pg.PoolClient, statement: string, rows: string | Buffer): Promise<void> {
+  if (rows.length === 0) return;
+  await pipeline(Readable.from([rows]), client.query(copyFrom(statement)));
 }
 
 /** Errors that mean "the database is not there right now" rather than "this request is wrong". */
@@ -232,101 +284,165 @@ export class PostgresStore extends KyselyStore {
     const now = Date.now();
     const userIds = new Map<string, number>();
     const groupIds = new Map<string, number>();
+    const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
+
+    // A batch of plants is written while the next one is read and parsed (the database and Node each keep
+    // a CPU busy); every other statement waits for that write first.
+    let writing: Promise<void> = Promise.resolve();
+    const run = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> => {
+      await writing;
+      return (await client.query<R>(text, values)).rows;
+    };
     const lookup = async (table: 'users' | 'groups', cache: Map<string, number>, name: string, line: number): Promise<number> => {
-      let id = cache.get(name);
-      if (id === undefined) {
-        const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${table} WHERE name = $1`, [name]);
-        id = rows[0]?.id;
-        if (id === undefined) throw unknownName(table === 'users' ? 'user' : 'group', name, line);
-        cache.set(name, id);
+      const [row] = await run<{ id: number }>(`SELECT id FROM ${table} WHERE name = $1`, [name]);
+      if (row === undefined) throw unknownName(table === 'users' ? 'user' : 'group', name, line);
+      cache.set(name, row.id);
+      return row.id;
+    };
+
+    // Consecutive user records are upserted by one statement, and so are consecutive group records, instead
+    // of a round trip each (1,000 users took 0.5 s). A name repeated in a run keeps its first place (the id it
+    // would have got) and the last admin flag given, as record-by-record upserts would.
+    let users = new Map<string, number | null>();
+    const writeUsers = async () => {
+      const rows = await run<{ id: number; name: string }>(
+        `WITH input AS (SELECT * FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS u (name, admin, n))
+         INSERT INTO users (name, is_admin, created_at) SELECT name, coalesce(admin, 0), $3 FROM input ORDER BY n
+         ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(
+           ((SELECT jsonb_object_agg(name, admin) FROM input WHERE admin IS NOT NULL) ->> excluded.name)::int, users.is_admin)
+         RETURNING id, name`,
+        [[...users.keys()], [...users.values()], now],
+      );
+      for (const { id, name } of rows) userIds.set(name, id);
+      users = new Map();
+    };
+    let groups = new Map<string, number[]>();
+    let memberCount = 0;
+    const writeGroups = async () => {
+      const rows = await run<{ id: number; name: string }>(
+        `INSERT INTO groups (name, created_at) SELECT name, $2 FROM unnest($1::text[]) WITH ORDINALITY AS g (name, n) ORDER BY n
+         ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name`,
+        [[...groups.keys()], now],
+      );
+      for (const { id, name } of rows) groupIds.set(name, id);
+      if (memberCount > 0) {
+        const groupColumn: number[] = [];
+        const userColumn: number[] = [];
+        for (const [name, memberIds] of groups) {
+          const groupId = groupIds.get(name)!;
+          for (const userId of memberIds) {
+            groupColumn.push(groupId);
+            userColumn.push(userId);
+          }
+        }
+        await run(
+          'INSERT INTO group_members (group_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING',
+          [groupColumn, userColumn],
+        );
       }
-      return id;
+      groups = new Map();
+      memberCount = 0;
     };
 
     // Plants are buffered and written a batch at a time with ids reserved up front, so grants can refer to
     // them; each batch is three COPY streams (plants, user grants, group grants), far cheaper than INSERTs.
-    type Pending = { name: string; tag: string | null; owner: number; isPublic: number; users: Set<number>; groups: Set<number> };
-    let batch: Pending[] = [];
-    const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
-    const flush = async () => {
-      if (batch.length === 0) return;
-      const { rows } = await client.query<{ id: string }>(
-        `SELECT nextval(pg_get_serial_sequence('plants', 'id'))::text AS id FROM generate_series(1, $1)`,
-        [batch.length],
-      );
-      const ids = rows.map((r) => Number(r.id)).sort((a, b) => a - b);
-      const plantLines: string[] = [];
-      const userGrantLines: string[] = [];
-      const groupGrantLines: string[] = [];
-      batch.forEach((p, i) => {
-        const id = ids[i]!;
-        plantLines.push(`${id}\t${copyText(p.name)}\t${p.tag === null ? '\\N' : copyText(p.tag)}\t${p.owner}\t${p.isPublic}\t${now}\n`);
-        for (const u of p.users) userGrantLines.push(`${u}\t${id}\n`);
-        for (const g of p.groups) groupGrantLines.push(`${g}\t${id}\n`);
-      });
+    // A plant's COPY row is built when it is read, all but the id; grants are (plant index, grantee) pairs.
+    type Batch = { rows: PlantRows; userGrants: number[]; groupGrants: number[] };
+    let plants: Batch = { rows: new PlantRows(), userGrants: [], groupGrants: [] };
+    // The first batches are small so the database starts early; then up to IMPORT_BATCH plants a batch.
+    let batchSize = 1_000;
+    const writePlants = async ({ rows, userGrants, groupGrants }: Batch, reservation: Promise<pg.QueryResult<Range>>, previous: Promise<void>) => {
+      let runs: Range[];
+      try {
+        runs = (await reservation).rows;
+      } catch (err) {
+        // An earlier batch's failure comes first: it is why the reservation failed, if it did.
+        await previous;
+        throw err;
+      }
+      const ids: number[] = [];
+      for (const { first, last } of runs) for (let id = first; id <= last; id++) ids.push(id);
+      const plantRows = rows.withIds(ids);
+      const userGrantText = grantRows(userGrants, ids);
+      const groupGrantText = grantRows(groupGrants, ids);
+      await previous;
       // COPY writes the reserved ids into the identity column as given (like OVERRIDING SYSTEM VALUE).
-      await copyInto(client, 'COPY plants (id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantLines);
-      // The plants are new, so a grant can only repeat within its own record; the Sets above removed those.
-      await copyInto(client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantLines);
-      await copyInto(client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantLines);
-      batch = [];
+      await copyInto(client, 'COPY plants (id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
+      await copyInto(client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantText);
+      await copyInto(client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantText);
     };
+    const flushPlants = async () => {
+      const batch = plants;
+      plants = { rows: new PlantRows(), userGrants: [], groupGrants: [] };
+      batchSize = Math.min(2 * batchSize, IMPORT_BATCH);
+      // The ids are reserved at once, between the statements of the batch being written, and the rows built
+      // meanwhile: the database goes on from one batch to the next without waiting for Node.
+      const reservation = client.query<Range>(RESERVE_PLANT_IDS, [batch.rows.count]);
+      reservation.catch(() => {});
+      const previous = writing;
+      writing = writePlants(batch, reservation, previous);
+      // Seen by the next statement, or by the catch below if reading fails first.
+      writing.catch(() => {});
+      // At most one batch is written while the next is read.
+      await previous;
+    };
+    // The plants are new, so a grant can only repeat within its own record: these drop such repeats.
+    const grantedUsers = new Set<number>();
+    const grantedGroups = new Set<number>();
 
     let done = 0;
     try {
       await client.query('BEGIN');
       for await (const records of batches) {
         for (const { line, record } of records) {
+          if (users.size > 0 && record.type !== 'user') await writeUsers();
+          if (groups.size > 0 && record.type !== 'group') await writeGroups();
+          if (plants.rows.count > 0 && record.type !== 'plant') await flushPlants();
           switch (record.type) {
             case 'user': {
-              await flush();
-              const { rows } = await client.query<{ id: number }>(
-                `INSERT INTO users (name, is_admin, created_at) VALUES ($1, coalesce($2::int, 0), $3)
-                 ON CONFLICT (name) DO UPDATE SET is_admin = coalesce($2::int, users.is_admin) RETURNING id`,
-                [record.name, record.admin === undefined ? null : Number(record.admin), now],
-              );
-              userIds.set(record.name, rows[0]!.id);
+              const admin = record.admin === undefined ? null : Number(record.admin);
+              users.set(record.name, admin ?? users.get(record.name) ?? null);
               summary.users++;
+              if (users.size >= IMPORT_BATCH) await writeUsers();
               break;
             }
             case 'group': {
-              await flush();
-              const { rows } = await client.query<{ id: number }>(
-                `INSERT INTO groups (name, created_at) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
-                [record.name, now],
-              );
-              const groupId = rows[0]!.id;
-              groupIds.set(record.name, groupId);
-              const members: number[] = [];
-              for (const m of record.members ?? []) members.push(await lookup('users', userIds, m, line));
-              if (members.length > 0) {
-                await client.query(
-                  'INSERT INTO group_members (group_id, user_id) SELECT $1, * FROM unnest($2::bigint[]) ON CONFLICT DO NOTHING',
-                  [groupId, members],
-                );
-              }
+              const groupMembers = groups.get(record.name) ?? [];
+              groups.set(record.name, groupMembers);
+              for (const m of record.members ?? []) groupMembers.push(userIds.get(m) ?? (await lookup('users', userIds, m, line)));
+              memberCount += record.members?.length ?? 0;
               summary.groups++;
+              if (groups.size + memberCount >= IMPORT_BATCH) await writeGroups();
               break;
             }
             case 'plant': {
-              const plant: Pending = {
-                name: record.name,
-                tag: record.tag ?? null,
-                owner: await lookup('users', userIds, record.owner, line),
-                isPublic: record.public ? 1 : 0,
-                users: new Set(),
-                groups: new Set(),
-              };
-              for (const entry of record.sharedWith ?? []) {
-                const grantee = parseSharedWith(entry);
-                if ('user' in grantee) plant.users.add(await lookup('users', userIds, grantee.user, line));
-                else plant.groups.add(await lookup('groups', groupIds, grantee.group, line));
-                summary.grants++;
+              const owner = userIds.get(record.owner) ?? (await lookup('users', userIds, record.owner, line));
+              const index = plants.rows.count;
+              if (record.sharedWith !== undefined && record.sharedWith.length > 0) {
+                grantedUsers.clear();
+                grantedGroups.clear();
+                for (const entry of record.sharedWith) {
+                  const grantee = parseSharedWith(entry);
+                  if ('user' in grantee) {
+                    const id = userIds.get(grantee.user) ?? (await lookup('users', userIds, grantee.user, line));
+                    if (!grantedUsers.has(id)) {
+                      grantedUsers.add(id);
+                      plants.userGrants.push(index, id);
+                    }
+                  } else {
+                    const id = groupIds.get(grantee.group) ?? (await lookup('groups', groupIds, grantee.group, line));
+                    if (!grantedGroups.has(id)) {
+                      grantedGroups.add(id);
+                      plants.groupGrants.push(index, id);
+                    }
+                  }
+                  summary.grants++;
+                }
               }
-              batch.push(plant);
+              const tag = record.tag === undefined ? '\\N' : copyText(record.tag);
+              plants.rows.add(`\t${copyText(record.name)}\t${tag}\t${owner}\t${record.public ? 1 : 0}\t${now}\n`);
               summary.plants++;
-              if (batch.length >= IMPORT_BATCH) await flush();
+              if (plants.rows.count >= batchSize) await flushPlants();
               break;
             }
           }
@@ -334,13 +450,21 @@ export class PostgresStore extends KyselyStore {
         done += records.length;
         progress?.(done);
       }
-      await flush();
+      if (users.size > 0) await writeUsers();
+      if (groups.size > 0) await writeGroups();
+      if (plants.rows.count > 0) await flushPlants();
+      await writing;
       await client.query('COMMIT');
       progress?.(done);
       return summary;
     } catch (err) {
+      // A batch still being written holds earlier lines of the file than the reader's error: report its error.
+      const earlier = await writing.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       await client.query('ROLLBACK').catch(() => {});
-      throw err;
+      throw earlier ?? err;
     } finally {
       client.release();
     }
