@@ -151,6 +151,22 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
     assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
   });
 
+  it('imports and exports a catalogue that takes longer than the statement timeout, which bounds requests, not bulk commands', async () => {
+    const db = await freshDb();
+    const records = [
+      { type: 'user', name: 'alice' },
+      ...Array.from({ length: 10_000 }, (_, i) => ({ type: 'plant', name: `Plant ${i}`, owner: 'alice', sharedWith: ['alice'] })),
+    ];
+    // A cursor read through in many fetches is one statement to PostgreSQL: 100 ms would cut the export off.
+    const env = { PLANTSTORE_PG_STATEMENT_TIMEOUT_MS: '100' };
+    await ok(db, ['import', '-'], ndjson(records));
+    const run = await cli(db, ['export'], undefined, env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout.trimEnd().split('\n').length, records.length);
+    const again = await cli(await freshDb(), ['import', '-'], run.stdout, env);
+    assert.equal(again.code, 0, again.stderr);
+  });
+
   it('round-trips export then import, byte for byte, including odd names', async () => {
     const source = await freshDb();
     const records = [

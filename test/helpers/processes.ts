@@ -11,12 +11,12 @@ export interface CliRun {
   stderr: string;
 }
 
-export function runCli(db: string, args: string[], stdin?: string): Promise<CliRun> {
+export function runCli(db: string, args: string[], stdin?: string, env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
       [BIN, '--db', db, ...args],
-      { env: { ...process.env, PLANTSTORE_DB: '' }, maxBuffer: 256 * 1024 * 1024 },
+      { env: { ...process.env, PLANTSTORE_DB: '', ...env }, maxBuffer: 256 * 1024 * 1024 },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
     // A child that exits without reading all its input (a failed command) must not crash the test with EPIPE.

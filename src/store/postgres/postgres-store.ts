@@ -393,6 +393,8 @@ export class PostgresStore extends KyselyStore {
     let done = 0;
     try {
       await client.query('BEGIN');
+      // Like export: a bulk command, whose COPY of a batch or COMMIT may outlast a request's timeout.
+      await client.query('SET LOCAL statement_timeout = 0');
       for await (const records of batches) {
         for (const { line, record } of records) {
           if (users.size > 0 && record.type !== 'user') await writeUsers();
@@ -487,6 +489,9 @@ export class PostgresStore extends KyselyStore {
     }
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      // The statement timeout bounds requests' queries; a cursor read in many fetches is one statement that
+      // lasts the whole export (5 s is about 100,000 plants), so an operator's bulk command goes without it.
+      await client.query('SET LOCAL statement_timeout = 0');
       for await (const u of rowsOf<{ name: string; is_admin: number }>('SELECT name, is_admin FROM users ORDER BY id')) {
         yield exportRecord.user(u.name, u.is_admin === 1);
       }
