@@ -302,33 +302,43 @@ async function main(): Promise<void> {
       }
     }
 
-    // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue.
-    const scale: Array<{ plants: number; import: { seconds: number; plantsPerSecond: number }; limit20: LoadResult; limit20NoCache: LoadResult }> = [];
-    let full: (Awaited<ReturnType<typeof fullListing>> & { peakRssMb: number | undefined }) | undefined;
+    // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue. Every size
+    // is served at once and measured in alternating rounds, like ceiling and service: a slow spell of a
+    // shared machine then falls on all sizes alike, not on one of them.
+    const built: Array<{ plants: number; db: string; import: { seconds: number; plantsPerSecond: number }; tokens: { rotating: string[]; admin: string } }> = [];
     for (const plants of scaleSizes) {
-      log(`\nscale: ${fmt(plants)} plants…`);
+      log(`\nscale: importing ${fmt(plants)} plants…`);
       const db = join(dir, `scale-${plants}.db`);
-      const imported = await buildDatabase(db, { ...spec, plants }, dir);
-      const tokens = await issueTokens(db, ROTATING_USERS);
-      service = await startService(db);
-      await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: 2, connections: CONNECTIONS });
-      const limit20 = await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: DURATION, connections: CONNECTIONS });
-      if (plants === 1_000_000) {
-        log('full listing of 1,000,000 plants as the admin…');
-        const listing = await fullListing(service, tokens.admin);
-        full = { ...listing, peakRssMb: await peakRssMb(service.process.pid!) };
-      }
-      await service.stop();
-      // Caches off: what the first page costs when it is read from the database on every request.
-      service = await startService(db, { PLANTSTORE_CACHE: 'false' });
-      await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: 2, connections: CONNECTIONS });
-      const limit20NoCache = await load.run({ url: `${service.url}/plants?limit=20`, tokens: tokens.rotating, seconds: DURATION, connections: CONNECTIONS });
-      await service.stop();
-      scale.push({ plants, import: imported, limit20, limit20NoCache });
-      await rm(db, { force: true });
-      await rm(`${db}-wal`, { force: true });
-      await rm(`${db}-shm`, { force: true });
+      built.push({ plants, db, import: await buildDatabase(db, { ...spec, plants }, dir), tokens: await issueTokens(db, ROTATING_USERS) });
     }
+    let full: (Awaited<ReturnType<typeof fullListing>> & { peakRssMb: number | undefined }) | undefined;
+    const curve = async (env: NodeJS.ProcessEnv, last?: (services: Server[]) => Promise<void>): Promise<LoadResult[]> => {
+      const services: Server[] = [];
+      try {
+        for (const b of built) services.push(await startService(b.db, env));
+        const run = (i: number, seconds: number) =>
+          load.run({ url: `${services[i]!.url}/plants?limit=20`, tokens: built[i]!.tokens.rotating, seconds, connections: CONNECTIONS });
+        for (let i = 0; i < built.length; i++) await run(i, 2);
+        const runs = built.map((): LoadResult[] => []);
+        for (let round = 0; round < ROUNDS; round++) for (let i = 0; i < built.length; i++) runs[i]!.push(await run(i, DURATION));
+        await last?.(services);
+        return runs.map(combine);
+      } finally {
+        for (const service of services) await service.stop();
+      }
+    };
+    log(`scale: GET /plants?limit=20 on ${built.length} catalogues in alternating rounds…`);
+    const cached = await curve({}, async (services) => {
+      const i = built.findIndex((b) => b.plants === 1_000_000);
+      if (i < 0) return;
+      log('full listing of 1,000,000 plants as the admin…');
+      const listing = await fullListing(services[i]!, built[i]!.tokens.admin);
+      full = { ...listing, peakRssMb: await peakRssMb(services[i]!.process.pid!) };
+    });
+    // Caches off: what the first page costs when it is read from the database on every request.
+    log('scale, caches off: the same…');
+    const uncached = await curve({ PLANTSTORE_CACHE: 'false' });
+    const scale = built.map((b, i) => ({ plants: b.plants, import: b.import, limit20: cached[i]!, limit20NoCache: uncached[i]! }));
     results.scale = scale;
     results.fullListing = full;
   } finally {
@@ -385,7 +395,8 @@ function renderReport(r: Record<string, unknown>): string {
     '',
     '## Scale curve (SQLite, `limit=20`)',
     '',
-    'Caches on (the default), then off, where every request reads its token and its page from the database.',
+    'Caches on (the default), then off, where every request reads its token and its page from the database. All sizes are ' +
+      `served at once and measured in ${r.rounds} alternating rounds of ${r.durationSeconds} s each (${[...scale, scale[0]].map((s) => fmt(s!.plants)).join(', ')}, …).`,
     '',
     '| plants | requests/s | p50 ms | p99 ms | errors | caches off: requests/s | p50 ms | p99 ms | errors | import plants/s |',
     '|---|---|---|---|---|---|---|---|---|---|',
