@@ -167,6 +167,36 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
     assert.equal(again.code, 0, again.stderr);
   });
 
+  it('imports records that repeat or extend what is stored, record by record, whatever the backend batches', async () => {
+    const db = await freshDb();
+    await ok(db, ['users', 'add', 'bob', '--admin']);
+    await ok(db, ['groups', 'add', 'g1']);
+    await ok(db, ['groups', 'add-member', 'g1', 'bob']);
+    await ok(db, ['import', '-'], ndjson([
+      { type: 'user', name: 'alice', admin: true },
+      { type: 'user', name: 'carol' },
+      // No flag keeps the one given earlier; an explicit one replaces the stored one.
+      { type: 'user', name: 'alice' },
+      { type: 'user', name: 'bob', admin: false },
+      { type: 'group', name: 'g1', members: ['alice'] },
+      { type: 'group', name: 'g2', members: ['carol'] },
+      { type: 'group', name: 'g2', members: ['alice', 'carol'] },
+      { type: 'plant', name: 'P', owner: 'alice', sharedWith: ['carol', 'carol', 'group:g2', 'group:g2', 'user:carol'] },
+      { type: 'user', name: 'dave', admin: true },
+      { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
+    ]));
+    assert.deepEqual((await ok(db, ['export'])).stdout.trimEnd().split('\n').map((l) => JSON.parse(l)), [
+      { type: 'user', name: 'bob' },
+      { type: 'user', name: 'alice', admin: true },
+      { type: 'user', name: 'carol' },
+      { type: 'user', name: 'dave', admin: true },
+      { type: 'group', name: 'g1', members: ['bob', 'alice'] },
+      { type: 'group', name: 'g2', members: ['alice', 'carol'] },
+      { type: 'plant', name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
+      { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
+    ]);
+  });
+
   it('round-trips export then import, byte for byte, including odd names', async () => {
     const source = await freshDb();
     const records = [
