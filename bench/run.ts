@@ -192,6 +192,17 @@ async function alternate(ceiling: Server, service: Server, path: string, tokens:
   return { ceiling: ceilingResult, service: serviceResult, ratio: serviceResult.rps / ceilingResult.rps };
 }
 
+/** Starts the service on `db` with `env`, measures it against the ceiling (A B A B …), and stops it. */
+async function measure(ceiling: Server, label: string, db: string, tokens: string[], env: NodeJS.ProcessEnv = {}): Promise<Paired> {
+  const service = await startService(db, env);
+  try {
+    log(`${label}: GET /plants?limit=20, ceiling and service alternately…`);
+    return await alternate(ceiling, service, '/plants?limit=20', tokens);
+  } finally {
+    await service.stop();
+  }
+}
+
 /** Reads a whole listing as a client would, counting plants; the server's peak RSS is read from /proc. */
 async function fullListing(service: Server, token: string): Promise<{ plants: number; seconds: number; plantsPerSecond: number; bytes: number }> {
   const started = process.hrtime.bigint();
@@ -263,22 +274,16 @@ async function main(): Promise<void> {
     const sqliteDb = join(dir, 'main.db');
     const sqliteImport = await buildDatabase(sqliteDb, spec, dir);
     const sqliteTokens = await issueTokens(sqliteDb, ROTATING_USERS);
-    let service = await startService(sqliteDb);
-    log('SQLite: GET /plants?limit=20, ceiling and service alternately…');
-    const sqlite = await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating);
-    await service.stop();
-    results.sqlite = { import: sqliteImport, ...sqlite };
+    results.sqlite = { import: sqliteImport, ...(await measure(ceiling, 'SQLite', sqliteDb, sqliteTokens.rotating)) };
     // The same with one worker per core (`serve --workers`): what the machine gives the service. The ceiling
     // stays one process, so this ratio is shown beside the target's measure, never in its place.
-    service = await startService(sqliteDb, { PLANTSTORE_WORKERS: String(cpus().length) });
-    log(`SQLite, --workers ${cpus().length}: GET /plants?limit=20, ceiling and service alternately…`);
-    results.sqliteWorkers = { workers: cpus().length, ...(await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating)) };
-    await service.stop();
+    const workers = cpus().length;
+    results.sqliteWorkers = {
+      workers,
+      ...(await measure(ceiling, `SQLite, --workers ${workers}`, sqliteDb, sqliteTokens.rotating, { PLANTSTORE_WORKERS: String(workers) })),
+    };
     // The same with the caches off: every request checks its token and reads its page from the database.
-    service = await startService(sqliteDb, { PLANTSTORE_CACHE: 'false' });
-    log('SQLite, caches off: GET /plants?limit=20, ceiling and service alternately…');
-    results.sqliteNoCache = await alternate(ceiling, service, '/plants?limit=20', sqliteTokens.rotating);
-    await service.stop();
+    results.sqliteNoCache = await measure(ceiling, 'SQLite, caches off', sqliteDb, sqliteTokens.rotating, { PLANTSTORE_CACHE: 'false' });
 
     // 3. PostgreSQL, the same catalogue, when one answers.
     const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
@@ -292,11 +297,7 @@ async function main(): Promise<void> {
         log(`\nPostgreSQL: importing ${fmt(spec.plants)} plants…`);
         const pgImport = await buildDatabase(pgDb, spec, dir);
         const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
-        service = await startService(pgDb);
-        log('PostgreSQL: GET /plants?limit=20, ceiling and service alternately…');
-        const postgres = await alternate(ceiling, service, '/plants?limit=20', pgTokens.rotating);
-        await service.stop();
-        results.postgres = { import: pgImport, ...postgres };
+        results.postgres = { import: pgImport, ...(await measure(ceiling, 'PostgreSQL', pgDb, pgTokens.rotating)) };
       } finally {
         await dropSchema(args.pg, schema);
       }
