@@ -4,19 +4,11 @@ import { generateToken } from '../../src/access/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
+import { eventually } from '../helpers/assertions.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const skip = await requirePostgres();
-
-async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`condition not met within ${timeoutMs} ms`);
-}
 
 describe('PostgreSQL outage: 503 while the database is away, recovery without restart', { skip }, () => {
   const { schema, url } = freshSchema();
@@ -64,11 +56,15 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
     );
     assert.ok(killed.length > 0, 'the service had open connections to terminate');
     const statuses: number[] = [];
-    await eventually(async () => {
-      const res = await plants();
-      statuses.push(res.status);
-      return res.status === 200;
-    }, 5_000);
+    await eventually(
+      'the service answers 200 again',
+      async () => {
+        const res = await plants();
+        statuses.push(res.status);
+        return res.status === 200;
+      },
+      { timeoutMs: 5_000 },
+    );
     assert.ok(statuses.every((s) => s === 200 || s === 503), `only 200 or 503 while recovering, got ${statuses.join(',')}`);
   });
 
@@ -85,7 +81,7 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
 
   it('recovers without a restart when the database is back', async () => {
     await proxy.start();
-    await eventually(async () => (await plants()).status === 200, 10_000);
+    await eventually('the service answers 200 once the database is back', async () => (await plants()).status === 200);
     assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
   });
 });

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { eventually } from '../helpers/assertions.js';
 import { adminQuery } from '../helpers/postgres.js';
 import { assertServes, BIN, runCli } from '../helpers/processes.js';
 
@@ -25,15 +26,6 @@ function* largeCatalogue(): Generator<string> {
     const plant = { type: 'plant', name: `Bulk plant #${p}`, tag: 'bulk', owner: `bulk${p % USERS}`, public: p % 3 === 0, sharedWith: [`bulk${(p + 1) % USERS}`] };
     yield `${JSON.stringify(plant)}\n`;
   }
-}
-
-async function eventually(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`${what}: not seen within ${timeoutMs} ms`);
 }
 
 after(() => cleanupBackends());
@@ -97,7 +89,7 @@ for (const backend of BACKENDS) describe(`kill -9 during a large import [${backe
         sent++;
       }
       // All sent lines handed to the pipe (at most a pipe buffer unread) and the transaction under way.
-      await eventually('the import under way', async () => child.stdin.writableLength === 0 && (await writing()));
+      await eventually('the import under way', async () => child.stdin.writableLength === 0 && (await writing()), { timeoutMs: 30_000 });
       assert.equal(child.exitCode, null, `the importer ended before the kill: ${stderr}`);
       assert.equal(await countPlants(), 1, 'nothing of the import is visible before the kill');
       child.kill('SIGKILL');
@@ -122,7 +114,7 @@ for (const backend of BACKENDS) describe(`kill -9 during a large import [${backe
       await eventually('the killed session to be gone', async () => {
         const rows = await adminQuery(`SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND l.mode = 'RowExclusiveLock'`, [pgSchema]);
         return rows.length === 0;
-      }, 10_000);
+      });
     }
     assert.equal(await countPlants(), 1, 'none of the killed import is in the database');
 

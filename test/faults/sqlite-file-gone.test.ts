@@ -3,6 +3,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { eventually } from '../helpers/assertions.js';
 import { runCli, spawnServe, type ServeProcess } from '../helpers/processes.js';
 
 /**
@@ -24,17 +25,6 @@ async function list(server: ServeProcess, token: string): Promise<{ status: numb
   return { status: res.status, body: await res.json() };
 }
 
-async function eventually<T>(what: string, probe: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T;
-  do {
-    last = await probe();
-    if (ok(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  } while (Date.now() < deadline);
-  assert.fail(`${what}: not within ${timeoutMs} ms; last ${JSON.stringify(last)}`);
-}
-
 describe('SQLite database file removed or replaced under a running server', () => {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-gone-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
@@ -53,28 +43,28 @@ describe('SQLite database file removed or replaced under a running server', () =
       for (let i = 0; i < 3; i++) assert.deepEqual(await list(server, oldToken), { status: 200, body: [{ name: 'Fern' }] });
 
       for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
-      const gone = await eventually('503 once the file is removed', () => list(server, oldToken), (r) => r.status === 503);
+      const gone = await eventually('503 once the file is removed', () => list(server, oldToken), { until: (r) => r.status === 503 });
       assert.equal((gone.body as { error: number }).error, 50301);
       const ready = await fetch(`${server.url}/readyz`);
       assert.equal(ready.status, 503, 'not ready while the file is gone');
 
       // A restored backup moved into place: served, and only its tokens count.
       renameSync(restored, db);
-      await eventually('the restored file is served', () => list(server, newToken), (r) => r.status === 200);
+      await eventually('the restored file is served', () => list(server, newToken), { until: (r) => r.status === 200 });
       assert.deepEqual(await list(server, newToken), { status: 200, body: [{ name: 'Fern' }, { name: 'Moss' }] });
       assert.equal((await list(server, oldToken)).status, 401, "the removed file's token no longer works");
       assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
 
       // Replaced in one step, never missing: the server moves to the new file all the same.
       renameSync(replacement, db);
-      await eventually('the replacement is served', () => list(server, replacementToken), (r) => r.status === 200);
+      await eventually('the replacement is served', () => list(server, replacementToken), { until: (r) => r.status === 200 });
       assert.deepEqual(await list(server, replacementToken), { status: 200, body: [{ name: 'Cactus' }] });
       assert.equal((await list(server, newToken)).status, 401, "the replaced file's token no longer works");
 
       // Not a database at all: 503 and one clear log line, not a crash.
       writeFileSync(join(dir, 'junk'), 'not a database'.repeat(1000));
       renameSync(join(dir, 'junk'), db);
-      await eventually('503 for a file that is not a database', () => list(server, replacementToken), (r) => r.status === 503);
+      await eventually('503 for a file that is not a database', () => list(server, replacementToken), { until: (r) => r.status === 503 });
       await new Promise((r) => setTimeout(r, 1500));
       const failures = server.output().split('\n').filter((line) => line.includes('cannot be opened'));
       assert.equal(failures.length, 1, `said once:\n${failures.join('\n')}`);

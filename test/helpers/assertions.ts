@@ -24,3 +24,22 @@ export function assertError(res: RawResponse, status: number, code: number): { e
   return body as { error: number; message: string };
 }
 
+
+/**
+ * Polls `probe` (every 50 ms, for at most `timeoutMs`) until `until` holds of its value, and returns that value;
+ * fails naming `what` and the last value seen. Without `until`, the probe's value must be `true`.
+ */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T> | T,
+  { until = (value: T) => value === true, timeoutMs = 10_000 }: { until?: (value: T) => boolean; timeoutMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T;
+  do {
+    last = await probe();
+    if (until(last)) return last;
+    await new Promise((r) => setTimeout(r, 50));
+  } while (Date.now() < deadline);
+  assert.fail(`${what}: not within ${timeoutMs} ms; last ${JSON.stringify(last)}`);
+}
