@@ -293,10 +293,11 @@ export class PostgresStore extends KyselyStore {
       await writing;
       return (await client.query<R>(text, values)).rows;
     };
-    const lookup = async (table: 'users' | 'groups', cache: Map<string, number>, name: string, line: number): Promise<number> => {
-      const [row] = await run<{ id: number }>(`SELECT id FROM ${table} WHERE name = $1`, [name]);
-      if (row === undefined) throw unknownName(table === 'users' ? 'user' : 'group', name, line);
-      cache.set(name, row.id);
+    // Called only on a cache miss: the callers read the caches themselves, so a known name costs no await.
+    const lookup = async (what: 'user' | 'group', name: string, line: number): Promise<number> => {
+      const [row] = await run<{ id: number }>(`SELECT id FROM ${what === 'user' ? 'users' : 'groups'} WHERE name = $1`, [name]);
+      if (row === undefined) throw unknownName(what, name, line);
+      (what === 'user' ? userIds : groupIds).set(name, row.id);
       return row.id;
     };
 
@@ -411,14 +412,14 @@ export class PostgresStore extends KyselyStore {
             case 'group': {
               const groupMembers = groups.get(record.name) ?? [];
               groups.set(record.name, groupMembers);
-              for (const m of record.members ?? []) groupMembers.push(userIds.get(m) ?? (await lookup('users', userIds, m, line)));
+              for (const m of record.members ?? []) groupMembers.push(userIds.get(m) ?? (await lookup('user', m, line)));
               memberCount += record.members?.length ?? 0;
               summary.groups++;
               if (groups.size + memberCount >= IMPORT_BATCH) await writeGroups();
               break;
             }
             case 'plant': {
-              const owner = userIds.get(record.owner) ?? (await lookup('users', userIds, record.owner, line));
+              const owner = userIds.get(record.owner) ?? (await lookup('user', record.owner, line));
               const index = plants.rows.count;
               if (record.sharedWith !== undefined && record.sharedWith.length > 0) {
                 grantedUsers.clear();
@@ -426,13 +427,13 @@ export class PostgresStore extends KyselyStore {
                 for (const entry of record.sharedWith) {
                   const grantee = parseSharedWith(entry);
                   if ('user' in grantee) {
-                    const id = userIds.get(grantee.user) ?? (await lookup('users', userIds, grantee.user, line));
+                    const id = userIds.get(grantee.user) ?? (await lookup('user', grantee.user, line));
                     if (!grantedUsers.has(id)) {
                       grantedUsers.add(id);
                       plants.userGrants.push(index, id);
                     }
                   } else {
-                    const id = groupIds.get(grantee.group) ?? (await lookup('groups', groupIds, grantee.group, line));
+                    const id = groupIds.get(grantee.group) ?? (await lookup('group', grantee.group, line));
                     if (!grantedGroups.has(id)) {
                       grantedGroups.add(id);
                       plants.groupGrants.push(index, id);
