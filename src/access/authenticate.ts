@@ -3,7 +3,7 @@ import { DomainError } from '../errors.js';
 import type { Store, TokenCredential, UserCredential } from '../store/store.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
-import { checkCredential, hashToken, isTokenShaped, TOKEN_PREFIX, type TokenCheck, type TokenFailure } from './tokens.js';
+import { credentialProblem, isTokenShaped, TOKEN_PREFIX, tokenKey, type TokenFailure } from './tokens.js';
 import { VersionedCache, type CacheCounter } from './versioned-cache.js';
 import type { Viewer } from './viewer.js';
 
@@ -21,6 +21,14 @@ export interface Authenticator {
   close(): void;
 }
 
+/** A known opaque token: its stored credential and the one answer every request with it gets while it is usable. */
+interface KnownToken {
+  credential: TokenCredential;
+  accepted: Readonly<AuthResult>;
+}
+
+const UNKNOWN_TOKEN: AuthResult = Object.freeze({ ok: false, reason: 'unknown' });
+
 const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /**
@@ -35,19 +43,26 @@ export function createAuthenticator(
   counters: { tokens?: CacheCounter; users?: CacheCounter } = {},
 ): Authenticator {
   // Known opaque tokens (by hash) and JWT users (by name); unknown ones are never cached, so junk cannot evict them.
-  const tokens = new VersionedCache<TokenCredential>(store, 100_000, cache, counters.tokens);
+  const tokens = new VersionedCache<KnownToken>(store, 100_000, cache, counters.tokens);
   const users = new VersionedCache<UserCredential>(store, 100_000, cache, counters.users);
+
+  // Revocation and expiry are judged on every use; a usable token's answer (and so its viewer) is built once.
+  const judge = ({ credential, accepted }: KnownToken): AuthResult => {
+    const problem = credentialProblem(credential, Date.now());
+    return problem === undefined ? accepted : { ok: false, reason: problem };
+  };
 
   function opaque(token: string): AuthResult | Promise<AuthResult> {
     const version = tokens.begin();
-    const hash = hashToken(token);
-    const key = hash.toString('base64');
-    const verdict = (check: TokenCheck): AuthResult => (check.ok ? { ok: true, viewer: check.viewer, tokenKey: key } : check);
+    const key = tokenKey(token);
     const cached = tokens.get(key);
-    if (cached) return verdict(checkCredential(cached, Date.now()));
-    return store.findToken(hash).then((found) => {
-      if (found) tokens.set(key, found, version);
-      return verdict(checkCredential(found, Date.now()));
+    if (cached) return judge(cached);
+    return store.findToken(Buffer.from(key, 'base64')).then((credential) => {
+      if (!credential) return UNKNOWN_TOKEN;
+      const viewer = Object.freeze({ userId: credential.userId, admin: credential.admin });
+      const known: KnownToken = { credential, accepted: Object.freeze({ ok: true, viewer, tokenKey: key }) };
+      tokens.set(key, known, version);
+      return judge(known);
     });
   }
 
@@ -87,6 +102,6 @@ export function createAuthenticator(
       }
       user = await store.provisionUser(checked.user);
     }
-    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups }, tokenKey: hashToken(token).toString('base64') };
+    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups }, tokenKey: tokenKey(token) };
   }
 }

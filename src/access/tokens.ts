@@ -1,6 +1,5 @@
 import * as crypto from 'node:crypto';
 import type { TokenCredential } from '../store/store.js';
-import type { Viewer } from './viewer.js';
 
 /**
  * Opaque bearer tokens: a recognisable prefix (so secret scanners can find leaked ones) and 256 random
@@ -14,22 +13,27 @@ export function generateToken(): { token: string; hash: Buffer } {
   return { token, hash: hashToken(token) };
 }
 
-/** SHA-256 of a token; crypto.hash (Node 20.12+) is a one-shot, about twice as fast as createHash per request. */
-export const hashToken: (token: string) => Buffer =
+/** SHA-256 of a token, as stored. */
+export const hashToken = (token: string): Buffer => crypto.createHash('sha256').update(token).digest();
+
+/**
+ * The same SHA-256 in base64: what a presented token is cached and rate limited by, so no raw token is kept in
+ * memory. Per request: crypto.hash (Node 20.12+) straight to base64 takes about a third of the time of hashing
+ * to a Buffer and converting it (no Buffer is allocated).
+ */
+export const tokenKey: (token: string) => string =
   typeof crypto.hash === 'function'
-    ? (token) => crypto.hash('sha256', token, 'buffer')
-    : (token) => crypto.createHash('sha256').update(token).digest();
+    ? (token) => crypto.hash('sha256', token, 'base64')
+    : (token) => crypto.createHash('sha256').update(token).digest('base64');
 
 export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
 
-export type TokenCheck = { ok: true; viewer: Viewer } | { ok: false; reason: TokenFailure };
-
 export const isTokenShaped = (token: string): boolean => TOKEN_SHAPE.test(token);
 
-/** The verdict on a stored credential (or none) at time `now`; revocation and expiry are checked on every use. */
-export function checkCredential(found: TokenCredential | undefined, now: number): TokenCheck {
-  if (!found) return { ok: false, reason: 'unknown' };
-  if (found.revokedAt !== null) return { ok: false, reason: 'revoked' };
-  if (found.expiresAt !== null && found.expiresAt <= now) return { ok: false, reason: 'expired' };
-  return { ok: true, viewer: { userId: found.userId, admin: found.admin } };
+/** Why a stored credential (or none) cannot be used at time `now`; revocation and expiry are checked on every use. */
+export function credentialProblem(found: TokenCredential | undefined, now: number): TokenFailure | undefined {
+  if (!found) return 'unknown';
+  if (found.revokedAt !== null) return 'revoked';
+  if (found.expiresAt !== null && found.expiresAt <= now) return 'expired';
+  return undefined;
 }

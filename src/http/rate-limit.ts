@@ -188,6 +188,7 @@ export function clientNetwork(ip: string): string {
  */
 export class RateLimiter {
   private readonly policyHeader: string;
+  private readonly addressKeys = new WeakMap<object, string>();
 
   constructor(
     private readonly counters: RateLimitCounters,
@@ -202,9 +203,9 @@ export class RateLimiter {
    * the valid token the authenticator already computed, undefined without one.
    */
   check(request: FastifyRequest, reply: FastifyReply, tokenKey: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
-    // A client that has already disconnected has no address left (request.ip is then undefined).
-    const ipKey = `ip:${clientNetwork(request.ip ?? 'unknown')}`;
-    const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(`t:${tokenKey}`, ipKey);
+    const ipKey = this.addressKey(request);
+    // A token key is base64, which never holds the ':' of an address key, so the two cannot collide.
+    const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(tokenKey, ipKey);
     if (state instanceof Promise) {
       state.then(
         (s) => this.finish(reply, s, outcome, next),
@@ -213,6 +214,22 @@ export class RateLimiter {
     } else {
       this.finish(reply, state, outcome, next);
     }
+  }
+
+  /**
+   * The counter key of the client's address, worked out once per connection (a keep-alive connection sends many
+   * requests). The address is the socket's own peer: no proxy header is trusted.
+   */
+  private addressKey(request: FastifyRequest): string {
+    const socket = request.raw.socket;
+    let key = this.addressKeys.get(socket);
+    if (key === undefined) {
+      // A client that has already disconnected has no address left (request.ip is then undefined).
+      if (request.ip === undefined) return 'ip:unknown';
+      key = `ip:${clientNetwork(request.ip)}`;
+      this.addressKeys.set(socket, key);
+    }
+    return key;
   }
 
   private finish(reply: FastifyReply, state: RateLimitState | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {

@@ -107,8 +107,8 @@ export async function plantRoutes(
       const { limit, cursor } = request.query;
       const after = cursor === undefined ? 0 : decodeCursor(cursor);
       const viewer = request.viewer!;
-      // Per-user data: never stored by shared caches.
-      reply.header('cache-control', 'no-store').type(JSON_TYPE);
+      // Per-user data: the app-wide `Cache-Control: no-store` keeps it out of shared caches.
+      reply.type(JSON_TYPE);
       if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
         return listing.stream(viewer, after, limit).then((stream) => reply.send(stream));
       }
