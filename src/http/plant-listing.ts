@@ -23,7 +23,7 @@ const serializePlants = fastJson(Type.Array(PlantSchema)) as (plants: Plant[]) =
 const toPlant = (p: ListedPlant): Plant => (p.tag === null ? { name: p.name } : { name: p.name, tag: p.tag });
 
 /** An opaque continuation: the catalogue position of the last plant sent. Access is re-checked on every page. */
-export function encodeCursor(id: number): string {
+function encodeCursor(id: number): string {
   return Buffer.from(`p${id}`).toString('base64url');
 }
 
@@ -44,7 +44,7 @@ export interface Page {
 }
 
 /** The RFC 8288 link to the page after `last` (the catalogue position of its last plant). */
-export const nextLink = (limit: number, last: number): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
+const nextLink = (limit: number, last: number): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
 
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
