@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { eventually } from '../helpers/assertions.js';
 import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
 import { runCli, spawnServe, type ServeProcess } from '../helpers/processes.js';
 
@@ -21,14 +22,12 @@ async function listing(server: ServeProcess, token: string): Promise<{ status: n
 
 /** Polls every instance until all agree on `expected`; fails after one second. */
 async function allWithinOneSecond(servers: ServeProcess[], token: string, expected: { status: number; body?: unknown }): Promise<void> {
-  const deadline = Date.now() + 1_000;
-  for (;;) {
-    const seen = await Promise.all(servers.map((s) => listing(s, token)));
-    const done = seen.every((r) => r.status === expected.status && (expected.body === undefined || JSON.stringify(r.body) === JSON.stringify(expected.body)));
-    if (done) return;
-    if (Date.now() > deadline) assert.fail(`instances did not converge within 1 s: ${JSON.stringify(seen)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const agrees = (r: { status: number; body: unknown }) =>
+    r.status === expected.status && (expected.body === undefined || JSON.stringify(r.body) === JSON.stringify(expected.body));
+  await eventually('every instance agrees', () => Promise.all(servers.map((s) => listing(s, token))), {
+    until: (seen) => seen.every(agrees),
+    timeoutMs: 1_000,
+  });
 }
 
 describe('two server processes on one PostgreSQL database behave as one service', { skip }, () => {

@@ -24,7 +24,6 @@ export function assertError(res: RawResponse, status: number, code: number): { e
   return body as { error: number; message: string };
 }
 
-
 /**
  * Polls `probe` (every 50 ms, for at most `timeoutMs`) until `until` holds of its value, and returns that value;
  * fails naming `what` and the last value seen. Without `until`, the probe's value must be `true`.
