@@ -177,19 +177,16 @@ function combine(results: LoadResult[]): LoadResult {
   };
 }
 
-/** Ceiling and service alternately (A B A B …), equal durations, after a warm-up of each. */
-async function alternate(ceiling: Server, service: Server, path: string, tokens: string[]): Promise<Paired> {
-  await load.run({ url: `${ceiling.url}/plants?limit=20`, tokens, seconds: 2, connections: CONNECTIONS });
-  await load.run({ url: `${service.url}${path}`, tokens, seconds: 2, connections: CONNECTIONS });
-  const a: LoadResult[] = [];
-  const b: LoadResult[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    a.push(await load.run({ url: `${ceiling.url}/plants?limit=20`, tokens, seconds: DURATION, connections: CONNECTIONS }));
-    b.push(await load.run({ url: `${service.url}${path}`, tokens, seconds: DURATION, connections: CONNECTIONS }));
-  }
-  const ceilingResult = combine(a);
-  const serviceResult = combine(b);
-  return { ceiling: ceilingResult, service: serviceResult, ratio: serviceResult.rps / ceilingResult.rps };
+/**
+ * Warms each target up, then measures them in alternating rounds (A B A B …, or A B C A B C …) of equal
+ * durations, so that a slow spell of a shared machine falls on all of them alike. One result per target.
+ */
+async function inRounds(targets: ReadonlyArray<{ url: string; tokens: string[] }>): Promise<LoadResult[]> {
+  const run = (target: { url: string; tokens: string[] }, seconds: number) => load.run({ ...target, seconds, connections: CONNECTIONS });
+  for (const target of targets) await run(target, 2);
+  const runs = targets.map((): LoadResult[] => []);
+  for (let round = 0; round < ROUNDS; round++) for (const [i, target] of targets.entries()) runs[i]!.push(await run(target, DURATION));
+  return runs.map(combine);
 }
 
 /** Starts the service on `db` with `env`, measures it against the ceiling (A B A B …), and stops it. */
@@ -197,7 +194,8 @@ async function measure(ceiling: Server, label: string, db: string, tokens: strin
   const service = await startService(db, env);
   try {
     log(`${label}: GET /plants?limit=20, ceiling and service alternately…`);
-    return await alternate(ceiling, service, '/plants?limit=20', tokens);
+    const [a, b] = await inRounds([ceiling, service].map((server) => ({ url: `${server.url}/plants?limit=20`, tokens })));
+    return { ceiling: a!, service: b!, ratio: b!.rps / a!.rps };
   } finally {
     await service.stop();
   }
@@ -304,8 +302,7 @@ async function main(): Promise<void> {
     }
 
     // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue. Every size
-    // is served at once and measured in alternating rounds, like ceiling and service: a slow spell of a
-    // shared machine then falls on all sizes alike, not on one of them.
+    // is served at once and measured in alternating rounds, like ceiling and service.
     const built: Array<{ plants: number; db: string; import: { seconds: number; plantsPerSecond: number }; tokens: { rotating: string[]; admin: string } }> = [];
     for (const plants of scaleSizes) {
       log(`\nscale: importing ${fmt(plants)} plants…`);
@@ -317,13 +314,9 @@ async function main(): Promise<void> {
       const services: Server[] = [];
       try {
         for (const b of built) services.push(await startService(b.db, env));
-        const run = (i: number, seconds: number) =>
-          load.run({ url: `${services[i]!.url}/plants?limit=20`, tokens: built[i]!.tokens.rotating, seconds, connections: CONNECTIONS });
-        for (let i = 0; i < built.length; i++) await run(i, 2);
-        const runs = built.map((): LoadResult[] => []);
-        for (let round = 0; round < ROUNDS; round++) for (let i = 0; i < built.length; i++) runs[i]!.push(await run(i, DURATION));
+        const results = await inRounds(built.map((b, i) => ({ url: `${services[i]!.url}/plants?limit=20`, tokens: b.tokens.rotating })));
         await last?.(services);
-        return runs.map(combine);
+        return results;
       } finally {
         for (const service of services) await service.stop();
       }
