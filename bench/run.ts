@@ -4,7 +4,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { generateToken } from '../src/access/tokens.js';
@@ -342,9 +342,11 @@ async function main(): Promise<void> {
 
   const report = renderReport(results);
   process.stdout.write(`\n${report}\n`);
-  await mkdir(join(ROOT, args.out), { recursive: true });
-  await writeFile(join(ROOT, args.out, 'benchmarks.json'), `${JSON.stringify(results, null, 2)}\n`);
-  await writeFile(join(ROOT, args.out, 'benchmarks.md'), `${report}\n`);
+  // Relative to the repository; an absolute --out is taken as given.
+  const out = resolve(ROOT, args.out);
+  await mkdir(out, { recursive: true });
+  await writeFile(join(out, 'benchmarks.json'), `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(join(out, 'benchmarks.md'), `${report}\n`);
   log(`\nwritten: ${join(args.out, 'benchmarks.json')} and ${join(args.out, 'benchmarks.md')}`);
 }
 
