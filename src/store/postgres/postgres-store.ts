@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Kysely } from 'kysely';
+import { Kysely, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs, type QueryResult, type RootOperationNode, type UnknownRow } from 'kysely';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import Cursor from 'pg-cursor';
@@ -171,6 +171,26 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
 }
 
 
+/**
+ * Counts this process's own writes through Kysely as they complete, so that its caches drop what they change
+ * at once, as SQLite's total_changes() does; the change notification, which reaches every instance, can come
+ * a moment after the write's answer. Anything but a SELECT counts: a needless count only empties a cache.
+ */
+class OwnWrites implements KyselyPlugin {
+  count = 0;
+  private readonly writes = new WeakSet<object>();
+
+  transformQuery({ node, queryId }: PluginTransformQueryArgs): RootOperationNode {
+    if (node.kind !== 'SelectQueryNode') this.writes.add(queryId);
+    return node;
+  }
+
+  async transformResult({ queryId, result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    if (this.writes.has(queryId)) this.count++;
+    return result;
+  }
+}
+
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export class PostgresStore extends KyselyStore {
   readonly backend = 'postgres' as const;
@@ -182,6 +202,7 @@ export class PostgresStore extends KyselyStore {
     private readonly pool: pg.Pool,
     private readonly readPool: pg.Pool,
     db: Kysely<Database>,
+    private readonly ownWrites: OwnWrites,
   ) {
     super(db);
     // Notifications come from the primary (a replica does not relay them), on a connection of its own.
@@ -193,9 +214,10 @@ export class PostgresStore extends KyselyStore {
     const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
     try {
       if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
+      const ownWrites = new OwnWrites();
+      const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }), plugins: [ownWrites] });
       await migrateToLatest(db, 'postgres', schema);
-      return new PostgresStore(pool, readPool ?? pool, db);
+      return new PostgresStore(pool, readPool ?? pool, db, ownWrites);
     } catch (err) {
       await pool.end();
       await readPool?.end();
@@ -276,7 +298,9 @@ export class PostgresStore extends KyselyStore {
   }
 
   dataVersion(): number | undefined {
-    return this.changes.version();
+    // Both only grow, so their sum moves whenever either does; nothing is cached while notifications are lost.
+    const notified = this.changes.version();
+    return notified === undefined ? undefined : notified + this.ownWrites.count;
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
