@@ -30,9 +30,8 @@ export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
 
 export const isTokenShaped = (token: string): boolean => TOKEN_SHAPE.test(token);
 
-/** Why a stored credential (or none) cannot be used at time `now`; revocation and expiry are checked on every use. */
-export function credentialProblem(found: TokenCredential | undefined, now: number): TokenFailure | undefined {
-  if (!found) return 'unknown';
+/** Why a stored credential cannot be used at time `now`; revocation and expiry are checked on every use. */
+export function credentialProblem(found: TokenCredential, now: number): 'revoked' | 'expired' | undefined {
   if (found.revokedAt !== null) return 'revoked';
   if (found.expiresAt !== null && found.expiresAt <= now) return 'expired';
   return undefined;
