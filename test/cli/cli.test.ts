@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
@@ -25,6 +26,16 @@ async function fails(db: string, args: string[], pattern: RegExp, stdin?: string
   assert.match(lines[0]!, pattern);
   assert.doesNotMatch(run.stderr, /\n\s+at /);
   return run;
+}
+
+/** The schema of a SQLite file as its statements: what an import must leave as it found it. */
+function sqliteSchema(path: string): string[] {
+  const sqlite = new BetterSqlite3(path, { readonly: true });
+  try {
+    return sqlite.prepare('SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name').pluck().all() as string[];
+  } finally {
+    sqlite.close();
+  }
 }
 
 const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
@@ -195,6 +206,30 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
       { type: 'plant', name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
       { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
     ]);
+  });
+
+  it('imports into a catalogue that has plants: ids continue after the largest ever used, owners keep their plants, the schema stays', async () => {
+    const db = await freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    await ok(db, ['users', 'add', 'bob']);
+    const schemaBefore = backend.name === 'sqlite' ? sqliteSchema(db) : undefined;
+    const plant = (name: string, owner: string) => ({ type: 'plant', name, owner, public: false, sharedWith: [owner === 'alice' ? 'bob' : 'alice'] });
+    const listed = async (owner?: string): Promise<Array<[number, string]>> =>
+      (JSON.parse((await ok(db, ['plants', 'list', '--json', ...(owner ? ['--owner', owner] : [])])).stdout) as Array<{ id: number; name: string }>).map(
+        (p) => [p.id, p.name],
+      );
+    // Each import is larger than the catalogue it goes into, but one (SQLite writes those in bulk, and rebuilds an index).
+    await ok(db, ['import', '-'], ndjson(['a1', 'a2', 'a3'].map((n) => plant(n, 'alice'))));
+    const lastId = (await listed()).at(-1)![0];
+    await ok(db, ['plants', 'remove', String(lastId)]);
+    await ok(db, ['import', '-'], ndjson([plant('b1', 'bob')]));
+    await ok(db, ['import', '-'], ndjson(Array.from({ length: 40 }, (_, i) => plant(`${i % 2 ? 'a' : 'b'}${i + 10}`, i % 2 ? 'alice' : 'bob'))));
+    const all = await listed();
+    assert.deepEqual(all.slice(0, 2).map(([, name]) => name), ['a1', 'a2']);
+    assert.deepEqual(all.slice(2).map(([id]) => id), Array.from({ length: 41 }, (_, i) => lastId + 1 + i), 'a removed id is never used again');
+    assert.deepEqual(await listed('bob'), all.filter(([, name]) => name.startsWith('b')));
+    assert.deepEqual(await listed('alice'), all.filter(([, name]) => name.startsWith('a')));
+    if (schemaBefore) assert.deepEqual(sqliteSchema(db), schemaBefore);
   });
 
   it('round-trips export then import, byte for byte, including odd names', async () => {

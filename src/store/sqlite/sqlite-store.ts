@@ -90,6 +90,76 @@ async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite:
   }
 }
 
+/** Plants per INSERT statement once an import writes in bulk. */
+const PLANTS_PER_INSERT = 32;
+
+/**
+ * Writes an import's plants, inside its transaction, with ids assigned here the way AUTOINCREMENT would (after
+ * the largest ever used), so that grants can refer to a plant before its row is written.
+ *
+ * Once the import has written more plants than the table held before, it switches to bulk writing: the
+ * `plants_by_owner` index is dropped and built again from the whole table before the commit (sorting the
+ * table once costs less than as many random index inserts as it has rows), and plants go in multi-row
+ * INSERTs. Multi-row INSERTs only pay without that index; with it they are slower than one row at a time.
+ * Readers never see the index missing: the drop and the rebuild commit together.
+ */
+class PlantWriter {
+  private readonly one: BetterSqlite3.Statement<unknown[]>;
+  private readonly many: BetterSqlite3.Statement<unknown[]>;
+  private nextId: number;
+  /** Plants the table held before the import (its largest id: deleted plants only make this larger). */
+  private readonly before: number;
+  /** The dropped index's own SQL while writing in bulk, to build it again exactly as it was. */
+  private ownerIndexSql: string | undefined;
+  private bulk = false;
+  private readonly pending: unknown[] = [];
+
+  constructor(
+    private readonly db: BetterSqlite3.Database,
+    private readonly createdAt: number,
+  ) {
+    const columns = 'INSERT INTO plants (id, name, tag, owner_id, is_public, created_at) VALUES ';
+    this.one = db.prepare(`${columns}(?, ?, ?, ?, ?, ?)`);
+    this.many = db.prepare(columns + Array<string>(PLANTS_PER_INSERT).fill('(?, ?, ?, ?, ?, ?)').join(', '));
+    this.before = db
+      .prepare(`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`)
+      .pluck()
+      .get() as number;
+    this.nextId = this.before + 1;
+  }
+
+  /** Writes (or queues) one plant and returns its id. */
+  add(name: string, tag: string | null, ownerId: number, isPublic: number): number {
+    const id = this.nextId++;
+    if (!this.bulk && id - this.before > this.before) this.startBulk();
+    if (!this.bulk) {
+      this.one.run(id, name, tag, ownerId, isPublic, this.createdAt);
+      return id;
+    }
+    this.pending.push(id, name, tag, ownerId, isPublic, this.createdAt);
+    if (this.pending.length === PLANTS_PER_INSERT * 6) {
+      this.many.run(this.pending);
+      this.pending.length = 0;
+    }
+    return id;
+  }
+
+  /** Writes what is queued and builds the index again; the caller commits. */
+  finish(): void {
+    for (let i = 0; i < this.pending.length; i += 6) this.one.run(this.pending.slice(i, i + 6));
+    this.pending.length = 0;
+    if (this.ownerIndexSql !== undefined) this.db.exec(this.ownerIndexSql);
+  }
+
+  private startBulk(): void {
+    this.bulk = true;
+    this.ownerIndexSql = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_by_owner'").pluck().get() as
+      | string
+      | undefined;
+    if (this.ownerIndexSql !== undefined) this.db.exec('DROP INDEX plants_by_owner');
+  }
+}
+
 const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
 
 /** Added to the data version on every reopen, so that no cached answer of the old file survives. */
@@ -278,7 +348,6 @@ export class SqliteStore extends KyselyStore {
     const findUser = db.prepare<[string], { id: number }>('SELECT id FROM users WHERE name = ?');
     const findGroup = db.prepare<[string], { id: number }>('SELECT id FROM groups WHERE name = ?');
     const addMember = db.prepare('INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
-    const addPlant = db.prepare('INSERT INTO plants (name, tag, owner_id, is_public, created_at) VALUES (?, ?, ?, ?, ?)');
     const grantUser = db.prepare('INSERT INTO plant_user_grants (user_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
     const grantGroup = db.prepare('INSERT INTO plant_group_grants (group_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
 
@@ -310,6 +379,7 @@ export class SqliteStore extends KyselyStore {
     db.pragma('cache_size = -65536');
     db.exec('BEGIN IMMEDIATE');
     try {
+      const plants = new PlantWriter(db, now);
       for await (const batch of batches) {
         for (const { line, record } of batch) {
           switch (record.type) {
@@ -327,8 +397,7 @@ export class SqliteStore extends KyselyStore {
               break;
             }
             case 'plant': {
-              const owner = userId(record.owner, line);
-              const plantId = Number(addPlant.run(record.name, record.tag ?? null, owner, record.public ? 1 : 0, now).lastInsertRowid);
+              const plantId = plants.add(record.name, record.tag ?? null, userId(record.owner, line), record.public ? 1 : 0);
               for (const entry of record.sharedWith ?? []) {
                 const grantee = parseSharedWith(entry);
                 if ('user' in grantee) grantUser.run(userId(grantee.user, line), plantId);
@@ -343,6 +412,7 @@ export class SqliteStore extends KyselyStore {
         done += batch.length;
         progress?.(done);
       }
+      plants.finish();
       db.exec('COMMIT');
       progress?.(done);
       return summary;
