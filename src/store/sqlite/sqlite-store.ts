@@ -92,6 +92,8 @@ async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite:
 
 /** Plants per INSERT statement once an import writes in bulk. */
 const PLANTS_PER_INSERT = 32;
+/** The columns an import writes a plant's row to, in the order its values are queued. */
+const PLANT_COLUMNS = ['id', 'name', 'tag', 'owner_id', 'is_public', 'created_at'] as const;
 
 /**
  * Writes an import's plants, inside its transaction, with ids assigned here the way AUTOINCREMENT would (after
@@ -107,7 +109,7 @@ class PlantWriter {
   private readonly one: BetterSqlite3.Statement<unknown[]>;
   private readonly many: BetterSqlite3.Statement<unknown[]>;
   private nextId: number;
-  /** Plants the table held before the import (its largest id: deleted plants only make this larger). */
+  /** Plants the table held before the import, or more: the largest id ever used, deleted plants included. */
   private readonly before: number;
   /** The dropped index's own SQL while writing in bulk, to build it again exactly as it was. */
   private ownerIndexSql: string | undefined;
@@ -118,9 +120,10 @@ class PlantWriter {
     private readonly db: BetterSqlite3.Database,
     private readonly createdAt: number,
   ) {
-    const columns = 'INSERT INTO plants (id, name, tag, owner_id, is_public, created_at) VALUES ';
-    this.one = db.prepare(`${columns}(?, ?, ?, ?, ?, ?)`);
-    this.many = db.prepare(columns + Array<string>(PLANTS_PER_INSERT).fill('(?, ?, ?, ?, ?, ?)').join(', '));
+    const insert = `INSERT INTO plants (${PLANT_COLUMNS.join(', ')}) VALUES `;
+    const row = `(${PLANT_COLUMNS.map(() => '?').join(', ')})`;
+    this.one = db.prepare(insert + row);
+    this.many = db.prepare(insert + Array<string>(PLANTS_PER_INSERT).fill(row).join(', '));
     this.before = db
       .prepare(`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`)
       .pluck()
@@ -137,7 +140,7 @@ class PlantWriter {
       return id;
     }
     this.pending.push(id, name, tag, ownerId, isPublic, this.createdAt);
-    if (this.pending.length === PLANTS_PER_INSERT * 6) {
+    if (this.pending.length === PLANTS_PER_INSERT * PLANT_COLUMNS.length) {
       this.many.run(this.pending);
       this.pending.length = 0;
     }
@@ -146,7 +149,8 @@ class PlantWriter {
 
   /** Writes what is queued and builds the index again; the caller commits. */
   finish(): void {
-    for (let i = 0; i < this.pending.length; i += 6) this.one.run(this.pending.slice(i, i + 6));
+    const width = PLANT_COLUMNS.length;
+    for (let i = 0; i < this.pending.length; i += width) this.one.run(this.pending.slice(i, i + width));
     this.pending.length = 0;
     if (this.ownerIndexSql !== undefined) this.db.exec(this.ownerIndexSql);
   }
