@@ -151,7 +151,9 @@ export async function runCluster(config: Config): Promise<void> {
     const lived = Date.now() - (startedAt.get(worker.id) ?? 0);
     startedAt.delete(worker.id);
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) {
+      // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can
+      // come first, so the last worker may still be listed here. Dead is what counts.
+      if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {
         log.info('all workers stopped');
         // Exit only once the line is written: process.exit does not wait for a pending stdout write.
         log.flush(() => process.exit(0));
