@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { adminQuery } from '../helpers/postgres.js';
 import { runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 const cli = runCli;
@@ -28,14 +30,28 @@ async function fails(db: string, args: string[], pattern: RegExp, stdin?: string
   return run;
 }
 
-/** The schema of a SQLite file as its statements: what an import must leave as it found it. */
-function sqliteSchema(path: string): string[] {
-  const sqlite = new BetterSqlite3(path, { readonly: true });
-  try {
-    return sqlite.prepare('SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name').pluck().all() as string[];
-  } finally {
-    sqlite.close();
+/**
+ * What an import must leave as it found it: a SQLite file's statements, or a PostgreSQL schema's constraints
+ * (validated or not) and indexes. Imports into an empty or small catalogue drop some and add them back.
+ */
+async function storedSchema(db: string): Promise<string[]> {
+  if (!db.startsWith('postgres')) {
+    const sqlite = new BetterSqlite3(db, { readonly: true });
+    try {
+      return sqlite.prepare('SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name').pluck().all() as string[];
+    } finally {
+      sqlite.close();
+    }
   }
+  const schema = new URL(db).searchParams.get('schema')!;
+  const rows = await adminQuery<{ line: string }>(
+    `SELECT conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) || CASE WHEN convalidated THEN '' ELSE ' NOT VALID' END AS line
+       FROM pg_constraint WHERE connamespace = $1::regnamespace
+     UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = $2
+     ORDER BY 1`,
+    [schema, schema],
+  );
+  return rows.map((r) => r.line);
 }
 
 const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
@@ -132,6 +148,8 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
 
   it('imports all or nothing, naming the bad line', async () => {
     const db = await freshDb();
+    await ok(db, ['users', 'list']);
+    const schemaBefore = await storedSchema(db);
     const good = [
       { type: 'user', name: 'alice' },
       { type: 'user', name: 'bob' },
@@ -156,6 +174,7 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
       const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
       assert.deepEqual(users, [], `${label}: nothing may be written by a failed import`);
     }
+    assert.deepEqual(await storedSchema(db), schemaBefore, 'failed first loads leave the schema as it was');
     const file = join(dir, 'good.ndjson');
     writeFileSync(file, ndjson(good));
     const run = await ok(db, ['import', file]);
@@ -212,13 +231,14 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
     const db = await freshDb();
     await ok(db, ['users', 'add', 'alice']);
     await ok(db, ['users', 'add', 'bob']);
-    const schemaBefore = backend.name === 'sqlite' ? sqliteSchema(db) : undefined;
+    const schemaBefore = await storedSchema(db);
     const plant = (name: string, owner: string) => ({ type: 'plant', name, owner, public: false, sharedWith: [owner === 'alice' ? 'bob' : 'alice'] });
     const listed = async (owner?: string): Promise<Array<[number, string]>> =>
       (JSON.parse((await ok(db, ['plants', 'list', '--json', ...(owner ? ['--owner', owner] : [])])).stdout) as Array<{ id: number; name: string }>).map(
         (p) => [p.id, p.name],
       );
-    // Each import is larger than the catalogue it goes into, but one (SQLite writes those in bulk, and rebuilds an index).
+    // Each import is larger than the catalogue it goes into, but one (SQLite writes those in bulk, and rebuilds an
+    // index); the first goes into a catalogue without plants (PostgreSQL adds the foreign keys back at the end).
     await ok(db, ['import', '-'], ndjson(['a1', 'a2', 'a3'].map((n) => plant(n, 'alice'))));
     const lastId = (await listed()).at(-1)![0];
     await ok(db, ['plants', 'remove', String(lastId)]);
@@ -229,7 +249,27 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
     assert.deepEqual(all.slice(2).map(([id]) => id), Array.from({ length: 41 }, (_, i) => lastId + 1 + i), 'a removed id is never used again');
     assert.deepEqual(await listed('bob'), all.filter(([, name]) => name.startsWith('b')));
     assert.deepEqual(await listed('alice'), all.filter(([, name]) => name.startsWith('a')));
-    if (schemaBefore) assert.deepEqual(sqliteSchema(db), schemaBefore);
+    assert.deepEqual(await storedSchema(db), schemaBefore);
+  });
+
+  it('loads a first catalogue with its foreign keys when another transaction holds its tables', { skip: backend.name !== 'postgres' }, async () => {
+    const db = await freshDb();
+    await ok(db, ['users', 'add', 'alice']);
+    const schemaBefore = await storedSchema(db);
+    // A reader in the middle of a long transaction: a first load must not wait for it, nor make others queue.
+    const reader = new pg.Client({ connectionString: db.replace(/\?.*$/, '') });
+    await reader.connect();
+    try {
+      await reader.query(`BEGIN; SELECT count(*) FROM ${new URL(db).searchParams.get('schema')}.users`);
+      const load = ok(db, ['import', '-'], ndjson([{ type: 'plant', name: 'p1', owner: 'alice', public: false, sharedWith: ['alice'] }]));
+      const released = new Promise((resolve) => setTimeout(resolve, 20_000, 'the reader'));
+      assert.notEqual(await Promise.race([load, released]), 'the reader', 'the load finished while the reader held its lock');
+      await reader.query('COMMIT');
+    } finally {
+      await reader.end();
+    }
+    assert.deepEqual(await storedSchema(db), schemaBefore);
+    assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout).map((p: { name: string }) => p.name), ['p1']);
   });
 
   it('round-trips export then import, byte for byte, including odd names', async () => {
