@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { Compile } from 'typebox/compile';
+import { Compile } from 'typebox/schema';
 import { invalidInput } from '../errors.js';
 import type { NumberedRecord } from '../store/store.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
@@ -12,7 +12,7 @@ const validators = {
 } as const;
 
 function describeFirstError(type: keyof typeof validators, value: unknown): string {
-  const errors = [...validators[type].Errors(value)];
+  const [, errors] = validators[type].Errors(value);
   // An unknown field is reported twice (as a false schema and as additionalProperties); name it once.
   const first = errors.find((e) => e.keyword === 'additionalProperties') ?? errors[0];
   if (!first) return 'invalid record';
