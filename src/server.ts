@@ -94,27 +94,36 @@ export async function startServer(config: Config, existingStore?: Store): Promis
 
 /** Runs until SIGTERM or SIGINT, then drains within the grace period and exits 0 (1 if the grace ran out). */
 export async function runServer(config: Config, existingStore?: Store): Promise<void> {
-  const server = await startServer(config, existingStore);
-  const onSignal = (signal: NodeJS.Signals) => {
-    server.app.log.info({ signal }, 'shutting down: draining in-flight requests');
-    const timer = setTimeout(() => {
-      server.app.log.error('shutdown grace period ran out; exiting with requests still open');
-      process.exit(1);
-    }, config.shutdownGraceSeconds * 1000);
-    timer.unref();
-    server.stop().then(
+  let server: RunningServer | undefined;
+  let signalled: NodeJS.Signals | undefined;
+  const drain = (running: RunningServer, signal: NodeJS.Signals) => {
+    running.app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    running.stop().then(
       () => {
-        server.app.log.info('stopped');
+        running.app.log.info('stopped');
         process.exit(0);
       },
       (err: unknown) => {
-        server.app.log.error({ err }, 'error while stopping');
+        running.app.log.error({ err }, 'error while stopping');
         process.exit(1);
       },
     );
   };
+  const onSignal = (signal: NodeJS.Signals) => {
+    signalled = signal;
+    const timer = setTimeout(() => {
+      server?.app.log.error('shutdown grace period ran out; exiting with requests still open');
+      process.exit(1);
+    }, config.shutdownGraceSeconds * 1000);
+    timer.unref();
+    if (server) drain(server, signal);
+  };
+  // In place before the start: the server listens (and says so) a moment before the start is over, and a
+  // SIGTERM in that moment killed the process undrained. One that comes during the start stops it once started.
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  server = await startServer(config, existingStore);
+  if (signalled) drain(server, signalled);
 }
 
 /**

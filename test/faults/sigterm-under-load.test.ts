@@ -137,6 +137,28 @@ describe('SIGTERM under load', () => {
     assert.ok(refusedNew.length > 0, 'new connections were refused once the listener closed');
   });
 
+  it('exits 0 on a SIGTERM sent the moment it says it listens, while its start is not over', { timeout: 30_000 }, async () => {
+    // Fastify logs its listening line before the start is over (here the metrics listener starts after it);
+    // signal handlers installed only after the start left a moment in which SIGTERM killed the process.
+    const db = join(dir, 'early-signal.db');
+    assert.equal((await runCli(db, ['demo'])).code, 0);
+    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', '--metrics-port', '0'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
+    const exit = once(child, 'exit');
+    let out = '';
+    for await (const chunk of child.stdout!) {
+      out += String(chunk);
+      if (out.includes('Server listening at')) break;
+    }
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    const [code, signal] = (await exit) as [number | null, string | null];
+    clearTimeout(timer);
+    assert.deepEqual({ code, signal }, { code: 0, signal: null });
+  });
+
   it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
     // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
     const db = join(dir, 'gone-reader.db');
