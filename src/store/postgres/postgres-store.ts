@@ -136,8 +136,8 @@ async function importedForeignKeys(client: pg.PoolClient): Promise<{ drop: strin
   };
 }
 
-/** SQLSTATE lock_not_available: lock_timeout ran out. */
-const LOCK_NOT_AVAILABLE = '55P03';
+/** SQLSTATEs of a lock not taken: lock_timeout ran out (55P03), or a reader and the load waited on each other (40P01). */
+const LOCK_NOT_TAKEN = new Set(['55P03', '40P01']);
 
 /**
  * A first load (no plant yet) goes without the foreign keys and adds them back before its commit: the ids it
@@ -145,7 +145,7 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * key locks its tables (users and groups too) until the commit, so readers wait for the load: with no catalogue
  * to serve yet that costs little, while a load into a live catalogue keeps its keys. When another transaction
  * holds one of those tables for more than a second, the load keeps its keys too, rather than make every reader
- * queue behind its lock request.
+ * queue behind its lock request; so it does when a reader that holds one table waits for another it holds.
  */
 async function dropKeysForFirstLoad(client: pg.PoolClient): Promise<{ add: string[] }> {
   const none = { add: [] };
@@ -160,7 +160,7 @@ async function dropKeysForFirstLoad(client: pg.PoolClient): Promise<{ add: strin
     await client.query('RELEASE SAVEPOINT drop_keys');
     return keys;
   } catch (err) {
-    if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
+    if (!LOCK_NOT_TAKEN.has((err as { code?: string }).code ?? '')) throw err;
     await client.query('ROLLBACK TO SAVEPOINT drop_keys');
     return none;
   }
