@@ -262,8 +262,14 @@ for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { s
     try {
       await reader.query(`BEGIN; SELECT count(*) FROM ${new URL(db).searchParams.get('schema')}.users`);
       const load = ok(db, ['import', '-'], ndjson([{ type: 'plant', name: 'p1', owner: 'alice', public: false, sharedWith: ['alice'] }]));
-      const released = new Promise((resolve) => setTimeout(resolve, 20_000, 'the reader'));
-      assert.notEqual(await Promise.race([load, released]), 'the reader', 'the load finished while the reader held its lock');
+      let timer: NodeJS.Timeout | undefined;
+      const released = new Promise((resolve) => (timer = setTimeout(resolve, 20_000, 'the reader')));
+      try {
+        assert.notEqual(await Promise.race([load, released]), 'the reader', 'the load finished while the reader held its lock');
+      } finally {
+        // A pending timer would hold the test process open for the rest of its 20 s.
+        clearTimeout(timer);
+      }
       await reader.query('COMMIT');
     } finally {
       await reader.end();

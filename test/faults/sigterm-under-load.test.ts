@@ -65,6 +65,30 @@ function slowFullListing(url: string, token: string): Promise<{ status: number; 
   });
 }
 
+/**
+ * Starts `serve` on a demo catalogue at `db`, sends SIGTERM as soon as it logs its listening line (reading no
+ * further, which closes our end of its stdout), and resolves with how it exited.
+ */
+async function exitOnSigtermWhenListening(db: string, extraArgs: string[] = []): Promise<{ code: number | null; signal: string | null }> {
+  assert.equal((await runCli(db, ['demo'])).code, 0);
+  const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+    env: { ...process.env, PLANTSTORE_DB: '' },
+  });
+  const exit = once(child, 'exit');
+  let out = '';
+  for await (const chunk of child.stdout!) {
+    out += String(chunk);
+    if (out.includes('Server listening at')) break; // leaving the loop closes our end of the pipe
+  }
+  assert.ok(child.stdout!.destroyed);
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  const [code, signal] = (await exit) as [number | null, string | null];
+  clearTimeout(timer);
+  return { code, signal };
+}
+
 describe('SIGTERM under load', () => {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-sigterm-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
@@ -140,44 +164,11 @@ describe('SIGTERM under load', () => {
   it('exits 0 on a SIGTERM sent the moment it says it listens, while its start is not over', { timeout: 30_000 }, async () => {
     // Fastify logs its listening line before the start is over (here the metrics listener starts after it);
     // signal handlers installed only after the start left a moment in which SIGTERM killed the process.
-    const db = join(dir, 'early-signal.db');
-    assert.equal((await runCli(db, ['demo'])).code, 0);
-    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', '--metrics-port', '0'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-      env: { ...process.env, PLANTSTORE_DB: '' },
-    });
-    const exit = once(child, 'exit');
-    let out = '';
-    for await (const chunk of child.stdout!) {
-      out += String(chunk);
-      if (out.includes('Server listening at')) break;
-    }
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    const [code, signal] = (await exit) as [number | null, string | null];
-    clearTimeout(timer);
-    assert.deepEqual({ code, signal }, { code: 0, signal: null });
+    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'early-signal.db'), ['--metrics-port', '0']), { code: 0, signal: null });
   });
 
   it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
     // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
-    const db = join(dir, 'gone-reader.db');
-    assert.equal((await runCli(db, ['demo'])).code, 0);
-    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-      env: { ...process.env, PLANTSTORE_DB: '' },
-    });
-    let out = '';
-    for await (const chunk of child.stdout!) {
-      out += String(chunk);
-      if (out.includes('Server listening at')) break; // leaving the loop closes our end of the pipe
-    }
-    assert.ok(child.stdout!.destroyed);
-    const exit = once(child, 'exit');
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    const [code, signal] = (await exit) as [number | null, string | null];
-    clearTimeout(timer);
-    assert.deepEqual({ code, signal }, { code: 0, signal: null });
+    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
   });
 });
