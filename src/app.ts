@@ -1,5 +1,6 @@
 import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { AnswerCaches } from './access/answer-caches.js';
 import { createAuthenticator } from './access/authenticate.js';
 import { createJwtVerifier } from './access/jwt.js';
 import type { DestinationStream } from 'pino';
@@ -95,7 +96,8 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
-  const authenticator = createAuthenticator(store, jwt, config.cache, metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {});
+  const caches = new AnswerCaches(store.changes, config.cache);
+  const authenticator = createAuthenticator(store, caches, jwt, metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {});
   app.addHook('onClose', async () => authenticator.close());
   // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
   app.addHook('onReady', async () => {
@@ -109,7 +111,7 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     app.addHook('onClose', async () => limiter.close());
   }
   await app.register(plantRoutes, {
-    listing: new PlantListing(store, config.cache, metrics?.caches.pages),
+    listing: new PlantListing(store, caches, metrics?.caches.pages),
     authenticator,
     limiter,
     ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),

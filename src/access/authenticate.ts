@@ -1,10 +1,13 @@
+import { then, type Awaitable } from '../awaitable.js';
+import type { CacheCounter } from '../cache/scoped-cache.js';
 import { checkUserName } from '../catalogue/names.js';
 import { DomainError } from '../errors.js';
 import type { Store, TokenCredential, UserCredential } from '../store/store.js';
+import type { AnswerCaches } from './answer-caches.js';
+import { scope } from './change-scopes.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
 import { credentialProblem, isTokenShaped, TOKEN_PREFIX, tokenKey, type TokenFailure } from './tokens.js';
-import { VersionedCache, type CacheCounter } from './versioned-cache.js';
 import type { Viewer } from './viewer.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
@@ -15,7 +18,7 @@ export type AuthResult = { ok: true; viewer: Viewer; tokenKey: string } | { ok: 
 export interface Authenticator {
   /**
    * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
-   * A cached opaque token is answered synchronously (no promise on the hot path).
+   * An opaque token is answered synchronously when cached or on SQLite (no promise on the hot path).
    */
   authenticate(token: string): AuthResult | Promise<AuthResult>;
   close(): void;
@@ -38,13 +41,13 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  */
 export function createAuthenticator(
   store: Store,
+  caches: AnswerCaches,
   jwt?: { config: JwtConfig; verifier: JwtVerifier },
-  cache = true,
   counters: { tokens?: CacheCounter; users?: CacheCounter } = {},
 ): Authenticator {
   // Known opaque tokens (by hash) and JWT users (by name); unknown ones are never cached, so junk cannot evict them.
-  const tokens = new VersionedCache<KnownToken>(store, 100_000, cache, counters.tokens);
-  const users = new VersionedCache<UserCredential>(store, 100_000, cache, counters.users);
+  const tokens = caches.create<KnownToken>({ maxEntries: 100_000, ...(counters.tokens ? { counter: counters.tokens } : {}) });
+  const users = caches.create<UserCredential>({ maxEntries: 100_000, ...(counters.users ? { counter: counters.users } : {}) });
 
   // Revocation and expiry are judged on every use; a usable token's answer (and so its viewer) is built once.
   const judge = ({ credential, accepted }: KnownToken): AuthResult => {
@@ -52,28 +55,30 @@ export function createAuthenticator(
     return problem === undefined ? accepted : { ok: false, reason: problem };
   };
 
-  function opaque(token: string): AuthResult | Promise<AuthResult> {
-    const version = tokens.begin();
+  function opaque(token: string): Awaitable<AuthResult> {
+    const usable = caches.usable();
     const key = tokenKey(token);
-    const cached = tokens.get(key);
+    const cached = usable ? tokens.get(key) : tokens.bypass();
     if (cached) return judge(cached);
-    return store.findToken(Buffer.from(key, 'base64')).then((credential) => {
+    const readAt = caches.position;
+    return then(store.findToken(Buffer.from(key, 'base64')), (credential) => {
       if (!credential) return UNKNOWN_TOKEN;
       const viewer = Object.freeze({ userId: credential.userId, admin: credential.admin });
       const known: KnownToken = { credential, accepted: Object.freeze({ ok: true, viewer, tokenKey: key }) };
-      tokens.set(key, known, version);
+      if (usable) tokens.set(key, known, [scope.token(credential.tokenId), scope.user(credential.userId)], readAt);
       return judge(known);
     });
   }
 
-  async function jwtUser(name: string): Promise<UserCredential | undefined> {
-    const version = users.begin();
-    let user = users.get(name);
-    if (!user) {
-      user = await store.findUser(name);
-      if (user) users.set(name, user, version);
-    }
-    return user;
+  function jwtUser(name: string): Awaitable<UserCredential | undefined> {
+    const usable = caches.usable();
+    const cached = usable ? users.get(name) : users.bypass();
+    if (cached) return cached;
+    const readAt = caches.position;
+    return then(store.findUser(name), (user) => {
+      if (user && usable) users.set(name, user, [scope.user(user.userId)], readAt);
+      return user;
+    });
   }
 
   return {

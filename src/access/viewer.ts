@@ -1,4 +1,6 @@
-import type { ListedPlant, PageRequest, Store } from '../store/store.js';
+import { then, type Awaitable } from '../awaitable.js';
+import type { PageRequest, Store, VisiblePage } from '../store/store.js';
+import { scope } from './change-scopes.js';
 
 /** The authenticated caller, as far as access rules care. */
 export interface Viewer {
@@ -13,15 +15,26 @@ export interface Viewer {
  * it is granted to the user, or it is granted to a group the user belongs to. The listing holds each such
  * plant once, in catalogue order, read a page at a time (plants after `page.after`, at most `page.limit`),
  * so that `limit = k` is exactly the first k plants of the full listing and every page costs about the same.
- * The store evaluates the non-admin branches; admins skip the access filter entirely.
+ * The store evaluates the non-admin branches (store/visible-plants-sql.ts); admins skip the access filter.
+ * With `withGroups`, the page says which groups it counted for the viewer (see `pageScopes`).
  */
-export async function listVisiblePage(store: Store, viewer: Viewer, page: PageRequest): Promise<ListedPlant[]> {
-  if (page.limit === 0) return [];
-  return viewer.admin ? store.listAllPlants(page) : store.listPlantsVisibleTo(viewer.userId, page, viewer.groups);
+export function listVisiblePage(store: Store, viewer: Viewer, page: PageRequest, withGroups = false): Awaitable<VisiblePage> {
+  if (page.limit === 0) return { plants: [], groupIds: [] };
+  if (viewer.admin) return then(store.listAllPlants(page), (plants) => ({ plants, groupIds: [] }));
+  return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups, withGroups);
 }
 
-/** Cache key of what `viewer` may see: admins all see the same; JWT groups change what a user sees. */
+/**
+ * Cache key of what `viewer` may see: admins all see the same; a JWT's groups change what a user sees. The
+ * claimed names are written as JSON, so no two lists of names give the same key.
+ */
 export function viewerKey(viewer: Viewer): string {
   if (viewer.admin) return 'admin';
-  return viewer.groups && viewer.groups.length > 0 ? `${viewer.userId}|${[...viewer.groups].sort().join('\u0000')}` : String(viewer.userId);
+  return viewer.groups && viewer.groups.length > 0 ? `${viewer.userId} ${JSON.stringify([...viewer.groups].sort())}` : String(viewer.userId);
+}
+
+/** What a page of `viewer`'s listing depends on (see change-scopes.ts), given the groups it counted. */
+export function pageScopes(viewer: Viewer, groupIds: readonly number[]): string[] {
+  if (viewer.admin) return [scope.admins];
+  return [scope.user(viewer.userId), ...groupIds.map(scope.group), ...(viewer.groups ?? []).map(scope.groupName)];
 }

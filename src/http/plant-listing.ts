@@ -1,8 +1,11 @@
 import { Readable } from 'node:stream';
 import fastJson from 'fast-json-stringify';
 import { Type } from 'typebox';
-import { listVisiblePage, viewerKey, type Viewer } from '../access/viewer.js';
-import { VersionedCache, type CacheCounter } from '../access/versioned-cache.js';
+import type { AnswerCaches } from '../access/answer-caches.js';
+import { scope } from '../access/change-scopes.js';
+import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/viewer.js';
+import { then } from '../awaitable.js';
+import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
 import type { ListedPlant, Plant, Store } from '../store/store.js';
 import { ApiError } from './error-catalogue.js';
 import { PlantSchema } from './schemas.js';
@@ -48,34 +51,39 @@ const nextLink = (limit: number, last: number): string => `</plants?limit=${limi
 
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
-  private readonly pages: VersionedCache<Page>;
+  private readonly pages: ScopedCache<Page>;
 
   constructor(
     private readonly store: Store,
-    cacheEnabled: boolean,
+    private readonly caches: AnswerCaches,
     pageCounter?: CacheCounter,
   ) {
-    this.pages = new VersionedCache<Page>(store, PAGE_CACHE_ENTRIES, cacheEnabled, pageCounter, {
+    this.pages = caches.create<Page>({
+      maxEntries: PAGE_CACHE_ENTRIES,
       weigh: (page) => page.body.length,
-      max: PAGE_CACHE_MAX_TOTAL,
+      maxWeight: PAGE_CACHE_MAX_TOTAL,
+      // A public plant is in every page.
+      emptiedBy: [scope.allPages],
+      ...(pageCounter ? { counter: pageCounter } : {}),
     });
   }
 
   /**
    * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, and whether more follow (one extra row
-   * says so). A cached page is returned synchronously: no promise on the hot path.
+   * says so). A cached page, and any page on SQLite, is returned synchronously: no promise on the hot path.
    */
   page(viewer: Viewer, after: number, limit: number): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', link: undefined };
-    const version = this.pages.begin();
+    const usable = this.caches.usable();
     const key = `${viewerKey(viewer)}|${after}|${limit}`;
-    const cached = this.pages.get(key);
+    const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
-    return listVisiblePage(this.store, viewer, { after, limit: limit + 1 }).then((rows) => {
+    const readAt = this.caches.position;
+    return then(listVisiblePage(this.store, viewer, { after, limit: limit + 1 }, usable), ({ plants: rows, groupIds }) => {
       const more = rows.length > limit;
       const shown = more ? rows.slice(0, limit) : rows;
       const page = { body: serializePlants(shown.map(toPlant)), link: more ? nextLink(limit, shown.at(-1)!.id) : undefined };
-      if (page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, version);
+      if (usable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
       return page;
     });
   }
@@ -90,7 +98,7 @@ export class PlantListing {
     let remaining = limit ?? Infinity;
     const read = async (from: number) => {
       const chunk = Math.min(remaining, STREAM_CHUNK);
-      const rows = await listVisiblePage(store, viewer, { after: from, limit: chunk });
+      const { plants: rows } = await listVisiblePage(store, viewer, { after: from, limit: chunk });
       remaining -= rows.length;
       return { rows, last: rows.length < chunk || remaining <= 0 };
     };

@@ -1,6 +1,6 @@
 import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import type { CacheCounter } from '../access/versioned-cache.js';
+import type { CacheCounter } from '../cache/scoped-cache.js';
 import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
 import { ApiError } from '../http/error-catalogue.js';
 import type { HotQuery, Store } from '../store/store.js';

@@ -2,8 +2,10 @@ import type { Kysely, Transaction } from 'kysely';
 import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../catalogue/names.js';
 import type { CatalogueRecord } from '../catalogue/records.js';
 import { conflict, notFound, unavailable } from '../errors.js';
+import type { ChangeFeed } from './change-log.js';
 import type { Database } from './schema.js';
 import type {
+  Awaitable,
   CatalogueCounts,
   GrantInfo,
   Grantee,
@@ -13,6 +15,7 @@ import type {
   NewToken,
   ListedPlant,
   NumberedRecord,
+  VisiblePage,
   PageRequest,
   PlantInfo,
   PoolStats,
@@ -51,17 +54,27 @@ export abstract class KyselyStore implements Store {
 
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;
-  abstract findToken(hash: Buffer): Promise<TokenCredential | undefined>;
-  abstract findUser(name: string): Promise<UserCredential | undefined>;
-  abstract listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Promise<ListedPlant[]>;
-  abstract listAllPlants(page: PageRequest): Promise<ListedPlant[]>;
-  abstract dataVersion(): number | undefined;
+  abstract findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
+  abstract findUser(name: string): Awaitable<UserCredential | undefined>;
+  abstract listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[], withGroups?: boolean): Awaitable<VisiblePage>;
+  abstract listAllPlants(page: PageRequest): Awaitable<ListedPlant[]>;
+  abstract readonly changes: ChangeFeed;
   abstract importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary>;
   abstract exportRecords(): AsyncIterable<CatalogueRecord>;
   /** True when `err` is the backend's unique-constraint violation (a concurrent insert won the race). */
   protected abstract isUniqueViolation(err: unknown): boolean;
   /** True when `err` means the database is not reachable right now (a 503, not a 500). */
   protected abstract isUnavailable(err: unknown): boolean;
+
+  /**
+   * Runs a write and, once it is committed, waits until this process's change feed has taken it in, so that the
+   * next request served here sees it (read-your-writes) without waiting for a notification.
+   */
+  protected async write<T>(run: () => Promise<T>): Promise<T> {
+    const result = await run();
+    await this.changes.catchUp();
+    return result;
+  }
 
   private async insertUnique<T>(what: string, insert: () => Promise<T>): Promise<T> {
     try {
@@ -89,55 +102,63 @@ export abstract class KyselyStore implements Store {
     if (!row) throw notFound(`no plant with id ${id}`);
   }
 
-  async addUser(name: string, admin: boolean): Promise<UserInfo> {
-    checkUserName(name);
-    const createdAt = Date.now();
-    const row = await this.insertUnique(`user "${name}"`, () =>
-      this.db
-        .insertInto('users')
-        .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt })
-        .returning('id')
-        .executeTakeFirstOrThrow(),
-    );
-    return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
+  addUser(name: string, admin: boolean): Promise<UserInfo> {
+    return this.write(async () => {
+      checkUserName(name);
+      const createdAt = Date.now();
+      const row = await this.insertUnique(`user "${name}"`, () =>
+        this.db
+          .insertInto('users')
+          .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt })
+          .returning('id')
+          .executeTakeFirstOrThrow(),
+      );
+      return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
+    });
   }
 
-  async provisionUser(name: string): Promise<UserCredential> {
-    checkUserName(name);
-    try {
-      await this.db
-        .insertInto('users')
-        .values({ name, is_admin: 0, created_at: Date.now() })
-        .onConflict((oc) => oc.column('name').doNothing())
-        .execute();
-      const row = await this.db.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow();
-      return { userId: Number(row.id), admin: Number(row.is_admin) === 1 };
-    } catch (err) {
-      if (this.isUnavailable(err)) throw unavailable('database unavailable');
-      throw err;
-    }
-  }
-
-  async setAdmin(name: string, admin: boolean): Promise<void> {
-    const result = await this.db.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) throw notFound(`no user named "${name}"`);
-  }
-
-  async removeUser(name: string, opts: { withPlants: boolean }): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      const id = await this.userId(trx, name);
-      const owned = await trx
-        .selectFrom('plants')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('owner_id', '=', id)
-        .executeTakeFirstOrThrow();
-      if (Number(owned.n) > 0) {
-        if (!opts.withPlants) {
-          throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
-        }
-        await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
+  provisionUser(name: string): Promise<UserCredential> {
+    return this.write(async () => {
+      checkUserName(name);
+      try {
+        await this.db
+          .insertInto('users')
+          .values({ name, is_admin: 0, created_at: Date.now() })
+          .onConflict((oc) => oc.column('name').doNothing())
+          .execute();
+        const row = await this.db.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow();
+        return { userId: Number(row.id), admin: Number(row.is_admin) === 1 };
+      } catch (err) {
+        if (this.isUnavailable(err)) throw unavailable('database unavailable');
+        throw err;
       }
-      await trx.deleteFrom('users').where('id', '=', id).execute();
+    });
+  }
+
+  setAdmin(name: string, admin: boolean): Promise<void> {
+    return this.write(async () => {
+      const result = await this.db.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) throw notFound(`no user named "${name}"`);
+    });
+  }
+
+  removeUser(name: string, opts: { withPlants: boolean }): Promise<void> {
+    return this.write(async () => {
+      await this.db.transaction().execute(async (trx) => {
+        const id = await this.userId(trx, name);
+        const owned = await trx
+          .selectFrom('plants')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('owner_id', '=', id)
+          .executeTakeFirstOrThrow();
+        if (Number(owned.n) > 0) {
+          if (!opts.withPlants) {
+            throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
+          }
+          await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
+        }
+        await trx.deleteFrom('users').where('id', '=', id).execute();
+      });
     });
   }
 
@@ -155,42 +176,50 @@ export abstract class KyselyStore implements Store {
     return rows.map((r) => ({ id: Number(r.id), name: r.name, admin: Number(r.is_admin) === 1, createdAt: new Date(Number(r.created_at)) }));
   }
 
-  async addGroup(name: string): Promise<GroupInfo> {
-    checkGroupName(name);
-    const createdAt = Date.now();
-    const row = await this.insertUnique(`group "${name}"`, () =>
-      this.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
-    );
-    return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
-  }
-
-  async removeGroup(name: string): Promise<void> {
-    const result = await this.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst();
-    if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
-  }
-
-  async addMember(group: string, user: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      const groupId = await this.groupId(trx, group);
-      const userId = await this.userId(trx, user);
-      await trx
-        .insertInto('group_members')
-        .values({ group_id: groupId, user_id: userId })
-        .onConflict((oc) => oc.doNothing())
-        .execute();
+  addGroup(name: string): Promise<GroupInfo> {
+    return this.write(async () => {
+      checkGroupName(name);
+      const createdAt = Date.now();
+      const row = await this.insertUnique(`group "${name}"`, () =>
+        this.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
+      );
+      return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
     });
   }
 
-  async removeMember(group: string, user: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      const groupId = await this.groupId(trx, group);
-      const userId = await this.userId(trx, user);
-      const result = await trx
-        .deleteFrom('group_members')
-        .where('group_id', '=', groupId)
-        .where('user_id', '=', userId)
-        .executeTakeFirst();
-      if (Number(result.numDeletedRows) === 0) throw notFound(`user "${user}" is not a member of group "${group}"`);
+  removeGroup(name: string): Promise<void> {
+    return this.write(async () => {
+      const result = await this.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
+    });
+  }
+
+  addMember(group: string, user: string): Promise<void> {
+    return this.write(async () => {
+      await this.db.transaction().execute(async (trx) => {
+        const groupId = await this.groupId(trx, group);
+        const userId = await this.userId(trx, user);
+        await trx
+          .insertInto('group_members')
+          .values({ group_id: groupId, user_id: userId })
+          .onConflict((oc) => oc.doNothing())
+          .execute();
+      });
+    });
+  }
+
+  removeMember(group: string, user: string): Promise<void> {
+    return this.write(async () => {
+      await this.db.transaction().execute(async (trx) => {
+        const groupId = await this.groupId(trx, group);
+        const userId = await this.userId(trx, user);
+        const result = await trx
+          .deleteFrom('group_members')
+          .where('group_id', '=', groupId)
+          .where('user_id', '=', userId)
+          .executeTakeFirst();
+        if (Number(result.numDeletedRows) === 0) throw notFound(`user "${user}" is not a member of group "${group}"`);
+      });
     });
   }
 
@@ -217,24 +246,28 @@ export abstract class KyselyStore implements Store {
     }));
   }
 
-  async addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
-    checkPlantName(plant.name);
-    if (plant.tag !== undefined) checkTag(plant.tag);
-    const createdAt = Date.now();
-    return this.db.transaction().execute(async (trx) => {
-      const ownerId = await this.userId(trx, plant.owner);
-      const row = await trx
-        .insertInto('plants')
-        .values({ name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: plant.public ? 1 : 0, created_at: createdAt })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return { id: Number(row.id), ...plant, createdAt: new Date(createdAt) };
+  addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
+    return this.write(async () => {
+      checkPlantName(plant.name);
+      if (plant.tag !== undefined) checkTag(plant.tag);
+      const createdAt = Date.now();
+      return this.db.transaction().execute(async (trx) => {
+        const ownerId = await this.userId(trx, plant.owner);
+        const row = await trx
+          .insertInto('plants')
+          .values({ name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: plant.public ? 1 : 0, created_at: createdAt })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        return { id: Number(row.id), ...plant, createdAt: new Date(createdAt) };
+      });
     });
   }
 
-  async removePlant(id: number): Promise<void> {
-    const result = await this.db.deleteFrom('plants').where('id', '=', id).executeTakeFirst();
-    if (Number(result.numDeletedRows) === 0) throw notFound(`no plant with id ${id}`);
+  removePlant(id: number): Promise<void> {
+    return this.write(async () => {
+      const result = await this.db.deleteFrom('plants').where('id', '=', id).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) throw notFound(`no plant with id ${id}`);
+    });
   }
 
   async listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]> {
@@ -255,33 +288,37 @@ export abstract class KyselyStore implements Store {
     }));
   }
 
-  async addGrant(plantId: number, grantee: Grantee): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await this.plantExists(trx, plantId);
-      if ('user' in grantee) {
-        const userId = await this.userId(trx, grantee.user);
-        await trx.insertInto('plant_user_grants').values({ user_id: userId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
-      } else {
-        const groupId = await this.groupId(trx, grantee.group);
-        await trx.insertInto('plant_group_grants').values({ group_id: groupId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
-      }
+  addGrant(plantId: number, grantee: Grantee): Promise<void> {
+    return this.write(async () => {
+      await this.db.transaction().execute(async (trx) => {
+        await this.plantExists(trx, plantId);
+        if ('user' in grantee) {
+          const userId = await this.userId(trx, grantee.user);
+          await trx.insertInto('plant_user_grants').values({ user_id: userId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
+        } else {
+          const groupId = await this.groupId(trx, grantee.group);
+          await trx.insertInto('plant_group_grants').values({ group_id: groupId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
+        }
+      });
     });
   }
 
-  async removeGrant(plantId: number, grantee: Grantee): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await this.plantExists(trx, plantId);
-      let deleted: bigint;
-      if ('user' in grantee) {
-        const userId = await this.userId(trx, grantee.user);
-        const r = await trx.deleteFrom('plant_user_grants').where('user_id', '=', userId).where('plant_id', '=', plantId).executeTakeFirst();
-        deleted = r.numDeletedRows;
-      } else {
-        const groupId = await this.groupId(trx, grantee.group);
-        const r = await trx.deleteFrom('plant_group_grants').where('group_id', '=', groupId).where('plant_id', '=', plantId).executeTakeFirst();
-        deleted = r.numDeletedRows;
-      }
-      if (Number(deleted) === 0) throw notFound(`plant ${plantId} is not granted to ${describe(grantee)}`);
+  removeGrant(plantId: number, grantee: Grantee): Promise<void> {
+    return this.write(async () => {
+      await this.db.transaction().execute(async (trx) => {
+        await this.plantExists(trx, plantId);
+        let deleted: bigint;
+        if ('user' in grantee) {
+          const userId = await this.userId(trx, grantee.user);
+          const r = await trx.deleteFrom('plant_user_grants').where('user_id', '=', userId).where('plant_id', '=', plantId).executeTakeFirst();
+          deleted = r.numDeletedRows;
+        } else {
+          const groupId = await this.groupId(trx, grantee.group);
+          const r = await trx.deleteFrom('plant_group_grants').where('group_id', '=', groupId).where('plant_id', '=', plantId).executeTakeFirst();
+          deleted = r.numDeletedRows;
+        }
+        if (Number(deleted) === 0) throw notFound(`plant ${plantId} is not granted to ${describe(grantee)}`);
+      });
     });
   }
 
@@ -309,44 +346,48 @@ export abstract class KyselyStore implements Store {
     return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));
   }
 
-  async addToken(token: NewToken): Promise<TokenInfo> {
-    const createdAt = Date.now();
-    return this.db.transaction().execute(async (trx) => {
-      const userId = await this.userId(trx, token.user);
-      const row = await trx
-        .insertInto('tokens')
-        .values({
-          user_id: userId,
-          token_hash: token.hash,
-          label: token.label ?? null,
-          created_at: createdAt,
-          expires_at: token.expiresAt?.getTime() ?? null,
-          revoked_at: null,
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return {
-        id: Number(row.id),
-        user: token.user,
-        ...(token.label === undefined ? {} : { label: token.label }),
-        createdAt: new Date(createdAt),
-        ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt }),
-      };
+  addToken(token: NewToken): Promise<TokenInfo> {
+    return this.write(async () => {
+      const createdAt = Date.now();
+      return this.db.transaction().execute(async (trx) => {
+        const userId = await this.userId(trx, token.user);
+        const row = await trx
+          .insertInto('tokens')
+          .values({
+            user_id: userId,
+            token_hash: token.hash,
+            label: token.label ?? null,
+            created_at: createdAt,
+            expires_at: token.expiresAt?.getTime() ?? null,
+            revoked_at: null,
+          })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        return {
+          id: Number(row.id),
+          user: token.user,
+          ...(token.label === undefined ? {} : { label: token.label }),
+          createdAt: new Date(createdAt),
+          ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt }),
+        };
+      });
     });
   }
 
-  async revokeToken(id: number): Promise<void> {
-    const result = await this.db
-      .updateTable('tokens')
-      .set({ revoked_at: Date.now() })
-      .where('id', '=', id)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) {
-      const exists = await this.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();
-      if (!exists) throw notFound(`no token with id ${id}`);
-      // Revoking twice is not an error: the token is revoked either way.
-    }
+  revokeToken(id: number): Promise<void> {
+    return this.write(async () => {
+      const result = await this.db
+        .updateTable('tokens')
+        .set({ revoked_at: Date.now() })
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) {
+        const exists = await this.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();
+        if (!exists) throw notFound(`no token with id ${id}`);
+        // Revoking twice is not an error: the token is revoked either way.
+      }
+    });
   }
 
   async listTokens(filter: { user?: string }): Promise<TokenInfo[]> {

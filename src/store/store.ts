@@ -1,4 +1,8 @@
 import type { CatalogueRecord } from '../catalogue/records.js';
+import type { Awaitable } from '../awaitable.js';
+import type { ChangeFeed } from './change-log.js';
+
+export type { Awaitable } from '../awaitable.js';
 
 /** A plant as the contract shows it: `tag` is absent, never null, when the plant has none. */
 export interface Plant {
@@ -57,6 +61,12 @@ export interface ListedPlant {
   id: number;
   name: string;
   tag: string | null;
+}
+
+/** One page of a user's listing, and the ids of the groups it counted for the user (what a cached copy depends on). */
+export interface VisiblePage {
+  plants: ListedPlant[];
+  groupIds: readonly number[];
 }
 
 /** What the hot path needs to know about a presented token. */
@@ -141,25 +151,26 @@ export interface Store {
   ping(): Promise<void>;
   close(): Promise<void>;
 
-  // Hot path.
-  findToken(hash: Buffer): Promise<TokenCredential | undefined>;
+  // Hot path. SQLite answers synchronously, PostgreSQL with a promise.
+  findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   /** The user a JWT names, by user name. */
-  findUser(name: string): Promise<UserCredential | undefined>;
+  findUser(name: string): Awaitable<UserCredential | undefined>;
   /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */
   provisionUser(name: string): Promise<UserCredential>;
   /**
    * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`.
    * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
    * no stored group grant nothing. Cost grows with `limit` and the user's group count, not the catalogue.
+   * With `withGroups`, the page also says which groups it counted (a backend may always say).
    */
-  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Promise<ListedPlant[]>;
+  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[], withGroups?: boolean): Awaitable<VisiblePage>;
   /** One page of every plant, in catalogue order (what an admin sees). */
-  listAllPlants(page: PageRequest): Promise<ListedPlant[]>;
+  listAllPlants(page: PageRequest): Awaitable<ListedPlant[]>;
   /**
-   * A value that changes whenever committed data may have changed, in this process or any other; undefined
-   * while changes cannot be tracked (then nothing derived from the data may be cached). Cheap: called per request.
+   * Every committed change, from any writer, as the change log records it: what the caches follow. Started by
+   * its first `sync()`, so CLI commands never follow it.
    */
-  dataVersion(): number | undefined;
+  readonly changes: ChangeFeed;
   /**
    * Embedded backends only: check every `intervalMs` that the database file is still the one open. When it is
    * removed or replaced, reads answer "unavailable" until the file at the path is reopened.

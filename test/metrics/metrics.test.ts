@@ -30,13 +30,14 @@ async function scrape(url: string): Promise<Sample[]> {
   return parseSamples(await res.text());
 }
 
-/** Waits until the store's data version holds still, so that late change notifications cannot empty a cache mid-test. */
+/** Waits until the store's change feed follows the log and holds still, so that late changes cannot empty a cache mid-test. */
 async function settle(store: Store): Promise<void> {
-  for (let last = store.dataVersion(), i = 0; i < 50; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    const now = store.dataVersion();
-    if (now === last && now !== undefined) return;
+  for (let last = -1, i = 0; i < 50; i++) {
+    const live = store.changes.sync();
+    const now = store.changes.position;
+    if (live && now === last) return;
     last = now;
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 

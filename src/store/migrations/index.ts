@@ -2,12 +2,14 @@ import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'k
 import type { Dialect } from '../schema.js';
 import { initialSchema } from './0001-initial.js';
 import { changeNotifications } from './0002-change-notifications.js';
+import { changeLog } from './0003-change-log.js';
 
 /** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
 function migrations(dialect: Dialect): Record<string, Migration> {
   return {
     '0001-initial': initialSchema(dialect),
     '0002-change-notifications': changeNotifications(dialect),
+    '0003-change-log': changeLog(dialect),
   };
 }
 

@@ -1,16 +1,19 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Kysely, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs, type QueryResult, type RootOperationNode, type UnknownRow } from 'kysely';
+import { Kysely } from 'kysely';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import Cursor from 'pg-cursor';
 import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
 import { invalidInput, unavailable } from '../../errors.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, EVERYTHING } from '../change-log.js';
 import { KyselyStore } from '../kysely-store.js';
+import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import { ChangeListener } from './change-listener.js';
+import { allPlantsSql, visiblePlantsSql } from '../visible-plants-sql.js';
+import { PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import type {
   HotQuery,
@@ -22,6 +25,7 @@ import type {
   PoolStats,
   TokenCredential,
   UserCredential,
+  VisiblePage,
 } from '../store.js';
 
 export interface PostgresOptions {
@@ -33,27 +37,13 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
 }
 
-/**
- * One page of a user's listing in one round trip: each access branch is an index range read from $2 in id
- * order cut at $3, one per group of the user (LATERAL), merged, cut again, and only then joined to plants.
- * $4 holds the group names a JWT's groups claim adds to the stored memberships.
- */
-const VISIBLE_PLANTS_SQL = `
-  WITH my_groups AS (
-    SELECT group_id AS id FROM group_members WHERE user_id = $1
-    UNION SELECT id FROM groups WHERE name = ANY($4::text[])
-  ), page AS (
-    (SELECT id FROM plants WHERE is_public = 1 AND id > $2 ORDER BY id LIMIT $3)
-    UNION
-    (SELECT id FROM plants WHERE owner_id = $1 AND id > $2 ORDER BY id LIMIT $3)
-    UNION
-    (SELECT plant_id FROM plant_user_grants WHERE user_id = $1 AND plant_id > $2 ORDER BY plant_id LIMIT $3)
-    UNION
-    (SELECT gg.plant_id FROM my_groups g CROSS JOIN LATERAL (
-       SELECT plant_id FROM plant_group_grants WHERE group_id = g.id AND plant_id > $2 ORDER BY plant_id LIMIT $3) gg)
-    ORDER BY 1 LIMIT $3
-  )
-  SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id ORDER BY p.id`;
+/** A row of the listing query: a plant, or (last, id null) the groups the page counted. */
+type PageRow = { id: number; name: string; tag: string | null; groups: Array<number | string> | null };
+
+// The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
+const VISIBLE_PLANTS = visiblePlantsSql('postgres', 0, false);
+const VISIBLE_PLANTS_WITH_CLAIMS = visiblePlantsSql('postgres', 0, true);
+const ALL_PLANTS = allPlantsSql('postgres', 0);
 
 /** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
 const IMPORT_BATCH = 20_000;
@@ -218,42 +208,32 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
 }
 
 
-/**
- * Counts this process's own writes through Kysely as they complete, so that its caches drop what they change
- * at once, as SQLite's total_changes() does; the change notification, which reaches every instance, can come
- * a moment after the write's answer. Anything but a SELECT counts: a needless count only empties a cache.
- */
-class OwnWrites implements KyselyPlugin {
-  count = 0;
-  private readonly writes = new WeakSet<object>();
-
-  transformQuery({ node, queryId }: PluginTransformQueryArgs): RootOperationNode {
-    if (node.kind !== 'SelectQueryNode') this.writes.add(queryId);
-    return node;
-  }
-
-  async transformResult({ queryId, result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    if (this.writes.has(queryId)) this.count++;
-    return result;
-  }
-}
-
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export class PostgresStore extends KyselyStore {
   readonly backend = 'postgres' as const;
   private closed = false;
 
-  private readonly changes: ChangeListener;
+  readonly changes: PostgresChangeFeed;
+  private pruner: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly pool: pg.Pool,
     private readonly readPool: pg.Pool,
     db: Kysely<Database>,
-    private readonly ownWrites: OwnWrites,
   ) {
     super(db);
-    // Notifications come from the primary (a replica does not relay them), on a connection of its own.
-    this.changes = new ChangeListener((pool as unknown as { options: pg.ClientConfig }).options);
+    // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
+    const options = (pool as unknown as { options: pg.ClientConfig }).options;
+    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name ?? 'plantstore'}-changes` }, () =>
+      this.startPruning(),
+    );
+  }
+
+  /** A serving process keeps the change log short; CLI commands never prune it. */
+  private startPruning(): void {
+    if (this.pruner || this.closed) return;
+    this.pruner = setInterval(() => void this.pool.query(PRUNE_SQL, [CHANGE_LOG_RETENTION_MS]).catch(() => {}), CHANGE_LOG_PRUNE_EVERY_MS);
+    this.pruner.unref();
   }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
@@ -261,10 +241,9 @@ export class PostgresStore extends KyselyStore {
     const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
     try {
       if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      const ownWrites = new OwnWrites();
-      const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }), plugins: [ownWrites] });
+      const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
       await migrateToLatest(db, 'postgres', schema);
-      return new PostgresStore(pool, readPool ?? pool, db, ownWrites);
+      return new PostgresStore(pool, readPool ?? pool, db);
     } catch (err) {
       await pool.end();
       await readPool?.end();
@@ -277,11 +256,11 @@ export class PostgresStore extends KyselyStore {
    * Runs a hot-path query as a named prepared statement; connection failures become "unavailable" (503).
    * When timed, the duration includes any wait for a free connection: that is what a request waits.
    */
-  private async query<R extends pg.QueryResultRow>(name: HotQuery, text: string, values: unknown[], pool = this.pool): Promise<R[]> {
+  private async query<R extends pg.QueryResultRow>(name: HotQuery, text: string, values: unknown[], pool = this.pool, statement: string = name): Promise<R[]> {
     const timer = this.queryTimer;
     const started = timer ? performance.now() : 0;
     try {
-      return (await pool.query<R>({ name, text, values })).rows;
+      return (await pool.query<R>({ name: statement, text, values })).rows;
     } catch (err) {
       if (isConnectionError(err)) throw unavailable('database unavailable');
       throw err;
@@ -307,6 +286,7 @@ export class PostgresStore extends KyselyStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.pruner);
     await this.changes.close();
     await this.db.destroy();
     if (this.readPool !== this.pool) await this.readPool.end();
@@ -336,18 +316,17 @@ export class PostgresStore extends KyselyStore {
     return row && { userId: row.id, admin: row.is_admin === 1 };
   }
 
-  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<ListedPlant[]> {
-    return this.query<ListedPlant>('visible_plants', VISIBLE_PLANTS_SQL, [userId, after, limit, extraGroups], this.readPool);
+  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<VisiblePage> {
+    const rows = await (extraGroups.length > 0
+      ? this.query<PageRow>('visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], this.readPool, 'visible_plants_claims')
+      : this.query<PageRow>('visible_plants', VISIBLE_PLANTS, [userId, after, limit], this.readPool));
+    // The last row carries the groups the page counted (see visiblePlantsSql), the others the plants.
+    const groups = rows.pop()!.groups!;
+    return { plants: rows as unknown as ListedPlant[], groupIds: groups.map(Number) };
   }
 
   async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
-    return this.query<ListedPlant>('all_plants', 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2', [after, limit], this.readPool);
-  }
-
-  dataVersion(): number | undefined {
-    // Both only grow, so their sum moves whenever either does; nothing is cached while notifications are lost.
-    const notified = this.changes.version();
-    return notified === undefined ? undefined : notified + this.ownWrites.count;
+    return this.query<ListedPlant>('all_plants', ALL_PLANTS, [after, limit], this.readPool);
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
@@ -467,6 +446,8 @@ export class PostgresStore extends KyselyStore {
       await client.query('BEGIN');
       // Like export: a bulk command, whose COPY of a batch or COMMIT may outlast a request's timeout.
       await client.query('SET LOCAL statement_timeout = 0');
+      // Row by row, the change log would double what an import writes: it records one broad change instead.
+      await client.query(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`);
       const keys = await dropKeysForFirstLoad(client);
       for await (const records of batches) {
         for (const { line, record } of records) {
@@ -530,8 +511,10 @@ export class PostgresStore extends KyselyStore {
       if (plants.rows.count > 0) await flushPlants();
       await writing;
       for (const statement of keys.add) await client.query(statement);
+      await client.query('INSERT INTO change_log (table_name) VALUES ($1)', [EVERYTHING]);
       await client.query('COMMIT');
       progress?.(done);
+      await this.changes.catchUp();
       return summary;
     } catch (err) {
       // A batch still being written holds earlier lines of the file than the reader's error: report its error.

@@ -6,10 +6,11 @@ import { Kysely, SqliteDialect } from 'kysely';
 import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
 import { unavailable } from '../../errors.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { KyselyStore } from '../kysely-store.js';
+import { changeTriggerName } from '../migrations/0003-change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import { mergeSortedIds } from '../merge.js';
 import type {
   HotQuery,
   Store,
@@ -20,55 +21,16 @@ import type {
   PageRequest,
   TokenCredential,
   UserCredential,
+  VisiblePage,
 } from '../store.js';
-
-type PlantRow = [id: number, name: string, tag: string | null];
-
-const toListed = (rows: PlantRow[]): ListedPlant[] => rows.map(([id, name, tag]) => ({ id, name, tag }));
-
-/**
- * The listing is a k-way merge of index range reads, each in id order from `after` and cut at `limit`:
- * public plants, owned plants, plants granted to the user, and plants granted to each of the user's groups
- * (stored memberships plus a JWT's groups claim). A page costs about (3 + groups) x `limit` index entries,
- * whatever the size of the catalogue; only the ids of the final page are looked up in \`plants\`.
- */
-const BRANCH_SQL = {
-  public: 'SELECT id FROM plants WHERE is_public = 1 AND id > ? ORDER BY id LIMIT ?',
-  owned: 'SELECT id FROM plants WHERE owner_id = ? AND id > ? ORDER BY id LIMIT ?',
-  userGrants: 'SELECT plant_id FROM plant_user_grants WHERE user_id = ? AND plant_id > ? ORDER BY plant_id LIMIT ?',
-  groupGrants: 'SELECT plant_id FROM plant_group_grants WHERE group_id = ? AND plant_id > ? ORDER BY plant_id LIMIT ?',
-  memberOf: 'SELECT group_id FROM group_members WHERE user_id = ?',
-  groupsNamed: 'SELECT id FROM groups WHERE name IN (SELECT value FROM json_each(?))',
-  plantsById: 'SELECT id, name, tag FROM plants WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id',
-  all: 'SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?',
-} as const;
+import { SqliteReader } from './sqlite-reader.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
   path: string;
 }
 
-type Statements = ReturnType<typeof prepareStatements>;
 type FileEventListener = Parameters<NonNullable<Store['followFile']>>[1];
-
-function prepareStatements(sqlite: BetterSqlite3.Database) {
-  const prepared = Object.fromEntries(Object.entries(BRANCH_SQL).map(([name, sql]) => [name, sqlite.prepare(sql)])) as {
-    [K in keyof typeof BRANCH_SQL]: BetterSqlite3.Statement<unknown[]>;
-  };
-  for (const name of ['public', 'owned', 'userGrants', 'groupGrants', 'memberOf', 'groupsNamed'] as const) prepared[name].pluck(true);
-  prepared.plantsById.raw(true);
-  prepared.all.raw(true);
-  return {
-    ...prepared,
-    findToken: sqlite.prepare<[Buffer]>(
-      `SELECT t.id AS tokenId, t.user_id AS userId, u.is_admin AS admin, t.expires_at AS expiresAt, t.revoked_at AS revokedAt
-       FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
-    ),
-    findUser: sqlite.prepare<[string]>('SELECT id AS userId, is_admin AS admin FROM users WHERE name = ?'),
-    otherCommits: sqlite.prepare<[], number>('PRAGMA data_version').pluck(true),
-    ownChanges: sqlite.prepare<[], number>('SELECT total_changes()').pluck(true),
-  };
-}
 
 /** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
 async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
@@ -87,6 +49,41 @@ async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite:
   } catch (err) {
     sqlite.close();
     throw err;
+  }
+}
+
+/** The change-log triggers, by name, as SQLite stores them: an import drops them and restores them exactly. */
+function changeTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
+  const names = Object.keys(LOGGED_TABLES).flatMap((table) =>
+    (['insert', 'update', 'delete'] as const).map((op) => changeTriggerName(table as keyof typeof LOGGED_TABLES, op)),
+  );
+  return db
+    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
+    .all(...names) as Array<{ name: string; sql: string }>;
+}
+
+/**
+ * One pruning pass (see CHANGE_LOG_RETENTION_MS): deletes the rows that existed at the previous pass, if that
+ * was at least the retention ago, and marks where this pass stands. Gives up at once when another process
+ * holds the write lock (this connection is synchronous: waiting would hold up every request); the next pass
+ * tries again.
+ */
+function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
+  const timeout = db.pragma('busy_timeout', { simple: true });
+  db.pragma('busy_timeout = 0');
+  try {
+    db.transaction(() => {
+      const mark = db.prepare('SELECT mark_seq AS seq, mark_at AS at FROM change_log_state').get() as { seq: number; at: number };
+      if (now - mark.at < CHANGE_LOG_RETENTION_MS) return;
+      db.prepare('DELETE FROM change_log WHERE seq <= ?').run(mark.seq);
+      db.prepare(
+        'UPDATE change_log_state SET pruned_through = max(pruned_through, ?), mark_seq = coalesce((SELECT max(seq) FROM change_log), ?), mark_at = ?',
+      ).run(mark.seq, mark.seq, now);
+    }).immediate();
+  } catch (err) {
+    if (!/^SQLITE_BUSY/.test((err as { code?: string }).code ?? '')) throw err;
+  } finally {
+    db.pragma(`busy_timeout = ${timeout}`);
   }
 }
 
@@ -166,19 +163,15 @@ class PlantWriter {
 
 const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
 
-/** Added to the data version on every reopen, so that no cached answer of the old file survives. */
-const REOPEN_VERSION_STEP = 2 ** 40;
-
 /** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
 export class SqliteStore extends KyselyStore {
   readonly backend = 'sqlite' as const;
   private closed = false;
 
-  private stmts: Statements;
-  private otherCommits = 0;
-  private otherCommitsReadAt = -Infinity;
-  private versionOffset = 0;
-  /** The file followed (followFile); while it is gone the connection is closed, so every read answers 503. */
+  /** The request path and the change feed, on a read connection of their own (see sqlite-reader.ts). */
+  private readonly reader: SqliteReader;
+  private pruner: NodeJS.Timeout | undefined;
+  /** The file followed (followFile); while it is gone the connections are closed, so every read answers 503. */
   private identity: Stats | undefined;
   private watcher: NodeJS.Timeout | undefined;
   private watching: Promise<void> | undefined;
@@ -191,7 +184,11 @@ export class SqliteStore extends KyselyStore {
     private readonly options: SqliteOptions,
   ) {
     super(db);
-    this.stmts = prepareStatements(sqlite);
+    this.reader = new SqliteReader(options.path === ':memory:' ? sqlite : options.path, () => this.startPruning());
+  }
+
+  get changes(): SqliteReader {
+    return this.reader;
   }
 
   /** Checks every `intervalMs` that the file at the path is still the one open (see checkFile). The server calls this. */
@@ -205,11 +202,30 @@ export class SqliteStore extends KyselyStore {
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
     const { sqlite, db } = await openDatabase(options.path, false);
-    return new SqliteStore(sqlite, db, options);
+    try {
+      return new SqliteStore(sqlite, db, options);
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+  }
+
+  /** A serving process keeps the change log short; CLI commands never prune it. */
+  private startPruning(): void {
+    if (this.pruner || this.closed) return;
+    this.pruner = setInterval(() => {
+      if (!this.sqlite.open) return;
+      // Through Kysely's hold on the connection, so that no transaction of its own is open meanwhile.
+      this.db
+        .connection()
+        .execute(async () => pruneChangeLog(this.sqlite, Date.now()))
+        .catch(() => {});
+    }, CHANGE_LOG_PRUNE_EVERY_MS);
+    this.pruner.unref();
   }
 
   /**
-   * Follows the file at the path: when it is removed, the open connection is closed (another process creating
+   * Follows the file at the path: when it is removed, the open connections are closed (another process creating
    * a new file there would otherwise share its -wal and -shm with a connection to the old one); when a file is
    * there again (a restored backup, or one the CLI created), it is opened, migrated and served.
    */
@@ -226,6 +242,7 @@ export class SqliteStore extends KyselyStore {
     if (current && this.identity && sameFile(current, this.identity) && this.sqlite.open) return;
     if (this.sqlite.open) {
       // Closed at once, so no read in between serves the old file; Kysely's destroy then only lets go.
+      this.reader.close();
       this.sqlite.close();
       await this.db.destroy();
       onFileEvent?.('gone', current ? `${path} was replaced by another file` : `${path} was removed`);
@@ -237,13 +254,13 @@ export class SqliteStore extends KyselyStore {
         await db.destroy();
         return;
       }
+      this.reader.connect(path);
       this.sqlite = sqlite;
       this.db = db;
-      this.stmts = prepareStatements(sqlite);
       this.identity = statSync(path);
-      this.otherCommitsReadAt = -Infinity;
-      this.versionOffset += REOPEN_VERSION_STEP;
       this.lastReopenFailure = undefined;
+      // Nothing cached from the old file may survive.
+      this.reader.deliverEverything();
       onFileEvent?.('reopened', `${path} reopened`);
     } catch (err) {
       // Said once per distinct reason, not every check.
@@ -262,11 +279,12 @@ export class SqliteStore extends KyselyStore {
     return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
   }
 
-  /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. */
+  /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. Synchronous. */
   private read<T>(name: HotQuery, query: () => T): T {
     const timer = this.queryTimer;
     const started = timer ? performance.now() : 0;
     try {
+      if (!this.reader.open) throw unavailable('database unavailable');
       return query();
     } catch (err) {
       if (this.isUnavailable(err)) throw unavailable('database unavailable');
@@ -280,7 +298,9 @@ export class SqliteStore extends KyselyStore {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.watcher);
+    clearInterval(this.pruner);
     await this.watching;
+    this.reader.close();
     if (this.sqlite.open) await this.db.destroy();
   }
 
@@ -289,56 +309,30 @@ export class SqliteStore extends KyselyStore {
     return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
 
-  async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
-    const row = this.read('find_token', () => this.stmts.findToken.get(hash)) as
-      | { tokenId: number; userId: number; admin: number; expiresAt: number | null; revokedAt: number | null }
-      | undefined;
-    if (!row) return undefined;
-    return { tokenId: row.tokenId, userId: row.userId, admin: row.admin === 1, expiresAt: row.expiresAt, revokedAt: row.revokedAt };
+  findToken(hash: Buffer): TokenCredential | undefined {
+    return this.read('find_token', () => this.reader.findToken(hash));
   }
 
-  async findUser(name: string): Promise<UserCredential | undefined> {
-    const row = this.read('find_user', () => this.stmts.findUser.get(name)) as { userId: number; admin: number } | undefined;
-    return row && { userId: row.userId, admin: row.admin === 1 };
+  findUser(name: string): UserCredential | undefined {
+    return this.read('find_user', () => this.reader.findUser(name));
   }
 
-  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<ListedPlant[]> {
-    const s = this.stmts;
-    return this.read('visible_plants', () => {
-      const groups = new Set(s.memberOf.all(userId) as number[]);
-      if (extraGroups.length > 0) for (const id of s.groupsNamed.all(JSON.stringify(extraGroups)) as number[]) groups.add(id);
-      const branches = [
-        s.public.all(after, limit) as number[],
-        s.owned.all(userId, after, limit) as number[],
-        s.userGrants.all(userId, after, limit) as number[],
-      ];
-      for (const group of groups) branches.push(s.groupGrants.all(group, after, limit) as number[]);
-      const ids = mergeSortedIds(branches, limit);
-      if (ids.length === 0) return [];
-      return toListed(s.plantsById.all(JSON.stringify(ids)) as PlantRow[]);
-    });
+  listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = [], withGroups = false): VisiblePage {
+    return this.read('visible_plants', () => this.reader.listPlantsVisibleTo(userId, after, limit, extraGroups, withGroups));
   }
 
-  async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
-    return toListed(this.read('all_plants', () => this.stmts.all.all(after, limit)) as PlantRow[]);
-  }
-
-  /**
-   * `PRAGMA data_version` moves when another connection (a worker, the CLI) commits; it costs a few
-   * microseconds, so it is read at most once a millisecond: another process's change is seen within 1 ms.
-   * `total_changes()` counts this connection's own writes and is read every time (it is nearly free).
-   */
-  dataVersion(): number | undefined {
-    if (!this.sqlite.open) return undefined;
-    const now = performance.now();
-    if (now - this.otherCommitsReadAt >= 1) {
-      this.otherCommits = this.stmts.otherCommits.get()!;
-      this.otherCommitsReadAt = now;
-    }
-    return this.versionOffset + this.otherCommits + this.stmts.ownChanges.get()!;
+  listAllPlants({ after, limit }: PageRequest): ListedPlant[] {
+    return this.read('all_plants', () => this.reader.listAllPlants(after, limit));
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
+    // Holding Kysely's connection: no transaction of its own can be open on it while the import's runs.
+    const summary = await this.db.connection().execute(() => this.importLocked(batches, progress));
+    await this.changes.catchUp();
+    return summary;
+  }
+
+  private async importLocked(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
     const db = this.sqlite;
     const now = Date.now();
     const upsertUser = db.prepare<{ name: string; admin: number | null; now: number }, { id: number }>(
@@ -383,6 +377,10 @@ export class SqliteStore extends KyselyStore {
     db.pragma('cache_size = -65536');
     db.exec('BEGIN IMMEDIATE');
     try {
+      // Row by row, the change log would double what an import writes; it records one broad change instead. The
+      // triggers go and come back inside the transaction (no other writer runs meanwhile, nobody sees them gone).
+      const triggers = changeTriggers(db);
+      for (const { name } of triggers) db.exec(`DROP TRIGGER ${name}`);
       const plants = new PlantWriter(db, now);
       for await (const batch of batches) {
         for (const { line, record } of batch) {
@@ -417,6 +415,8 @@ export class SqliteStore extends KyselyStore {
         progress?.(done);
       }
       plants.finish();
+      for (const { sql } of triggers) db.exec(sql);
+      db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
       db.exec('COMMIT');
       progress?.(done);
       return summary;

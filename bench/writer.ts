@@ -1,0 +1,65 @@
+import { parseArgs } from 'node:util';
+import { generateToken } from '../src/access/tokens.js';
+import { openStore } from '../src/store/open-store.js';
+import { userName } from './catalogue.js';
+
+// A writer process for the "under writes" rows of `npm run bench`: commits about `--rate` changes a second
+// through the store's real write path until SIGTERM, then prints how many it made. In turn: a plant owned by
+// one of the measured users, a grant of an existing plant to one of them, a token of a user not measured.
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string' },
+    rate: { type: 'string', default: '100' },
+    /** The measured users are user1..userN. */
+    measured: { type: 'string', default: '100' },
+    users: { type: 'string', default: '1000' },
+    plants: { type: 'string', default: '100000' },
+  },
+});
+if (!args.db) throw new Error('--db is required');
+
+const store = await openStore({ db: args.db });
+const rate = Number(args.rate);
+const measured = Number(args.measured);
+const users = Number(args.users);
+const plants = Number(args.plants);
+let made = 0;
+let failed = 0;
+let stopping = false;
+
+async function change(i: number): Promise<void> {
+  const user = userName(1 + (i % measured));
+  switch (i % 3) {
+    case 0:
+      await store.addPlant({ name: `Written #${i}`, tag: 'bench', owner: user, public: false });
+      break;
+    case 1:
+      await store.addGrant(1 + ((i * 7919) % plants), { user });
+      break;
+    default: {
+      const other = userName(measured + 1 + (i % (users - measured - 1)));
+      await store.addToken({ user: other, hash: generateToken().hash, label: 'bench writer' });
+    }
+  }
+}
+
+process.once('SIGTERM', () => (stopping = true));
+process.stdout.write('writing\n');
+const started = performance.now();
+for (let i = 0; !stopping; i++) {
+  try {
+    await change(i);
+    made++;
+  } catch (err) {
+    failed++;
+    if (failed === 1) process.stderr.write(`writer: ${(err as Error).message}\n`);
+  }
+  // Paced against the start, so the rate holds however long each commit takes.
+  const due = started + ((i + 1) * 1000) / rate;
+  const wait = due - performance.now();
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+}
+const seconds = (performance.now() - started) / 1000;
+await store.close();
+process.stdout.write(`${JSON.stringify({ changes: made, failed, seconds })}\n`);

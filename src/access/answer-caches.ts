@@ -1,0 +1,46 @@
+import { EVERY_SCOPE, ScopedCache, type ScopedCacheOptions } from '../cache/scoped-cache.js';
+import type { ChangeBatch, ChangeFeed } from '../store/change-log.js';
+import { scopesOf } from './change-scopes.js';
+
+/**
+ * The caches of answers (token checks, JWT users, pages), kept right by the change feed: each batch of changes
+ * is turned into the scopes it can affect (change-scopes.ts), once, and every cache drops the entries in them.
+ */
+export class AnswerCaches {
+  private readonly caches: Array<ScopedCache<unknown>> = [];
+
+  constructor(
+    private readonly feed: ChangeFeed,
+    /** PLANTSTORE_CACHE: off, every lookup is a miss and every answer is read from the database. */
+    private readonly enabled: boolean,
+  ) {
+    feed.subscribe((batch, position) => this.apply(batch, position));
+  }
+
+  /** A cache that follows the feed. */
+  create<V>(options: ScopedCacheOptions<V>): ScopedCache<V> {
+    const cache = new ScopedCache<V>(options);
+    this.caches.push(cache as ScopedCache<unknown>);
+    return cache;
+  }
+
+  /**
+   * Once per request, before a cached answer is used: brings the feed up to date and says whether cached
+   * answers may be used now (not while changes cannot be followed, nor with caching off).
+   */
+  usable(): boolean {
+    return this.feed.sync() && this.enabled;
+  }
+
+  /** Where the feed stands: pass it to `set` for a value read from now on. */
+  get position(): number {
+    return this.feed.position;
+  }
+
+  private apply(batch: ChangeBatch, position: number): void {
+    const scopes = new Set<string>();
+    if (batch === 'everything') scopes.add(EVERY_SCOPE);
+    else for (const change of batch) for (const scope of scopesOf(change)) scopes.add(scope);
+    for (const cache of this.caches) cache.drop(scopes, position);
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The change log: every committed change to a table that decides who sees what (or who is authenticated) adds
+ * rows naming what it touched, written by triggers in the same transaction, whoever the writer is (this
+ * service, the CLI, an import, another instance, plain SQL). Each process reads the rows it has not seen and
+ * drops only the cached answers they can affect.
+ *
+ * A row records facts, never conclusions: "the grant of plant 7 to user 3 changed", not "user 3's pages are
+ * stale". Which cached answers a fact affects is decided once, beside the access rule (access/change-scopes.ts).
+ */
+
+/** The columns a change row can name, beside its table. */
+export type LoggedColumn = 'user_id' | 'group_id' | 'plant_id' | 'token_id' | 'name' | 'is_public';
+
+/**
+ * For each watched table, the change-log column each of its key columns goes to. An insert logs the new row,
+ * a delete the old one, an update both (so a plant given to another owner names both owners).
+ */
+export const LOGGED_TABLES = {
+  users: { user_id: 'id' },
+  groups: { group_id: 'id', name: 'name' },
+  group_members: { group_id: 'group_id', user_id: 'user_id' },
+  plants: { plant_id: 'id', user_id: 'owner_id', is_public: 'is_public' },
+  plant_user_grants: { plant_id: 'plant_id', user_id: 'user_id' },
+  plant_group_grants: { plant_id: 'plant_id', group_id: 'group_id' },
+  tokens: { token_id: 'id', user_id: 'user_id' },
+} as const satisfies Record<string, Partial<Record<LoggedColumn, string>>>;
+
+export type LoggedTable = keyof typeof LOGGED_TABLES;
+
+/**
+ * An update or delete of a plant also logs the plant's grants as they stand: a renamed plant changes the
+ * pages of everyone it is shared with. (A deleted plant's grants are gone by then when foreign keys cascade,
+ * and log themselves; a plain `sqlite3` session runs without foreign keys, and then these rows name them.)
+ */
+export const PLANT_GRANT_TABLES = ['plant_user_grants', 'plant_group_grants'] as const;
+
+/** The table name of a row that says "anything may have changed" (an import, a TRUNCATE): every cache is emptied. */
+export const EVERYTHING = '*';
+
+/** One change-log row as read back: the table it is about and the keys it names. */
+export interface Change {
+  table: LoggedTable | typeof EVERYTHING;
+  userId: number | null;
+  groupId: number | null;
+  plantId: number | null;
+  tokenId: number | null;
+  name: string | null;
+  isPublic: boolean;
+}
+
+/**
+ * What a process is told: the changes committed since it last heard, in commit order, or `everything` when it
+ * cannot know (it fell behind the pruned end of the log, or its database file was replaced).
+ */
+export type ChangeBatch = readonly Change[] | 'everything';
+
+/**
+ * How rows leave the log: a pruning pass deletes the rows committed before the previous pass, which ran at least
+ * `retention` ago, so every process that read the log since then has seen them. A process that has not read it
+ * for that long finds that rows it never saw are gone, and empties every cache instead.
+ */
+export const CHANGE_LOG_RETENTION_MS = 60_000;
+/** How often a serving process runs a pruning pass (each pass deletes only what is older than the retention). */
+export const CHANGE_LOG_PRUNE_EVERY_MS = 30_000;
+
+/**
+ * Where committed changes reach a process. The caches subscribe to it; the request path asks it, once per
+ * request, whether cached answers may be used at all.
+ */
+export interface ChangeFeed {
+  /**
+   * Brings the feed up to date where that is synchronous (SQLite: reads the log when the read snapshot is
+   * renewed), and says whether cached answers may be used now: false while changes cannot be followed (a lost
+   * or silent PostgreSQL connection, a closed database). Cheap: called on every request.
+   */
+  sync(): boolean;
+  /** Counts the batches delivered so far; a read that began at an older position may have missed one. */
+  readonly position: number;
+  /** Calls `listener` with every batch of changes from now on, before `position` moves past it. */
+  subscribe(listener: (batch: ChangeBatch, position: number) => void): void;
+  /**
+   * Resolves once every change committed before the call has been delivered (after this process's own writes,
+   * so that its next request sees them). Resolves at once while the feed is not following changes.
+   */
+  catchUp(): Promise<void>;
+}

@@ -1,0 +1,235 @@
+import pg from 'pg';
+import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
+import { changeChannel } from '../migrations/0002-change-notifications.js';
+
+/** The log is read this often even without a notification: notifications only make it sooner. */
+const POLL_MS = 250;
+/**
+ * Cached answers are used only while a read of the log that began less than this long ago has come back. A
+ * change committed at any moment is therefore applied, or caching has stopped, within this bound plus one
+ * read: well inside the one second Plant Store promises, whatever happens to the connection.
+ */
+const FRESH_MS = 750;
+/** A read that takes longer means the connection is gone, whether or not the socket says so: it is replaced. */
+const READ_TIMEOUT_MS = 2_000;
+const RECONNECT_MS = 1_000;
+
+/**
+ * One statement, so that everything comes from one snapshot: the changes of transactions at or above
+ * `horizon` not read yet ($2), the snapshot's xmin (every transaction below it is finished: its rows are
+ * visible now or never will be), and how far the log has been pruned. Always at least one row.
+ */
+const READ_SQL = `
+  SELECT x.xmin::text AS xmin, s.pruned_below::text AS pruned_below, c.seq, c.tx::text AS tx, c.table_name,
+         c.user_id, c.group_id, c.plant_id, c.token_id, c.name, c.is_public
+  FROM change_log_state s
+  CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) x
+  LEFT JOIN change_log c ON c.tx >= coalesce($1::xid8, x.xmin) AND c.seq <> ALL($2::bigint[])
+  ORDER BY c.seq`;
+
+interface ReadRow {
+  xmin: string;
+  pruned_below: string;
+  seq: number | null;
+  tx: string | null;
+  table_name: string | null;
+  user_id: number | null;
+  group_id: number | null;
+  plant_id: number | null;
+  token_id: number | null;
+  name: string | null;
+  is_public: number | null;
+}
+
+/**
+ * A pruning pass (see CHANGE_LOG_RETENTION_MS), in one statement: when the previous pass is at least
+ * `retentionMs` old, the rows of transactions finished before it are deleted and this pass is marked. Several
+ * instances may run it at once; the row lock on the state lets one of them through.
+ */
+export const PRUNE_SQL = `
+  WITH mark AS (
+    UPDATE change_log_state SET pruned_below = mark_xmin, mark_xmin = pg_snapshot_xmin(pg_current_snapshot()), mark_at = now()
+    WHERE mark_at <= now() - make_interval(secs => $1::double precision / 1000) RETURNING pruned_below
+  )
+  DELETE FROM change_log WHERE tx < (SELECT pruned_below FROM mark)`;
+
+/**
+ * The change log of a PostgreSQL database as it reaches one process.
+ *
+ * Sequence numbers are not commit order here (a transaction can take seq 10 and commit after one that took
+ * 11), so positions are kept in transactions: each row carries its writer's xid8, and after each read every
+ * transaction below the snapshot's xmin is known finished and read. Rows of transactions at or above it that
+ * were already read are remembered by seq until the horizon passes them. A burst, a lost connection or a
+ * restart of this connection therefore skips nothing; only a process that stopped reading for longer than the
+ * log is kept misses rows, finds the log pruned past its horizon, and empties every cache.
+ *
+ * Reads run on a connection of their own (LISTENing on it): on each notification, and every POLL_MS in any
+ * case, so that a connection that is silently dropped (a proxy or firewall that discards its traffic without
+ * closing it) is noticed by a read that does not come back. Until a read succeeds again, `sync()` says no:
+ * the process caches nothing and reads the database on every request.
+ */
+export class PostgresChangeFeed implements ChangeFeed {
+  position = 0;
+  private readonly listeners: Array<(batch: ChangeBatch, position: number) => void> = [];
+  private client: pg.Client | undefined;
+  private started = false;
+  private closed = false;
+  /** Every transaction below this xid8 is finished and its rows were read; undefined before the first read. */
+  private horizon: bigint | undefined;
+  /** Rows read whose transactions are at or above the horizon: seq -> tx. */
+  private readonly consumed = new Map<number, bigint>();
+  /** When the last read that came back was sent (performance.now()). */
+  private freshSince = -Infinity;
+  private reading = false;
+  private readAgain = false;
+  private readonly waiters: Array<{ since: number; resolve: () => void }> = [];
+  private pollTimer: NodeJS.Timeout | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+
+  /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
+  constructor(
+    private readonly config: pg.ClientConfig,
+    private readonly onStart?: () => void,
+  ) {}
+
+  sync(): boolean {
+    if (!this.started) this.start();
+    return this.client !== undefined && performance.now() - this.freshSince < FRESH_MS;
+  }
+
+  subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
+    this.listeners.push(listener);
+  }
+
+  catchUp(): Promise<void> {
+    if (!this.started || this.client === undefined || this.horizon === undefined) return Promise.resolve();
+    const since = performance.now();
+    return new Promise((resolve) => {
+      this.waiters.push({ since, resolve });
+      this.read();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = undefined;
+    this.releaseWaiters(() => true);
+    await client?.end().catch(() => {});
+  }
+
+  private start(): void {
+    this.started = true;
+    this.onStart?.();
+    void this.connect();
+    this.pollTimer = setInterval(() => this.read(), POLL_MS).unref();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ ...this.config, query_timeout: READ_TIMEOUT_MS, keepAlive: true });
+    const lost = () => {
+      if (this.client === client) this.client = undefined;
+      client.removeAllListeners();
+      client.on('error', () => {});
+      // end() would wait for a socket that may never answer; destroying it does not.
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      // Writers waiting for this connection go on: nothing is cached until a read succeeds again.
+      this.releaseWaiters(() => true);
+      if (!this.closed && this.reconnectTimer === undefined) {
+        this.reconnectTimer = setTimeout(() => {
+          this.reconnectTimer = undefined;
+          void this.connect();
+        }, RECONNECT_MS).unref();
+      }
+    };
+    client.on('error', lost);
+    client.on('end', lost);
+    client.on('notification', () => this.read());
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ schema: string }>('SELECT current_schema() AS schema');
+      await client.query(`LISTEN ${pg.escapeIdentifier(changeChannel(rows[0]!.schema))}`);
+      if (this.closed) return void client.end().catch(() => {});
+      this.client = client;
+      // From the horizon kept across connections: what was committed while nobody listened is read now.
+      this.read();
+    } catch {
+      lost();
+    }
+  }
+
+  /** Reads the log now, or once more after the read under way (whose snapshot may predate the call). */
+  private read(): void {
+    if (this.reading) {
+      this.readAgain = true;
+      return;
+    }
+    const client = this.client;
+    if (client === undefined) return;
+    this.reading = true;
+    this.readAgain = false;
+    const sentAt = performance.now();
+    const horizon = this.horizon;
+    client
+      .query<ReadRow>(READ_SQL, [horizon === undefined ? null : horizon.toString(), [...this.consumed.keys()]])
+      .then(
+        ({ rows }) => {
+          if (this.client !== client) return;
+          this.apply(rows, horizon === undefined);
+          this.freshSince = sentAt;
+          this.releaseWaiters((waiter) => waiter.since <= sentAt);
+        },
+        () => {
+          // A read that fails or does not come back: this connection cannot be trusted any more.
+          if (this.client === client) client.emit('error', new Error('change log read failed'));
+        },
+      )
+      .finally(() => {
+        this.reading = false;
+        if (this.readAgain || this.waiters.length > 0) this.read();
+      });
+  }
+
+  private apply(rows: ReadRow[], first: boolean): void {
+    const { xmin, pruned_below: prunedBelow } = rows[0]!;
+    const fellBehind = this.horizon !== undefined && this.horizon < BigInt(prunedBelow);
+    const changes: Change[] = [];
+    for (const row of rows) {
+      if (row.seq === null) continue;
+      this.consumed.set(row.seq, BigInt(row.tx!));
+      changes.push({
+        table: (row.table_name ?? EVERYTHING) as LoggedTable | typeof EVERYTHING,
+        userId: row.user_id,
+        groupId: row.group_id,
+        plantId: row.plant_id,
+        tokenId: row.token_id,
+        name: row.name,
+        isPublic: row.is_public === 1,
+      });
+    }
+    this.horizon = BigInt(xmin);
+    for (const [seq, tx] of this.consumed) if (tx < this.horizon) this.consumed.delete(seq);
+    // The first read only finds the position: nothing was cached before it.
+    if (first) return;
+    if (fellBehind) {
+      this.consumed.clear();
+      this.deliver('everything');
+    } else if (changes.length > 0) {
+      this.deliver(changes);
+    }
+  }
+
+  private deliver(batch: ChangeBatch): void {
+    const position = ++this.position;
+    for (const listener of this.listeners) listener(batch, position);
+  }
+
+  private releaseWaiters(which: (waiter: { since: number }) => boolean): void {
+    for (let i = this.waiters.length - 1; i >= 0; i--) {
+      if (which(this.waiters[i]!)) this.waiters.splice(i, 1)[0]!.resolve();
+    }
+  }
+}

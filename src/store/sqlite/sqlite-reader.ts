@@ -1,0 +1,229 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
+import { allPlantsSql, viewerGroupsSql, visiblePlantsSql } from '../visible-plants-sql.js';
+import type { ListedPlant, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+
+/**
+ * How old a read snapshot may get before the next read renews it. A change committed by any process is seen
+ * by the first read that starts this long after the commit: "the very next request" after a CLI command returns.
+ */
+const SNAPSHOT_MS = 1;
+/** A snapshot nobody renewed for this long is let go, so that checkpoints can move the WAL past it. */
+const RELEASE_MS = 2;
+/** Prepared statements kept per kind, one per distinct limit (see visible-plants-sql.ts). */
+const STATEMENTS_PER_KIND = 32;
+
+type PlantRow = [id: number, name: string, tag: string | null];
+type ChangeRow = [seq: number, table: string | null, userId: number | null, groupId: number | null, plantId: number | null, tokenId: number | null, name: string | null, isPublic: number | null];
+
+const toListed = (rows: PlantRow[]): ListedPlant[] => rows.map(([id, name, tag]) => ({ id, name, tag }));
+
+/** Statements made on first use for each limit, the most recent `STATEMENTS_PER_KIND` kept. */
+class StatementsByLimit {
+  private readonly statements = new Map<number, BetterSqlite3.Statement<unknown[]>>();
+
+  constructor(private readonly make: (limit: number) => BetterSqlite3.Statement<unknown[]>) {}
+
+  get(limit: number): BetterSqlite3.Statement<unknown[]> {
+    let statement = this.statements.get(limit);
+    if (statement === undefined) {
+      if (this.statements.size >= STATEMENTS_PER_KIND) this.statements.delete(this.statements.keys().next().value!);
+      statement = this.make(limit);
+      this.statements.set(limit, statement);
+    }
+    return statement;
+  }
+}
+
+/**
+ * The request path of a SQLite store, on a read connection of its own, and its change feed.
+ *
+ * Reads share one snapshot (a read transaction) for at most `SNAPSHOT_MS`: starting a read transaction takes
+ * SQLite about 2 µs of locking (fcntl on the -shm file), which a page of one or two statements would otherwise
+ * pay each time. Every renewal also reads the change log from the last row seen, in the same snapshot, and
+ * hands what it finds to the subscribers before any read of that snapshot: what a cache drops and what a read
+ * returns always agree. Everything here is synchronous: no promise on the request path.
+ */
+export class SqliteReader implements ChangeFeed {
+  private db!: BetterSqlite3.Database;
+  private statements!: ReturnType<SqliteReader['prepare']>;
+  /** Holds snapshots on a connection of its own; false for an in-memory database, whose only connection is shared. */
+  private ownConnection = true;
+  private renewedAt = -Infinity;
+  private releaseTimer: NodeJS.Timeout | undefined;
+  /** The last change-log row delivered. */
+  private seen = 0;
+  private readonly listeners: Array<(batch: ChangeBatch, position: number) => void> = [];
+  private firstSync: (() => void) | undefined;
+  position = 0;
+
+  /**
+   * `source`: the database file, or the one connection of a `:memory:` database (then reads run unwrapped).
+   * `onFirstSync` runs once, when a request first asks the feed: only serving processes follow the log.
+   */
+  constructor(source: string | BetterSqlite3.Database, onFirstSync?: () => void) {
+    this.connect(source);
+    this.firstSync = onFirstSync;
+  }
+
+  /** (Re)opens the connection; subscribers stay. After a reconnect the caller delivers `everything`. */
+  connect(source: string | BetterSqlite3.Database): void {
+    this.close();
+    const ownConnection = typeof source === 'string';
+    const db = typeof source === 'string' ? new BetterSqlite3(source, { fileMustExist: true }) : source;
+    try {
+      if (ownConnection) {
+        db.pragma('busy_timeout = 5000');
+        // This connection never writes: a mistake here cannot change the catalogue.
+        db.pragma('query_only = ON');
+      }
+      this.db = db;
+      this.ownConnection = ownConnection;
+      this.statements = this.prepare();
+      this.seen = db.prepare('SELECT coalesce(max(seq), 0) FROM change_log').pluck().get() as number;
+      this.renewedAt = -Infinity;
+    } catch (err) {
+      if (ownConnection) db.close();
+      throw err;
+    }
+  }
+
+  private prepare() {
+    const db = this.db;
+    const raw = (sql: string) => db.prepare(sql).raw(true);
+    return {
+      findToken: raw(
+        `SELECT t.id, t.user_id, u.is_admin, t.expires_at, t.revoked_at FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
+      ),
+      findUser: raw('SELECT id, is_admin FROM users WHERE name = ?'),
+      visible: new StatementsByLimit((limit) => raw(visiblePlantsSql('sqlite', limit, false))),
+      visibleWithClaims: new StatementsByLimit((limit) => raw(visiblePlantsSql('sqlite', limit, true))),
+      groups: db.prepare(viewerGroupsSql('sqlite', false)).pluck(true),
+      groupsWithClaims: db.prepare(viewerGroupsSql('sqlite', true)).pluck(true),
+      all: new StatementsByLimit((limit) => raw(allPlantsSql('sqlite', limit))),
+      // A row with seq -1 first says the log was pruned past what this process has seen.
+      changes: raw(
+        `SELECT -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM change_log_state WHERE pruned_through > :seen
+         UNION ALL SELECT seq, table_name, user_id, group_id, plant_id, token_id, name, is_public FROM change_log WHERE seq > :seen
+         ORDER BY 1`,
+      ),
+      prunedThrough: db.prepare('SELECT pruned_through FROM change_log_state').pluck(true),
+    };
+  }
+
+  get open(): boolean {
+    return this.db.open;
+  }
+
+  // ChangeFeed.
+
+  sync(): boolean {
+    if (this.firstSync) {
+      this.firstSync();
+      this.firstSync = undefined;
+    }
+    if (!this.db.open) return false;
+    this.snapshot();
+    return true;
+  }
+
+  subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** After a write of this process: the next read takes a new snapshot, and the log is read at once. */
+  async catchUp(): Promise<void> {
+    if (!this.db.open) return;
+    this.renew(performance.now());
+  }
+
+  /** Tells every subscriber that anything may have changed (the database file was replaced). */
+  deliverEverything(): void {
+    this.deliver('everything');
+  }
+
+  // Request path.
+
+  findToken(hash: Buffer): TokenCredential | undefined {
+    this.snapshot();
+    const row = this.statements.findToken.get(hash) as [number, number, number, number | null, number | null] | undefined;
+    if (!row) return undefined;
+    return { tokenId: row[0], userId: row[1], admin: row[2] === 1, expiresAt: row[3], revokedAt: row[4] };
+  }
+
+  findUser(name: string): UserCredential | undefined {
+    this.snapshot();
+    const row = this.statements.findUser.get(name) as [number, number] | undefined;
+    return row && { userId: row[0], admin: row[1] === 1 };
+  }
+
+  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[], withGroups: boolean): VisiblePage {
+    this.snapshot();
+    const claimed = claims.length > 0;
+    const params = claimed ? { user, after, claims: JSON.stringify(claims) } : { user, after };
+    const plants = toListed((claimed ? this.statements.visibleWithClaims : this.statements.visible).get(limit).all(params) as PlantRow[]);
+    if (!withGroups) return { plants, groupIds: [] };
+    const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(params) as number[];
+    return { plants, groupIds };
+  }
+
+  listAllPlants(after: number, limit: number): ListedPlant[] {
+    this.snapshot();
+    return toListed(this.statements.all.get(limit).all({ after }) as PlantRow[]);
+  }
+
+  close(): void {
+    clearTimeout(this.releaseTimer);
+    this.releaseTimer = undefined;
+    if (this.db === undefined || !this.db.open) return;
+    // A shared connection (:memory:) belongs to the store, which closes it.
+    if (this.ownConnection) this.db.close();
+  }
+
+  // The snapshot.
+
+  private snapshot(): void {
+    const now = performance.now();
+    if (now - this.renewedAt >= SNAPSHOT_MS) this.renew(now);
+  }
+
+  private renew(now: number): void {
+    if (this.ownConnection) {
+      if (this.db.inTransaction) this.db.exec('COMMIT');
+      this.db.exec('BEGIN');
+    }
+    this.renewedAt = now;
+    // The first read of the transaction fixes its snapshot: the log is read in the snapshot the requests will read.
+    const rows = this.statements.changes.all({ seen: this.seen }) as ChangeRow[];
+    if (rows.length > 0) {
+      if (rows[0]![0] === -1) {
+        this.seen = Math.max(this.statements.prunedThrough.get() as number, rows.at(-1)![0]);
+        this.deliver('everything');
+      } else {
+        this.seen = rows.at(-1)![0];
+        this.deliver(rows.map(toChange));
+      }
+    }
+    if (this.ownConnection) this.releaseTimer ??= setTimeout(() => this.release(), RELEASE_MS).unref();
+  }
+
+  private release(): void {
+    this.releaseTimer = undefined;
+    if (!this.db.open || !this.db.inTransaction) return;
+    if (performance.now() - this.renewedAt < SNAPSHOT_MS) {
+      this.releaseTimer = setTimeout(() => this.release(), RELEASE_MS).unref();
+      return;
+    }
+    this.db.exec('COMMIT');
+    this.renewedAt = -Infinity;
+  }
+
+  private deliver(batch: ChangeBatch): void {
+    const position = ++this.position;
+    for (const listener of this.listeners) listener(batch, position);
+  }
+}
+
+function toChange([, table, userId, groupId, plantId, tokenId, name, isPublic]: ChangeRow): Change {
+  return { table: (table ?? EVERYTHING) as LoggedTable | typeof EVERYTHING, userId, groupId, plantId, tokenId, name, isPublic: isPublic === 1 };
+}
