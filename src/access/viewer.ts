@@ -16,12 +16,12 @@ export interface Viewer {
  * plant once, in catalogue order, read a page at a time (plants after `page.after`, at most `page.limit`),
  * so that `limit = k` is exactly the first k plants of the full listing and every page costs about the same.
  * The store evaluates the non-admin branches (store/visible-plants-sql.ts); admins skip the access filter.
- * With `withGroups`, the page says which groups it counted for the viewer (see `pageScopes`).
+ * The page says which groups it counted for the viewer (see `pageScopes`).
  */
-export function listVisiblePage(store: Store, viewer: Viewer, page: PageRequest, withGroups = false): Awaitable<VisiblePage> {
+export function listVisiblePage(store: Store, viewer: Viewer, page: PageRequest): Awaitable<VisiblePage> {
   if (page.limit === 0) return { plants: [], groupIds: [] };
   if (viewer.admin) return then(store.listAllPlants(page), (plants) => ({ plants, groupIds: [] }));
-  return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups, withGroups);
+  return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups);
 }
 
 /**

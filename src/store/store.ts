@@ -161,9 +161,9 @@ export interface Store {
    * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`.
    * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
    * no stored group grant nothing. Cost grows with `limit` and the user's group count, not the catalogue.
-   * With `withGroups`, the page also says which groups it counted (a backend may always say).
+   * The page also says which groups it counted for the user: what a cached copy of it depends on.
    */
-  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[], withGroups?: boolean): Awaitable<VisiblePage>;
+  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
   /** One page of every plant, in catalogue order (what an admin sees). */
   listAllPlants(page: PageRequest): Awaitable<ListedPlant[]>;
   /**

@@ -185,6 +185,34 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('a user in more groups than SQLite reads as branches of their own sees what the oracle says, with and without limit', async () => {
+      // 20 groups: past SQLITE_GROUP_BRANCHES, SQLite joins the groups in one branch (see visible-plants-sql.ts).
+      const groupCount = 20;
+      const all = Array.from({ length: groupCount }, (_, g) => g);
+      const many: Scenario = {
+        users: [
+          { admin: false, groups: all },
+          { admin: false, groups: all.filter((g) => g % 2 === 0) },
+        ],
+        groupCount,
+        plants: Array.from({ length: 40 }, (_, i) => ({
+          name: `p${i}`,
+          tag: i % 3 === 0 ? null : 't',
+          owner: 1,
+          public: false,
+          users: [],
+          groups: i % 4 === 3 ? [] : [i % groupCount, (i * 7) % groupCount],
+        })),
+        limits: [
+          [10, 50],
+          [30, -1],
+        ],
+        claims: [[], []],
+      };
+      await checkScenario(backend, many, true);
+      await checkScenario(backend, { ...many, users: [{ admin: false, groups: [] }, many.users[1]!], claims: [all, []] }, true, true);
+    });
+
     it("regression: a plant shared with two of the user's groups does not hide the next plant under a limit", async () => {
       // u0 is in g0 and g1; plant A is shared with both groups, plant B with g0 only; u1 owns both.
       await checkScenario(

@@ -12,7 +12,7 @@ import { KyselyStore } from '../kysely-store.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import { allPlantsSql, visiblePlantsSql } from '../visible-plants-sql.js';
+import { allPlantsSql, postgresVisiblePlantsSql } from '../visible-plants-sql.js';
 import { PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import type {
@@ -41,8 +41,8 @@ export interface PostgresOptions {
 type PageRow = { id: number; name: string; tag: string | null; groups: Array<number | string> | null };
 
 // The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
-const VISIBLE_PLANTS = visiblePlantsSql('postgres', 0, false);
-const VISIBLE_PLANTS_WITH_CLAIMS = visiblePlantsSql('postgres', 0, true);
+const VISIBLE_PLANTS = postgresVisiblePlantsSql(false);
+const VISIBLE_PLANTS_WITH_CLAIMS = postgresVisiblePlantsSql(true);
 const ALL_PLANTS = allPlantsSql('postgres', 0);
 
 /** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
@@ -320,7 +320,7 @@ export class PostgresStore extends KyselyStore {
     const rows = await (extraGroups.length > 0
       ? this.query<PageRow>('visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], this.readPool, 'visible_plants_claims')
       : this.query<PageRow>('visible_plants', VISIBLE_PLANTS, [userId, after, limit], this.readPool));
-    // The last row carries the groups the page counted (see visiblePlantsSql), the others the plants.
+    // The last row carries the groups the page counted (see postgresVisiblePlantsSql), the others the plants.
     const groups = rows.pop()!.groups!;
     return { plants: rows as unknown as ListedPlant[], groupIds: groups.map(Number) };
   }

@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
-import { allPlantsSql, viewerGroupsSql, visiblePlantsSql } from '../visible-plants-sql.js';
+import { allPlantsSql, groupParam, SQLITE_GROUP_BRANCHES, sqliteVisiblePlantsSql, viewerGroupsSql } from '../visible-plants-sql.js';
 import type { ListedPlant, TokenCredential, UserCredential, VisiblePage } from '../store.js';
 
 /**
@@ -10,26 +10,43 @@ import type { ListedPlant, TokenCredential, UserCredential, VisiblePage } from '
 const SNAPSHOT_MS = 1;
 /** A snapshot nobody renewed for this long is let go, so that checkpoints can move the WAL past it. */
 const RELEASE_MS = 2;
-/** Prepared statements kept per kind, one per distinct limit (see visible-plants-sql.ts). */
-const STATEMENTS_PER_KIND = 32;
+/** Listing statements kept prepared, one per limit and shape (see visible-plants-sql.ts); the least recently made go first. */
+const PREPARED_LISTINGS = 64;
 
 type PlantRow = [id: number, name: string, tag: string | null];
 type ChangeRow = [seq: number, table: string | null, userId: number | null, groupId: number | null, plantId: number | null, tokenId: number | null, name: string | null, isPublic: number | null];
 
-const toListed = (rows: PlantRow[]): ListedPlant[] => rows.map(([id, name, tag]) => ({ id, name, tag }));
+/**
+ * A listing's rows come back as one JSON text, `[[id, name, tag], …]`, parsed here: better-sqlite3 builds each
+ * row through V8's generic property API (about 1,000 instructions a value), which cost more than the whole
+ * index work of a page; SQLite's JSON and V8's JSON.parse are far cheaper, and escape any text exactly.
+ */
+const asJsonRows = (sql: string): string => `SELECT json_group_array(json_array(id, name, tag)) FROM (${sql})`;
 
-/** Statements made on first use for each limit, the most recent `STATEMENTS_PER_KIND` kept. */
-class StatementsByLimit {
-  private readonly statements = new Map<number, BetterSqlite3.Statement<unknown[]>>();
+function toListed(json: string): ListedPlant[] {
+  const rows = JSON.parse(json) as PlantRow[];
+  // The rows were ordered before they were aggregated; SQLite does not promise to keep that order, so check it.
+  for (let i = 1; i < rows.length; i++) {
+    if (rows[i]![0] <= rows[i - 1]![0]) {
+      rows.sort((a, b) => a[0] - b[0]);
+      break;
+    }
+  }
+  return rows.map(([id, name, tag]) => ({ id, name, tag }));
+}
 
-  constructor(private readonly make: (limit: number) => BetterSqlite3.Statement<unknown[]>) {}
+/** Statements made on first use, by key, the most recent PREPARED_LISTINGS kept. */
+class PreparedListings {
+  private readonly statements = new Map<string, BetterSqlite3.Statement<unknown[]>>();
 
-  get(limit: number): BetterSqlite3.Statement<unknown[]> {
-    let statement = this.statements.get(limit);
+  constructor(private readonly db: BetterSqlite3.Database) {}
+
+  get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
+    let statement = this.statements.get(key);
     if (statement === undefined) {
-      if (this.statements.size >= STATEMENTS_PER_KIND) this.statements.delete(this.statements.keys().next().value!);
-      statement = this.make(limit);
-      this.statements.set(limit, statement);
+      if (this.statements.size >= PREPARED_LISTINGS) this.statements.delete(this.statements.keys().next().value!);
+      statement = this.db.prepare(asJsonRows(sql())).pluck(true);
+      this.statements.set(key, statement);
     }
     return statement;
   }
@@ -96,11 +113,9 @@ export class SqliteReader implements ChangeFeed {
         `SELECT t.id, t.user_id, u.is_admin, t.expires_at, t.revoked_at FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
       ),
       findUser: raw('SELECT id, is_admin FROM users WHERE name = ?'),
-      visible: new StatementsByLimit((limit) => raw(visiblePlantsSql('sqlite', limit, false))),
-      visibleWithClaims: new StatementsByLimit((limit) => raw(visiblePlantsSql('sqlite', limit, true))),
-      groups: db.prepare(viewerGroupsSql('sqlite', false)).pluck(true),
-      groupsWithClaims: db.prepare(viewerGroupsSql('sqlite', true)).pluck(true),
-      all: new StatementsByLimit((limit) => raw(allPlantsSql('sqlite', limit))),
+      listings: new PreparedListings(db),
+      groups: db.prepare(viewerGroupsSql(false)).pluck(true),
+      groupsWithClaims: db.prepare(viewerGroupsSql(true)).pluck(true),
       // A row with seq -1 first says the log was pruned past what this process has seen.
       changes: raw(
         `SELECT -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM change_log_state WHERE pruned_through > :seen
@@ -157,19 +172,27 @@ export class SqliteReader implements ChangeFeed {
     return row && { userId: row[0], admin: row[1] === 1 };
   }
 
-  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[], withGroups: boolean): VisiblePage {
+  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[]): VisiblePage {
     this.snapshot();
+    const { listings } = this.statements;
     const claimed = claims.length > 0;
-    const params = claimed ? { user, after, claims: JSON.stringify(claims) } : { user, after };
-    const plants = toListed((claimed ? this.statements.visibleWithClaims : this.statements.visible).get(limit).all(params) as PlantRow[]);
-    if (!withGroups) return { plants, groupIds: [] };
-    const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(params) as number[];
-    return { plants, groupIds };
+    const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
+    const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
+    let rows: string;
+    if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
+      const params: Record<string, number> = { user, after };
+      for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
+      rows = listings.get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false)).get(params) as string;
+    } else {
+      const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
+      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as string;
+    }
+    return { plants: toListed(rows), groupIds };
   }
 
   listAllPlants(after: number, limit: number): ListedPlant[] {
     this.snapshot();
-    return toListed(this.statements.all.get(limit).all({ after }) as PlantRow[]);
+    return toListed(this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as string);
   }
 
   close(): void {

@@ -317,8 +317,8 @@ export class SqliteStore extends KyselyStore {
     return this.read('find_user', () => this.reader.findUser(name));
   }
 
-  listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = [], withGroups = false): VisiblePage {
-    return this.read('visible_plants', () => this.reader.listPlantsVisibleTo(userId, after, limit, extraGroups, withGroups));
+  listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): VisiblePage {
+    return this.read('visible_plants', () => this.reader.listPlantsVisibleTo(userId, after, limit, extraGroups));
   }
 
   listAllPlants({ after, limit }: PageRequest): ListedPlant[] {
