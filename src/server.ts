@@ -54,6 +54,7 @@ export async function startServer(config: Config, existingStore?: Store): Promis
     store.followFile?.(FILE_CHECK_MS, (event, detail) =>
       event === 'reopened' ? app.log.info({ event }, detail) : app.log.error({ event }, `${detail}; answering 503 until a database file is there again`),
     );
+    store.changes.report?.((event, detail) => (event === 'following' ? app.log.info({ event: `changes_${event}` }, detail) : app.log.warn({ event: `changes_${event}` }, detail)));
     // A worker's registry goes to the primary before the first request can be counted in it.
     if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
     await app.listen({ host: config.host, port: config.port });

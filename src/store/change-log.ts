@@ -83,4 +83,9 @@ export interface ChangeFeed {
    * so that its next request sees them). Resolves at once while the feed is not following changes.
    */
   catchUp(): Promise<void>;
+  /**
+   * Tells `listener` when the feed stops following the log (`lost`: nothing is cached until it is back) and
+   * when it follows it again, with a sentence for the log. Backends whose feed cannot be lost never call it.
+   */
+  report?(listener: (event: 'following' | 'lost', detail: string) => void): void;
 }

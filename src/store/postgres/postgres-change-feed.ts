@@ -85,6 +85,9 @@ export class PostgresChangeFeed implements ChangeFeed {
   private readonly waiters: Array<{ since: number; resolve: () => void }> = [];
   private pollTimer: NodeJS.Timeout | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private reporter: ((event: 'following' | 'lost', detail: string) => void) | undefined;
+  /** Whether the last report said `following`: each change of state is reported once. */
+  private following = false;
 
   /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
   constructor(
@@ -99,6 +102,10 @@ export class PostgresChangeFeed implements ChangeFeed {
 
   subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
     this.listeners.push(listener);
+  }
+
+  report(listener: (event: 'following' | 'lost', detail: string) => void): void {
+    this.reporter = listener;
   }
 
   catchUp(): Promise<void> {
@@ -130,8 +137,12 @@ export class PostgresChangeFeed implements ChangeFeed {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const client = new pg.Client({ ...this.config, query_timeout: READ_TIMEOUT_MS, keepAlive: true });
-    const lost = () => {
+    const lost = (err?: Error) => {
       if (this.client === client) this.client = undefined;
+      if (this.following) {
+        this.following = false;
+        this.reporter?.('lost', `change log connection lost (${err?.message ?? 'closed'}); caching nothing until it is back`);
+      }
       client.removeAllListeners();
       client.on('error', () => {});
       // end() would wait for a socket that may never answer; destroying it does not.
@@ -180,11 +191,15 @@ export class PostgresChangeFeed implements ChangeFeed {
           if (this.client !== client) return;
           this.apply(rows, horizon === undefined);
           this.freshSince = sentAt;
+          if (!this.following) {
+            this.following = true;
+            this.reporter?.('following', 'following the change log');
+          }
           this.releaseWaiters((waiter) => waiter.since <= sentAt);
         },
-        () => {
+        (err: Error) => {
           // A read that fails or does not come back: this connection cannot be trusted any more.
-          if (this.client === client) client.emit('error', new Error('change log read failed'));
+          if (this.client === client) client.emit('error', new Error(`a read of the change log failed: ${err.message}`));
         },
       )
       .finally(() => {

@@ -175,25 +175,28 @@ export function isConnectionError(err: unknown): boolean {
   );
 }
 
-function splitSchema(url: string): { connectionString: string; schema?: string } {
+/** The URL's own parameters: `schema` (Plant Store's) and `application_name`, which the change feed's connection extends. */
+function splitUrl(url: string): { connectionString: string; schema?: string; applicationName: string } {
   const parsed = new URL(url);
   const schema = parsed.searchParams.get('schema') ?? undefined;
+  const applicationName = parsed.searchParams.get('application_name') ?? 'plantstore';
   parsed.searchParams.delete('schema');
+  parsed.searchParams.delete('application_name');
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
     throw invalidInput(`invalid schema "${schema}": use lower-case letters, digits and underscores`);
   }
-  return { connectionString: parsed.toString(), ...(schema ? { schema } : {}) };
+  return { connectionString: parsed.toString(), applicationName, ...(schema ? { schema } : {}) };
 }
 
 function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; schema?: string } {
-  const { connectionString, schema } = splitSchema(url);
+  const { connectionString, schema, applicationName } = splitUrl(url);
   const pool = new pg.Pool({
     connectionString,
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
-    ...(new URL(url).searchParams.has('application_name') ? {} : { application_name: 'plantstore' }),
+    application_name: applicationName,
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
     // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
     types: {
@@ -224,7 +227,7 @@ export class PostgresStore extends KyselyStore {
     super(db);
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
     const options = (pool as unknown as { options: pg.ClientConfig }).options;
-    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name ?? 'plantstore'}-changes` }, () =>
+    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>
       this.startPruning(),
     );
   }

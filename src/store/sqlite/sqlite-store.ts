@@ -2,7 +2,7 @@ import { mkdirSync, statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely } from 'kysely';
 import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
 import { unavailable } from '../../errors.js';
@@ -24,6 +24,7 @@ import type {
   VisiblePage,
 } from '../store.js';
 import { SqliteReader } from './sqlite-reader.js';
+import { beginWriting, BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -42,8 +43,8 @@ async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite:
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('foreign_keys = ON');
     // The server reads while the CLI writes; wait for a writer rather than failing at once.
-    sqlite.pragma('busy_timeout = 5000');
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    const db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(sqlite) });
     await migrateToLatest(db, 'sqlite');
     return { sqlite, db };
   } catch (err) {
@@ -375,8 +376,8 @@ export class SqliteStore extends KyselyStore {
     // of being spilled to the WAL and read back; about 8% faster on a million plants.
     const cacheSize = db.pragma('cache_size', { simple: true });
     db.pragma('cache_size = -65536');
-    db.exec('BEGIN IMMEDIATE');
     try {
+      await beginWriting(db);
       // Row by row, the change log would double what an import writes; it records one broad change instead. The
       // triggers go and come back inside the transaction (no other writer runs meanwhile, nobody sees them gone).
       const triggers = changeTriggers(db);

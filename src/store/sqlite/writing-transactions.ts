@@ -1,0 +1,53 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+
+/** How long a write waits for another process's write to finish before it fails with "database is locked". */
+export const BUSY_TIMEOUT_MS = 5_000;
+
+const isBusy = (err: unknown): boolean => /^SQLITE_BUSY/.test((err as { code?: string }).code ?? '');
+
+/**
+ * Starts a transaction that writes (BEGIN IMMEDIATE), waiting its turn while another connection writes.
+ *
+ * A deferred BEGIN that reads and then writes cannot wait: when another connection committed since its read,
+ * SQLite refuses the upgrade at once (SQLITE_BUSY) whatever the busy timeout, so `grants add` failed at once
+ * while an import ran. Taking the write lock first makes it wait like any write. The wait is asynchronous:
+ * better-sqlite3 is synchronous, and SQLite's own busy wait would hold up every request of a serving process.
+ */
+export async function beginWriting(db: BetterSqlite3.Database, timeoutMs = BUSY_TIMEOUT_MS): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const busyTimeout = db.pragma('busy_timeout', { simple: true }) as number;
+  for (let pause = 1; ; pause = Math.min(2 * pause, 50)) {
+    db.pragma('busy_timeout = 0');
+    try {
+      db.exec('BEGIN IMMEDIATE');
+      return;
+    } catch (err) {
+      if (!isBusy(err) || performance.now() + pause > deadline) throw err;
+    } finally {
+      db.pragma(`busy_timeout = ${busyTimeout}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+}
+
+class WritingTransactionsDriver extends SqliteDriver {
+  constructor(private readonly database: BetterSqlite3.Database, config: SqliteDialectConfig) {
+    super(config);
+  }
+
+  override async beginTransaction(_connection: DatabaseConnection): Promise<void> {
+    await beginWriting(this.database);
+  }
+}
+
+/** Kysely's SQLite dialect, whose transactions start as writers (see `beginWriting`). */
+export class WritingTransactionsDialect extends SqliteDialect {
+  constructor(private readonly database: BetterSqlite3.Database) {
+    super({ database });
+  }
+
+  override createDriver(): Driver {
+    return new WritingTransactionsDriver(this.database, { database: this.database });
+  }
+}
