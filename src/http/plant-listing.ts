@@ -79,11 +79,11 @@ export class PlantListing {
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
     const readAt = this.caches.position;
-    return then(listVisiblePage(this.store, viewer, { after, limit: limit + 1 }), ({ plants: rows, groupIds }) => {
+    return then(listVisiblePage(this.store, viewer, { after, limit: limit + 1 }), ({ plants: rows, groupIds, cacheable }) => {
       const more = rows.length > limit;
       const shown = more ? rows.slice(0, limit) : rows;
       const page = { body: serializePlants(shown.map(toPlant)), link: more ? nextLink(limit, shown.at(-1)!.id) : undefined };
-      if (usable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
+      if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
       return page;
     });
   }

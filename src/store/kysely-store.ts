@@ -57,7 +57,7 @@ export abstract class KyselyStore implements Store {
   abstract findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   abstract findUser(name: string): Awaitable<UserCredential | undefined>;
   abstract listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
-  abstract listAllPlants(page: PageRequest): Awaitable<ListedPlant[]>;
+  abstract listAllPlants(page: PageRequest): Awaitable<VisiblePage>;
   abstract readonly changes: ChangeFeed;
   abstract importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary>;
   abstract exportRecords(): AsyncIterable<CatalogueRecord>;

@@ -63,10 +63,16 @@ export interface ListedPlant {
   tag: string | null;
 }
 
-/** One page of a user's listing, and the ids of the groups it counted for the user (what a cached copy depends on). */
+/** One page of a listing, and what a cached copy of it would depend on. */
 export interface VisiblePage {
   plants: ListedPlant[];
+  /** The groups the page counted for the user (none for an admin's page). */
   groupIds: readonly number[];
+  /**
+   * False when the page may predate a change already delivered by the change feed: read from a replica that
+   * has not replayed that far yet. It is served (that is replica lag) but never cached.
+   */
+  cacheable: boolean;
 }
 
 /** What the hot path needs to know about a presented token. */
@@ -165,7 +171,7 @@ export interface Store {
    */
   listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
   /** One page of every plant, in catalogue order (what an admin sees). */
-  listAllPlants(page: PageRequest): Awaitable<ListedPlant[]>;
+  listAllPlants(page: PageRequest): Awaitable<VisiblePage>;
   /**
    * Every committed change, from any writer, as the change log records it: what the caches follow. Started by
    * its first `sync()`, so CLI commands never follow it.

@@ -51,10 +51,16 @@ const ownBranches = (p: Params) => [
 ];
 
 /**
+ * On a PostgreSQL standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a
+ * replica says it, so that a page older than the changes already applied to the caches is not cached.
+ */
+const REPLAYED = 'pg_last_wal_replay_lsn()::text';
+
+/**
  * PostgreSQL: one page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4
  * when `withClaims`: rows (id, name, tag) in id order, then one more row with a null id and, in a fourth
  * column (`groups`), the ids of the groups the page counted, so that a cache knows what it depends on without
- * a second round trip.
+ * a second round trip, and in a fifth (`replayed`) the standby's replay position.
  */
 export function postgresVisiblePlantsSql(withClaims: boolean): string {
   const p = PARAMS.postgres;
@@ -65,8 +71,8 @@ export function postgresVisiblePlantsSql(withClaims: boolean): string {
   );
   return (
     `WITH viewer_groups AS (${viewerGroups('postgres', withClaims)}), page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
-    `SELECT p.id, p.name, p.tag, NULL::bigint[] AS groups FROM page JOIN plants p ON p.id = page.id ` +
-    `UNION ALL SELECT NULL, NULL, NULL, ARRAY(SELECT id FROM viewer_groups) ORDER BY 1`
+    `SELECT p.id, p.name, p.tag, NULL::bigint[] AS groups, NULL AS replayed FROM page JOIN plants p ON p.id = page.id ` +
+    `UNION ALL SELECT NULL, NULL, NULL, ARRAY(SELECT id FROM viewer_groups), ${REPLAYED} ORDER BY 1`
   );
 }
 
@@ -95,8 +101,14 @@ export function viewerGroupsSql(withClaims: boolean): string {
   return viewerGroups('sqlite', withClaims);
 }
 
-/** One page of every plant (what an admin sees): rows (id, name, tag) in id order. Parameters: `after` (and the limit on PostgreSQL). */
+/**
+ * One page of every plant (what an admin sees): rows (id, name, tag) in id order. Parameters: `after` (and the
+ * limit on PostgreSQL, where one more row follows with a null id and the standby's replay position in `replayed`).
+ */
 export function allPlantsSql(dialect: Dialect, limit: number): string {
-  const p = dialect === 'sqlite' ? { after: ':after', limit: String(limit) } : { after: '$1', limit: '$2' };
-  return `SELECT id, name, tag FROM plants WHERE id > ${p.after} ORDER BY id LIMIT ${p.limit}`;
+  if (dialect === 'sqlite') return `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
+  return (
+    `(SELECT id, name, tag, NULL AS replayed FROM plants WHERE id > $1 ORDER BY id LIMIT $2) ` +
+    `UNION ALL SELECT NULL, NULL, NULL, ${REPLAYED} ORDER BY 1`
+  );
 }

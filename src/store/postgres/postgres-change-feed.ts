@@ -20,7 +20,7 @@ const RECONNECT_MS = 1_000;
  * visible now or never will be), and how far the log has been pruned. Always at least one row.
  */
 const READ_SQL = `
-  SELECT x.xmin::text AS xmin, s.pruned_below::text AS pruned_below, c.seq, c.tx::text AS tx, c.table_name,
+  SELECT x.xmin::text AS xmin, s.pruned_below::text AS pruned_below, pg_current_wal_lsn()::text AS lsn, c.seq, c.tx::text AS tx, c.table_name,
          c.user_id, c.group_id, c.plant_id, c.token_id, c.name, c.is_public
   FROM change_log_state s
   CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) x
@@ -30,6 +30,7 @@ const READ_SQL = `
 interface ReadRow {
   xmin: string;
   pruned_below: string;
+  lsn: string;
   seq: number | null;
   tx: string | null;
   table_name: string | null;
@@ -39,6 +40,12 @@ interface ReadRow {
   token_id: number | null;
   name: string | null;
   is_public: number | null;
+}
+
+/** A pg_lsn (`16/B374D848`) as a number that orders like it. */
+export function lsnValue(lsn: string): bigint {
+  const [high = '0', low = '0'] = lsn.split('/');
+  return (BigInt(`0x${high}`) << 32n) + BigInt(`0x${low}`);
 }
 
 /**
@@ -78,6 +85,11 @@ export class PostgresChangeFeed implements ChangeFeed {
   private horizon: bigint | undefined;
   /** Rows read whose transactions are at or above the horizon: seq -> tx. */
   private readonly consumed = new Map<number, bigint>();
+  /**
+   * The primary's WAL position at the last read: every change delivered so far was written at or below it, so a
+   * replica that has replayed this far shows them all.
+   */
+  walPosition = 0n;
   /** When the last read that came back was sent (performance.now()). */
   private freshSince = -Infinity;
   private reading = false;
@@ -226,6 +238,7 @@ export class PostgresChangeFeed implements ChangeFeed {
       });
     }
     this.horizon = BigInt(xmin);
+    this.walPosition = lsnValue(rows[0]!.lsn);
     for (const [seq, tx] of this.consumed) if (tx < this.horizon) this.consumed.delete(seq);
     // The first read only finds the position: nothing was cached before it.
     if (first) return;

@@ -13,7 +13,7 @@ import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { allPlantsSql, postgresVisiblePlantsSql } from '../visible-plants-sql.js';
-import { PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
+import { lsnValue, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import type {
   HotQuery,
@@ -37,8 +37,8 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
 }
 
-/** A row of the listing query: a plant, or (last, id null) the groups the page counted. */
-type PageRow = { id: number; name: string; tag: string | null; groups: Array<number | string> | null };
+/** A row of a listing query: a plant, or (last, id null) what the page counted and the standby's replay position. */
+type PageRow = { id: number; name: string; tag: string | null; groups?: Array<number | string> | null; replayed: string | null };
 
 // The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
 const VISIBLE_PLANTS = postgresVisiblePlantsSql(false);
@@ -323,13 +323,21 @@ export class PostgresStore extends KyselyStore {
     const rows = await (extraGroups.length > 0
       ? this.query<PageRow>('visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], this.readPool, 'visible_plants_claims')
       : this.query<PageRow>('visible_plants', VISIBLE_PLANTS, [userId, after, limit], this.readPool));
-    // The last row carries the groups the page counted (see postgresVisiblePlantsSql), the others the plants.
-    const groups = rows.pop()!.groups!;
-    return { plants: rows as unknown as ListedPlant[], groupIds: groups.map(Number) };
+    return this.page(rows);
   }
 
-  async listAllPlants({ after, limit }: PageRequest): Promise<ListedPlant[]> {
-    return this.query<ListedPlant>('all_plants', ALL_PLANTS, [after, limit], this.readPool);
+  async listAllPlants({ after, limit }: PageRequest): Promise<VisiblePage> {
+    return this.page(await this.query<PageRow>('all_plants', ALL_PLANTS, [after, limit], this.readPool));
+  }
+
+  /**
+   * The rows of a listing query (see visible-plants-sql.ts). A page read from a standby that has not replayed
+   * every change the feed delivered could be older than the caches' view: it is served, not cached.
+   */
+  private page(rows: PageRow[]): VisiblePage {
+    const { groups, replayed } = rows.pop()!;
+    const cacheable = replayed === null || lsnValue(replayed) >= this.changes.walPosition;
+    return { plants: rows as unknown as ListedPlant[], groupIds: (groups ?? []).map(Number), cacheable };
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {

@@ -187,12 +187,13 @@ export class SqliteReader implements ChangeFeed {
       const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
       rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as string;
     }
-    return { plants: toListed(rows), groupIds };
+    return { plants: toListed(rows), groupIds, cacheable: true };
   }
 
-  listAllPlants(after: number, limit: number): ListedPlant[] {
+  listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    return toListed(this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as string);
+    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as string;
+    return { plants: toListed(rows), groupIds: [], cacheable: true };
   }
 
   close(): void {

@@ -322,7 +322,7 @@ export class SqliteStore extends KyselyStore {
     return this.read('visible_plants', () => this.reader.listPlantsVisibleTo(userId, after, limit, extraGroups));
   }
 
-  listAllPlants({ after, limit }: PageRequest): ListedPlant[] {
+  listAllPlants({ after, limit }: PageRequest): VisiblePage {
     return this.read('all_plants', () => this.reader.listAllPlants(after, limit));
   }
 
