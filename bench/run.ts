@@ -257,10 +257,14 @@ function writerLoad(db: string, plants: number, committed: { changes: number; se
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/writer.ts'), '--db', db, '--plants', String(plants)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    await waitForLine(child, /writing/);
+    // Read from the start: the summary comes on the same stdout after SIGTERM.
+    let out = '';
+    child.stdout!.on('data', (chunk) => (out += String(chunk)));
+    while (!out.includes('writing')) {
+      if (child.exitCode !== null) throw new Error('the writer exited before writing');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     return async () => {
-      let out = '';
-      child.stdout!.on('data', (chunk) => (out += String(chunk)));
       child.kill('SIGTERM');
       await once(child, 'exit');
       const summary = JSON.parse(/\{.*\}/.exec(out)?.[0] ?? '{"changes":0,"seconds":0}') as { changes: number; seconds: number };

@@ -64,23 +64,22 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
 
   app.decorateRequest('viewer', null);
   app.setValidatorCompiler(strictValidatorCompiler);
-  // Callback style, not async: this runs on every response, and a promise per request shows in profiles.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION);
-    // Errors and per-user answers must never be kept by a shared cache; only the docs' static files say otherwise.
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    done(null, payload);
-  });
-  installErrorHandling(app);
-  installServerErrorHandling(app.server);
-  // Off unless configured: without it a browser page from another origin cannot read any answer.
-  if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
-  app.addHook('onRequest', (request, _reply, done) => {
+  // The headers every answer carries, set as the request arrives: they stay through errors, and a later
+  // reply.header overrides them (the docs' static files set their own cache-control). An onSend hook would do the
+  // same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
+  // that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
+  app.addHook('onRequest', (request, reply, done) => {
+    // Errors and per-user answers must never be kept by a shared cache.
+    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION).header('cache-control', 'no-store');
     if (request.raw.url!.length > limits.maxUrlBytes) {
       return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
     }
     done();
   });
+  installErrorHandling(app);
+  installServerErrorHandling(app.server);
+  // Off unless configured: without it a browser page from another origin cannot read any answer.
+  if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
 
   // Off by default: then the metrics library is not even loaded and no hook is added.
   const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store) : null;
