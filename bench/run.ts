@@ -23,6 +23,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '50' },
     'with-1e7': { type: 'boolean', default: false },
+    /** Plants of the catalogue listed in full by the looping clients of the "pages while listings stream" rows. */
+    'listing-plants': { type: 'string', default: '200000' },
     /** Catalogue sizes of the scale curve (a quick check can pass smaller ones). */
     scale: { type: 'string', default: '10000,100000,1000000' },
     'no-postgres': { type: 'boolean', default: false },
@@ -315,6 +317,61 @@ async function measure(
   }
 }
 
+/**
+ * Connections of the page client while listings stream: users' requests, not a load that saturates the server
+ * (at 50, p99 measures the queue behind the load generator's own requests on two shared cores).
+ */
+const PAGE_CONNECTIONS = 10;
+
+/** What another user's `limit=20` pages got while full listings streamed. */
+interface PagesWhileListing {
+  pages: LoadResult;
+  listers: number;
+  /** Full listings the looping clients completed, and how often they were refused (429, 503) and waited. */
+  listings: number;
+  refused: number;
+}
+
+/**
+ * `listers` clients loop full listings as the admin (honouring Retry-After when refused) while the load generator
+ * asks for other users' first pages: small requests must stay fast while large listings stream.
+ */
+async function pagesWhileListing(db: string, rotating: string[], admin: string, listers: number): Promise<PagesWhileListing> {
+  const service = await startService(db);
+  let stop = false;
+  let listings = 0;
+  let refused = 0;
+  const lister = async () => {
+    while (!stop) {
+      const status = await new Promise<number>((resolve) => {
+        request(`${service.url}/plants`, { headers: { authorization: `Bearer ${admin}` } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+          res.on('error', () => resolve(0));
+        })
+          .on('error', () => resolve(0))
+          .end();
+      });
+      if (status === 200) listings++;
+      else {
+        refused++;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  };
+  try {
+    const running = Array.from({ length: listers }, lister);
+    await new Promise((r) => setTimeout(r, 1000));
+    const pages = await load.run({ url: `${service.url}/plants?limit=20`, tokens: rotating, seconds: DURATION * ROUNDS, connections: PAGE_CONNECTIONS });
+    stop = true;
+    await Promise.all(running);
+    return { pages, listers, listings, refused };
+  } finally {
+    stop = true;
+    await service.stop();
+  }
+}
+
 /** Reads a whole listing as a client would, counting plants; the server's peak RSS is read from /proc. */
 async function fullListing(service: Server, token: string): Promise<{ plants: number; seconds: number; plantsPerSecond: number; bytes: number }> {
   const started = process.hrtime.bigint();
@@ -410,6 +467,27 @@ async function main(): Promise<void> {
         const pgImport = await buildDatabase(pgDb, spec, dir);
         const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
         results.postgres = { import: pgImport, ...(await measure(ceiling, 'PostgreSQL', pgDb, pgTokens.rotating, {}, { plants: spec.plants })) };
+      } finally {
+        await dropSchema(args.pg, schema);
+      }
+    }
+
+    // 6. Small pages while full listings stream, on both backends.
+    const listingSpec = { ...spec, plants: Number(args['listing-plants']) };
+    const LISTERS = 10;
+    log(`\nSQLite: importing ${fmt(listingSpec.plants)} plants for pages while ${LISTERS} clients loop full listings…`);
+    const listingDb = join(dir, 'listing.db');
+    await buildDatabase(listingDb, listingSpec, dir);
+    const listingTokens = await issueTokens(listingDb, ROTATING_USERS);
+    results.pagesWhileListing = { sqlite: await pagesWhileListing(listingDb, listingTokens.rotating, listingTokens.admin, LISTERS) };
+    if (!pgSkip) {
+      const schema = `bench_listing_${process.pid}`;
+      const pgDb = `${args.pg}${args.pg.includes('?') ? '&' : '?'}schema=${schema}`;
+      try {
+        log(`PostgreSQL: importing ${fmt(listingSpec.plants)} plants for the same…`);
+        await buildDatabase(pgDb, listingSpec, dir);
+        const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
+        (results.pagesWhileListing as Record<string, PagesWhileListing>).postgres = await pagesWhileListing(pgDb, pgTokens.rotating, pgTokens.admin, LISTERS);
       } finally {
         await dropSchema(args.pg, schema);
       }
@@ -538,6 +616,26 @@ function renderReport(r: Record<string, unknown>): string {
         `| ${fmt(off.rps)} | ${fmt(off.p50Ms, 2)} | ${fmt(off.p99Ms, 2)} | ${off.errors + off.non2xx} | ${fmt(s.import.plantsPerSecond)} |`,
     );
   }
+  const whileListing = r.pagesWhileListing as Record<string, PagesWhileListing> | undefined;
+  if (whileListing) {
+    lines.push(
+      '',
+      `## Small pages while full listings stream`,
+      '',
+      `${Object.values(whileListing)[0]!.listers} clients loop full listings of ${fmt(Number(args['listing-plants']))} plants as the admin ` +
+        '(waiting as `Retry-After` says when refused: at most 4 full listings run at once per user), while the load generator asks ' +
+        `other users' \`limit=20\` pages on ${PAGE_CONNECTIONS} connections (users' requests, not a saturating load: at 50 connections ` +
+        'p99 measures the queue behind its own requests on two shared cores).',
+      '',
+      '| backend | pages/s | p50 ms | p99 ms | errors + non-2xx | full listings completed | refused (429/503) |',
+      '|---|---|---|---|---|---|---|',
+      ...Object.entries(whileListing).map(
+        ([backend, w]) =>
+          `| ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'} | ${fmt(w.pages.rps)} | ${fmt(w.pages.p50Ms, 2)} | ${fmt(w.pages.p99Ms, 2)} | ` +
+          `${w.pages.errors + w.pages.non2xx} | ${fmt(w.listings)} | ${fmt(w.refused)} |`,
+      ),
+    );
+  }
   lines.push('', '## Full listing (admin, no `limit`, SQLite, 1,000,000 plants)', '');
   lines.push(full ? `${fmt(full.plants)} plants in ${fmt(full.seconds, 2)} s: **${fmt(full.plantsPerSecond)} plants/s**; server peak RSS ${full.peakRssMb === undefined ? 'unknown' : `${fmt(full.peakRssMb)} MB`}.` : 'not run');
   lines.push('', '## Import (`plantstore import FILE`, wall clock including process start)', '', '| backend | plants | seconds | plants/s |', '|---|---|---|---|');
@@ -589,6 +687,10 @@ function renderReport(r: Record<string, unknown>): string {
     lines.push(`| the same, caches off | ${fmt(growthNoCache, 2)} × | ${verdict(growthNoCache <= 1.5)} |`);
   }
   lines.push(`| SQLite import ≥ 250,000 plants/s | ${fmt(importMillion)} | ${verdict(importMillion >= 250_000)} |`);
+  for (const [backend, w] of Object.entries(whileListing ?? {})) {
+    const name = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
+    lines.push(`| ${name}: \`limit=20\` p99 < 50 ms while ${w.listers} clients loop full listings | ${fmt(w.pages.p99Ms, 2)} ms | ${verdict(w.pages.p99Ms < 50)} |`);
+  }
   return lines.join('\n');
 }
 

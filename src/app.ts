@@ -7,7 +7,8 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
-import { registerOpenApi, VERSION_HEADER } from './http/openapi.js';
+import { COMMON_HEADERS } from './http/common-headers.js';
+import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-catalogue.js';
 import { PlantListing } from './http/plant-listing.js';
@@ -17,7 +18,6 @@ import { strictValidatorCompiler } from './http/strict-query.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
-import { VERSION } from './version.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -54,6 +54,8 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
       maxHeaderSize: limits.maxHeaderBytes,
       headersTimeout: limits.headersTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(limits.headersTimeoutMs / 4))),
+      // Refused by the onRequest hook below instead, with the Error body.
+      requireHostHeader: false,
     },
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
@@ -69,8 +71,11 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   // same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
   // that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
   app.addHook('onRequest', (request, reply, done) => {
-    // Errors and per-user answers must never be kept by a shared cache.
-    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION).header('cache-control', 'no-store');
+    reply.headers(COMMON_HEADERS);
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be a bare 400 without the Error body.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      return done(new ApiError('bad_request', 'An HTTP/1.1 request must have a Host header'));
+    }
     if (request.raw.url!.length > limits.maxUrlBytes) {
       return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
     }
@@ -109,8 +114,13 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     });
     app.addHook('onClose', async () => limiter.close());
   }
+  const listing = new PlantListing(store, caches, config.listings, metrics?.caches.pages);
+  app.addHook('onClose', (_instance, done) => {
+    listing.close();
+    done();
+  });
   await app.register(plantRoutes, {
-    listing: new PlantListing(store, caches, metrics?.caches.pages),
+    listing,
     authenticator,
     limiter,
     ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),

@@ -42,6 +42,11 @@ export interface Config {
   redisKeyPrefix: string;
   /** Prometheus metrics on a separate admin listener; undefined (the default) collects nothing. */
   metrics: MetricsListen | undefined;
+  /**
+   * Full listings (streamed responses): how many at once per process and per user (past them, 503 and 429),
+   * and the slowest client served (bytes a second over a window of seconds; slower ones are cut off).
+   */
+  listings: { perProcess: number; perUser: number; minBytesPerSecond: number; rateWindowSeconds: number };
 }
 
 export interface HttpLimits {
@@ -97,6 +102,10 @@ export interface ConfigInput extends JwtConfigInput {
   redisKeyPrefix?: string | undefined;
   metricsHost?: string | undefined;
   metricsPort?: string | number | undefined;
+  maxListings?: string | number | undefined;
+  maxListingsPerUser?: string | number | undefined;
+  listingMinRate?: string | number | undefined;
+  listingRateWindow?: string | number | undefined;
 }
 
 export const DEFAULT_DB = './data/plantstore.db';
@@ -207,6 +216,12 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     redisUrl: loadRedisUrl(pick<string | undefined>(input.redisUrl, env.PLANTSTORE_REDIS_URL, undefined)),
     redisKeyPrefix: pick(input.redisKeyPrefix, env.PLANTSTORE_REDIS_KEY_PREFIX, 'plantstore:ratelimit:'),
     metrics: loadMetricsListen(input, env),
+    listings: {
+      perProcess: integerIn('maximum listings', pick<string | number>(input.maxListings, env.PLANTSTORE_MAX_LISTINGS, 16), 1, 100_000),
+      perUser: integerIn('maximum listings per user', pick<string | number>(input.maxListingsPerUser, env.PLANTSTORE_MAX_LISTINGS_PER_USER, 4), 1, 100_000),
+      minBytesPerSecond: integerIn('listing minimum rate', pick<string | number>(input.listingMinRate, env.PLANTSTORE_LISTING_MIN_RATE, 1024), 0, 1_000_000_000),
+      rateWindowSeconds: integerIn('listing rate window', pick<string | number>(input.listingRateWindow, env.PLANTSTORE_LISTING_RATE_WINDOW, 30), 1, 3600),
+    },
   };
 }
 

@@ -48,7 +48,7 @@ export interface paths {
         };
         /**
          * List plants
-         * @description Returns all plants from the system that the user has access to. With `limit` up to 1000, a response that stops before the end of the listing carries `Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent limits are streamed in full.
+         * @description Returns all plants from the system that the user has access to. With `limit` up to 1000, a response that stops before the end of the listing carries `Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with `Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query parameters other than `limit` and `cursor` are refused (400, code 40004).
          */
         get: operations["listPlants"];
         put?: never;
@@ -179,7 +179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Plant"][];
                 };
             };
-            /** @description Unexpected error: an invalid query parameter or a malformed request */
+            /** @description Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -225,7 +225,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token, or for this client address when no valid token was sent (which then also holds back its requests with a token until the window ends) */
+            /** @description Too many requests in the current window for this token, or for this client address when no valid token was sent (which then also holds back its requests with a token until the window ends); or too many full listings (no `limit`, or above 1000) at once for this user */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -261,9 +261,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database, or the identity provider's signing keys, cannot be reached; retry later */
+            /** @description The database, or the identity provider's signing keys, cannot be reached; or too many full listings are being served at once; retry later */
             503: {
                 headers: {
+                    /** @description With too many full listings: seconds to wait before trying again. */
+                    "Retry-After"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

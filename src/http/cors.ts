@@ -1,8 +1,9 @@
 import type { FastifyCorsOptions } from '@fastify/cors';
 
 /**
- * CORS for an allow-list of browser origins (or `*`), for the read-only API: GET and HEAD, with `Link`
- * readable so pages can follow `rel="next"`. An origin not on the list gets no `Access-Control-*` header at
+ * CORS for an allow-list of browser origins (or `*`), for the read-only API: GET and HEAD, with the response
+ * headers a page needs readable: `Link` to follow `rel="next"`, the rate limit's `RateLimit`, `RateLimit-Policy`
+ * and `Retry-After`, and `Plantstore-Version`. An origin not on the list gets no `Access-Control-*` header at
  * all, and its OPTIONS request falls through to the usual 404/405 Error body.
  */
 export function corsOptions(origins: readonly string[]): FastifyCorsOptions {
@@ -11,7 +12,7 @@ export function corsOptions(origins: readonly string[]): FastifyCorsOptions {
   return {
     origin: (origin, callback) => callback(null, origin !== undefined && (anyOrigin || allowed.has(origin)) ? origin : false),
     methods: ['GET', 'HEAD'],
-    exposedHeaders: ['Link'],
+    exposedHeaders: ['Link', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Plantstore-Version'],
     // A plain OPTIONS from an allowed origin gets the preflight answer rather than a text/plain 400.
     strictPreflight: false,
     maxAge: 600,

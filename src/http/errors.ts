@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { DomainError } from '../errors.js';
+import { COMMON_HEADERS } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-catalogue.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -74,27 +75,27 @@ export function installErrorHandling(app: FastifyInstance): void {
         }),
       );
     }
-    return sendError(reply, new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}`));
+    // Where to look instead: a newcomer's first request is often GET /.
+    return sendError(reply, new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`));
   });
 }
 
 /** For Fastify's `frameworkErrors`: errors raised by the router before any route runs (e.g. bad URL encoding). */
 export function frameworkErrorHandler(error: FastifyError, _request: unknown, reply: FastifyReply): void {
-  // These replies skip the onSend hooks, so the headers every response carries are set here.
-  reply.header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
+  // These replies skip the hooks, so the headers every response carries are set here.
+  reply.headers(COMMON_HEADERS);
   sendError(reply, new ApiError('bad_request', error.message || 'Malformed request'));
 }
 
 /** A complete HTTP/1.1 error response with the Error body, for sockets that never become a Fastify request. */
 function rawErrorResponse(error: ApiError, headers: Readonly<Record<string, string>> = {}): string {
   const body = JSON.stringify(error.body);
-  const extra = Object.entries({ ...error.headers, ...headers })
+  const extra = Object.entries({ ...COMMON_HEADERS, ...error.headers, ...headers })
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');
   return (
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n${extra}` +
-    `Connection: close\r\n\r\n${body}`
+    `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`
   );
 }
 
@@ -129,10 +130,9 @@ export function installServerErrorHandling(server: Server): void {
     const error = new ApiError('expectation_failed', 'Only "Expect: 100-continue" is supported');
     const body = JSON.stringify(error.body);
     res.writeHead(error.status, {
+      ...COMMON_HEADERS,
       'content-type': JSON_TYPE,
       'content-length': Buffer.byteLength(body),
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
       connection: 'close',
     });
     // The request body (if any) is never read; closing the connection keeps it from being parsed as a request.

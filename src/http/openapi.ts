@@ -12,8 +12,9 @@ export const API_TITLE = 'OpenAPI Plant Store';
  * and in the Plantstore-Version header.
  */
 export const CONTRACT_VERSION = '1.0.0';
-/** Sent on every response (also the admin listener's), so a client or a log can tell which release answered. */
-export const VERSION_HEADER = 'Plantstore-Version';
+import { VERSION_HEADER } from './common-headers.js';
+
+export { VERSION_HEADER };
 
 /** CSP hash of the <style> element in Swagger UI's logo SVG (checked by the browser test of /docs). */
 const SWAGGER_UI_LOGO_STYLE = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";

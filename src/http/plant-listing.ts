@@ -8,12 +8,11 @@ import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
 import type { ListedPlant, Plant, Store } from '../store/store.js';
 import { ApiError } from './error-catalogue.js';
+import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
 import { PlantSchema } from './schemas.js';
 
 /** Limits up to this are answered from one store call (and cached); larger or absent limits stream. */
 export const MAX_BUFFERED_LIMIT = 1000;
-/** Rows per store call while streaming: bounded memory whatever the listing's size. */
-const STREAM_CHUNK = 1000;
 /** Cached first pages (per viewer, cursor and limit); bodies larger than this are not kept. */
 const PAGE_CACHE_ENTRIES = 10_000;
 const PAGE_CACHE_MAX_BODY = 64 * 1024;
@@ -52,12 +51,15 @@ const nextLink = (limit: number, last: number): string => `</plants?limit=${limi
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
   private readonly pages: ScopedCache<Page>;
+  private readonly streams: ListingStreams;
 
   constructor(
     private readonly store: Store,
     private readonly caches: AnswerCaches,
+    limits: ListingLimits,
     pageCounter?: CacheCounter,
   ) {
+    this.streams = new ListingStreams(limits);
     this.pages = caches.create<Page>({
       maxEntries: PAGE_CACHE_ENTRIES,
       weigh: (page) => page.body.length,
@@ -89,33 +91,44 @@ export class PlantListing {
   }
 
   /**
-   * Every plant after `after` (at most `limit`), as a stream of JSON text that pulls one chunk from the store
-   * at a time, only when the client has taken the previous one; a client that goes away stops the reading.
-   * The first chunk is read before anything is sent, so a database outage is still a clean 503.
+   * Every plant after `after` (at most `limit`), as JSON text. The first chunk is read before anything is sent,
+   * so a database outage is still a clean 503; a listing that ends there is sent as it is. A longer one is
+   * streamed, and takes a slot of ListingStreams (refused with 503 or 429 over the process's or the user's
+   * bound): each further chunk is read only when the client has taken the previous one, and a client that goes
+   * away stops the reading. `cutOff` closes the client's connection (a reader below the minimum rate).
    */
-  async stream(viewer: Viewer, after: number, limit: number | undefined): Promise<Readable> {
+  async stream(viewer: Viewer, after: number, limit: number | undefined, cutOff: () => void): Promise<Readable | string> {
     const { store } = this;
     let remaining = limit ?? Infinity;
-    const read = async (from: number) => {
-      const chunk = Math.min(remaining, STREAM_CHUNK);
+    const read = async (from: number, size: number) => {
+      const chunk = Math.min(remaining, size);
       const { plants: rows } = await listVisiblePage(store, viewer, { after: from, limit: chunk });
       remaining -= rows.length;
       return { rows, last: rows.length < chunk || remaining <= 0 };
     };
-    const first = await read(after);
+    const first = await read(after, FIRST_CHUNK);
+    if (first.last) return serializePlants(first.rows.map(toPlant));
+    const handle = this.streams.admit(viewer.userId, cutOff);
     async function* json(): AsyncGenerator<string> {
       let { rows, last } = first;
-      if (rows.length === 0) {
-        yield '[]';
-        return;
-      }
-      yield serializePlants(rows.map(toPlant)).slice(0, -1);
+      let text = serializePlants(rows.map(toPlant)).slice(0, -1);
+      handle.sent(text.length);
+      yield text;
       while (!last) {
-        ({ rows, last } = await read(rows.at(-1)!.id));
-        if (rows.length > 0) yield `,${serializePlants(rows.map(toPlant)).slice(1, -1)}`;
+        ({ rows, last } = await read(rows.at(-1)!.id, await handle.next()));
+        if (rows.length === 0) continue;
+        text = `,${serializePlants(rows.map(toPlant)).slice(1, -1)}`;
+        handle.sent(text.length);
+        yield text;
       }
       yield ']';
     }
-    return Readable.from(json(), { objectMode: false });
+    const stream = Readable.from(json(), { objectMode: false });
+    stream.once('close', handle.release);
+    return stream;
+  }
+
+  close(): void {
+    this.streams.close();
   }
 }

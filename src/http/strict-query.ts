@@ -23,6 +23,9 @@ function integerProblem(name: string, prop: PropertySchema, raw: string): ApiErr
  * "0x10" becomes 16). This compiler converts an integer parameter only when it is plain decimal digits,
  * refuses repeats, and then checks the route's schema as written, so the served document, validation and
  * error messages all come from the same schema.
+ *
+ * A parameter the schema does not name is refused, with its name: `?LIMIT=5`, `?limit[]=5` or `?tag=herb`
+ * would otherwise be ignored, and the client would take a full listing for the filtered page it asked for.
  */
 export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const validator = Compile(schema);
@@ -31,8 +34,17 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
       validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };
   }
   const properties = Object.entries(((schema as { properties?: Record<string, PropertySchema> }).properties ?? {}));
+  const known = new Set(properties.map(([name]) => name));
+  const takes = properties.length === 0 ? 'no query parameters' : `only ${properties.map(([name]) => `"${name}"`).join(' and ')}`;
   return (data: unknown) => {
     const query = data as Record<string, unknown>;
+    for (const name in query) {
+      if (!known.has(name)) {
+        const unknown = Object.keys(query).filter((key) => !known.has(key));
+        const named = unknown.slice(0, 5).map(shown).join(', ') + (unknown.length > 5 ? ` and ${unknown.length - 5} more` : '');
+        return { error: new ApiError('unknown_parameter', `unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}: this operation takes ${takes}`) };
+      }
+    }
     for (const [name, prop] of properties) {
       const raw = query[name];
       if (raw === undefined) continue;

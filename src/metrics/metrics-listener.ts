@@ -1,8 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { MetricsListen } from '../config.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
-import { VERSION_HEADER } from '../http/openapi.js';
-import { VERSION } from '../version.js';
+import { COMMON_HEADERS } from '../http/common-headers.js';
 
 export type Scrape = () => Promise<{ contentType: string; body: string }>;
 
@@ -13,13 +12,13 @@ export type Scrape = () => Promise<{ contentType: string; body: string }>;
 export async function startMetricsListener(listen: MetricsListen, scrape: Scrape): Promise<{ app: FastifyInstance; url: string }> {
   const app = Fastify({ logger: false, clientErrorHandler, frameworkErrors: frameworkErrorHandler });
   installErrorHandling(app);
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff').header(VERSION_HEADER, VERSION);
-    done(null, payload);
+  app.addHook('onRequest', (_request, reply, done) => {
+    reply.headers(COMMON_HEADERS);
+    done();
   });
   app.get('/metrics', async (_request, reply) => {
     const { contentType, body } = await scrape();
-    reply.header('cache-control', 'no-store').type(contentType);
+    reply.type(contentType);
     return body;
   });
   await app.listen({ host: listen.host, port: listen.port });

@@ -34,10 +34,10 @@ export interface ServeProcess {
 }
 
 /** Starts `plantstore serve` on a free port and resolves once it listens. */
-export function spawnServe(db: string, extraArgs: string[] = []): Promise<ServeProcess> {
+export function spawnServe(db: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PLANTSTORE_DB: '' },
+    env: { ...process.env, PLANTSTORE_DB: '', ...env },
   });
   let out = '';
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
+import { VERSION } from '../../src/version.js';
 import { assertError } from '../helpers/assertions.js';
 import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 
@@ -114,7 +115,9 @@ describe('HTTP server limits', () => {
       assert.ok(served > 0, 'at least one other request was served meanwhile');
       assert.ok(closedAt - startedAt >= HEADERS_TIMEOUT_MS - 50, `cut off after ${closedAt - startedAt} ms, not before the timeout`);
       assert.ok(sent < header.length, 'cut off before the headers were complete');
-      assertError(parseRawResponse(text), 408, 40801);
+      const answer = parseRawResponse(text);
+      assertError(answer, 408, 40801);
+      assert.equal(answer.headers['plantstore-version'], VERSION, 'the answer written to the socket names the release too');
     } finally {
       clearInterval(trickle);
       slow.destroy();

@@ -9,6 +9,7 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 
 // Per-token rate limiting over a real socket: in-process counters, counters shared through Redis by two
@@ -302,4 +303,35 @@ describe('rate limiting when Redis is down or does not answer', () => {
       }
     });
   }
+});
+
+describe('rate limiting JWTs', () => {
+  const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+  /** The four spellings of a JWT whose 32-byte signature's last base64url character carries two unused bits. */
+  function spellings(token: string): string[] {
+    const last = token.at(-1)!;
+    const value = B64URL.indexOf(last) & ~3;
+    return [0, 1, 2, 3].map((low) => token.slice(0, -1) + B64URL[value | low]!);
+  }
+
+  it('counts a JWT by what it identifies, not by its spelling: four spellings share one budget', async () => {
+    const store = await SqliteStore.open({ path: ':memory:' });
+    await seed(store, { users: [{ name: 'alice' }] });
+    const server = await startApp(store, {
+      config: { rateLimit: '4/1m', jwtIssuer: ISSUER, jwtAudience: AUDIENCE },
+      env: { PLANTSTORE_JWT_SECRET: SECRET },
+    });
+    try {
+      const variants = spellings(await mintJwt(secretKey(), { claims: { sub: 'alice' } }));
+      assert.equal(new Set(variants).size, 4);
+      for (const variant of variants) assert.equal((await rawRequest(server.url, '/plants', bearer(variant))).status, 200, 'every spelling verifies');
+      for (const variant of variants) assertError(await rawRequest(server.url, '/plants', bearer(variant)), 429, 42901);
+      // Another token of the same subject is the same identity: it shares the budget too.
+      assertError(await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alice', jti: 'other' } }))), 429, 42901);
+    } finally {
+      await server.close();
+      await store.close();
+    }
+  });
 });

@@ -5,6 +5,7 @@ import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
 import { runCli } from '../helpers/processes.js';
+import { sendRaw } from '../helpers/raw-http.js';
 
 // The one source of the version is package.json; read it here independently of src/version.ts.
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -43,6 +44,29 @@ describe('the service version', () => {
       const res = await rawRequest(server.url, path, headers());
       assert.equal(res.status, status, res.text);
       assert.equal(res.headers['plantstore-version'], PACKAGE_VERSION);
+    });
+  }
+
+  // Answers Node or the server write straight to the socket, before any route: each one still has the Error
+  // body and the version (a request without Host got Node's bare 400, the others lacked the header).
+  const wire: Array<[string, string, number, number]> = [
+    ['no Host header', 'GET /plants HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 40003],
+    ['Content-Length and Transfer-Encoding', 'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 40003],
+    ['two Content-Lengths', 'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 40003],
+    ['an obs-fold header', 'GET /plants HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n', 400, 40003],
+    ['a bare LF', 'GET /plants HTTP/1.1\nHost: x\n\n', 400, 40003],
+    ['HTTP/1.2', 'GET /plants HTTP/1.2\r\nHost: x\r\n\r\n', 400, 40003],
+    ['headers too large', `GET /plants HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 43101],
+    ['Expect other than 100-continue', 'GET /plants HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nConnection: close\r\n\r\n', 417, 41701],
+    ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 400, 40003],
+  ];
+  for (const [what, request, status, code] of wire) {
+    it(`is sent, with the Error body, when the answer to ${what} is written to the socket (${status})`, async () => {
+      const res = await sendRaw(Number(new URL(server.url).port), request);
+      assert.equal(res.status, status, res.text);
+      assert.equal(res.headers['plantstore-version'], PACKAGE_VERSION);
+      assert.match(res.headers['content-type'] ?? '', /^application\/json/);
+      assert.equal((JSON.parse(res.text) as { error: number }).error, code);
     });
   }
 

@@ -57,10 +57,15 @@ export async function plantRoutes(
   },
 ): Promise<void> {
   const { listing, authenticator, limiter } = opts;
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+  // GET and HEAD pass the same hooks and the same query validation; they differ only in what they send.
+  const onRequest = [bearerAuthentication(authenticator, limiter, opts.onAuthRefused), requireJsonAcceptable];
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+  routes.get(
     '/plants',
     {
-      onRequest: [bearerAuthentication(authenticator, limiter, opts.onAuthRefused), requireJsonAcceptable],
+      onRequest,
+      // HEAD is a route of its own (below): Fastify's would run this handler and throw the listing away.
+      exposeHeadRoute: false,
       schema: {
         operationId: 'listPlants',
         summary: 'List plants',
@@ -68,7 +73,9 @@ export async function plantRoutes(
           'Returns all plants from the system that the user has access to. ' +
           `With \`limit\` up to ${MAX_BUFFERED_LIMIT}, a response that stops before the end of the listing carries ` +
           '`Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent ' +
-          'limits are streamed in full.',
+          'limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with ' +
+          '`Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query ' +
+          'parameters other than `limit` and `cursor` are refused (400, code 40004).',
         querystring: ListPlantsQuery,
         response: {
           200: {
@@ -82,7 +89,7 @@ export async function plantRoutes(
               ...rateLimitHeaders,
             },
           },
-          400: errorResponse('Unexpected error: an invalid query parameter or a malformed request'),
+          400: errorResponse('Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request'),
           401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
             ...wwwAuthenticate,
             ...rateLimitHeaders,
@@ -91,7 +98,8 @@ export async function plantRoutes(
           414: errorResponse('The request target (path and query) is too long'),
           429: errorResponse(
             'Too many requests in the current window for this token, or for this client address when no valid token ' +
-              'was sent (which then also holds back its requests with a token until the window ends)',
+              'was sent (which then also holds back its requests with a token until the window ends); or too many ' +
+              'full listings (no `limit`, or above 1000) at once for this user',
             {
               'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
               ...rateLimitHeaders,
@@ -99,29 +107,46 @@ export async function plantRoutes(
           ),
           431: errorResponse('The request line or headers are too large'),
           500: errorResponse('Unexpected server error'),
-          503: errorResponse("The database, or the identity provider's signing keys, cannot be reached; retry later"),
+          503: errorResponse(
+            "The database, or the identity provider's signing keys, cannot be reached; or too many full listings are " +
+              'being served at once; retry later',
+            { 'Retry-After': { type: 'string', description: 'With too many full listings: seconds to wait before trying again.' } },
+          ),
         },
       },
     },
     (request, reply) => {
       const { limit, cursor } = request.query;
       const after = cursor === undefined ? 0 : decodeCursor(cursor);
-      const viewer = request.viewer!;
       // Per-user data: the app-wide `Cache-Control: no-store` keeps it out of shared caches.
       reply.type(JSON_TYPE);
       if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
-        return listing.stream(viewer, after, limit).then((stream) => reply.send(stream));
+        return listing.stream(request.viewer!, after, limit, () => reply.raw.destroy()).then((stream) => reply.send(stream));
       }
-      const send = (page: Page) => {
-        if (page.link !== undefined) reply.header('link', page.link);
-        // Already serialized from the Plant schema; Fastify sends a string with a JSON type as it is.
-        return reply.send(page.body);
-      };
-      const page = listing.page(viewer, after, limit);
-      // Not an async handler: a cached page is sent synchronously.
-      if (page instanceof Promise) return page.then(send);
-      send(page);
-      return undefined;
+      return sendPage(reply, listing.page(request.viewer!, after, limit));
     },
   );
+  // HEAD answers the headers GET would, at the cost of at most one page read: a full listing would be streamed
+  // (no length, no Link), so nothing is read for it; a page is read (or found in the cache) for its length and
+  // Link, and Node sends no body for HEAD.
+  routes.head('/plants', { onRequest, schema: { querystring: ListPlantsQuery, hide: true } }, (request, reply) => {
+    const { limit, cursor } = request.query;
+    const after = cursor === undefined ? 0 : decodeCursor(cursor);
+    reply.type(JSON_TYPE);
+    if (limit === undefined || limit > MAX_BUFFERED_LIMIT) return reply.send();
+    return sendPage(reply, listing.page(request.viewer!, after, limit));
+  });
+}
+
+/** Sends a page: its Link when more follow, and its body, already serialized from the Plant schema. */
+function sendPage(reply: FastifyReply, page: Page | Promise<Page>): FastifyReply | Promise<FastifyReply> | undefined {
+  const send = (ready: Page) => {
+    if (ready.link !== undefined) reply.header('link', ready.link);
+    // Fastify sends a string with a JSON type as it is.
+    return reply.send(ready.body);
+  };
+  // Not an async handler: a cached page (and any page on SQLite) is sent synchronously.
+  if (page instanceof Promise) return page.then(send);
+  send(page);
+  return undefined;
 }

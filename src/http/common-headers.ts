@@ -1,0 +1,15 @@
+import { VERSION } from '../version.js';
+
+/** Sent on every response (also the admin listener's), so a client or a log can tell which release answered. */
+export const VERSION_HEADER = 'Plantstore-Version';
+
+/**
+ * The headers every answer carries, errors and answers written straight to the socket included: which release
+ * answered, no content sniffing, and nothing kept by a shared cache (errors and per-user answers must never
+ * be; only the docs' static files say otherwise, and set their own).
+ */
+export const COMMON_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'no-store',
+  [VERSION_HEADER.toLowerCase()]: VERSION,
+});

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import type { CatalogueRecord } from '../../src/catalogue/records.js';
+import { recordBatch, type Store } from '../../src/store/store.js';
+import { assertError, eventually } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, mintToken, rawRequest, startApp } from '../helpers/http-app.js';
+import { runCli, spawnServe } from '../helpers/processes.js';
+
+// Full listings are the expensive answers: a HEAD costs no more than the headers it answers, the listings that
+// run at once are bounded per user and per process, and slow readers can neither pin memory nor hold a slot.
+
+/** Admins root, root2, root3; `plants` plants with long names, so a listing is far larger than socket buffers. */
+function catalogue(plants: number, nameLength = 1000): CatalogueRecord[] {
+  const records: CatalogueRecord[] = [
+    { type: 'user', name: 'root', admin: true },
+    { type: 'user', name: 'root2', admin: true },
+    { type: 'user', name: 'root3', admin: true },
+    { type: 'user', name: 'alice' },
+  ];
+  for (let i = 0; i < plants; i++) records.push({ type: 'plant', name: `plant ${i} `.padEnd(nameLength, 'x'), owner: 'alice', public: i % 2 === 0 });
+  return records;
+}
+
+/** Counts the store's listing reads (each chunk of a stream is one). */
+function counting(store: Store): { store: Store; reads: () => number } {
+  let reads = 0;
+  const proxy = new Proxy(store, {
+    get(target, property, receiver) {
+      if (property === 'listAllPlants' || property === 'listPlantsVisibleTo') {
+        return (...args: unknown[]) => {
+          reads++;
+          return (target[property] as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, reads: () => reads };
+}
+
+/** A client that asks for a full listing and then reads nothing: it holds the listing open. */
+async function stalledListing(url: string, token: string): Promise<Socket> {
+  const { port } = new URL(url);
+  const socket = connect(Number(port), '127.0.0.1');
+  socket.write(`GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  await new Promise<void>((resolve) => socket.once('data', () => resolve()));
+  socket.pause();
+  return socket;
+}
+
+after(() => cleanupBackends());
+
+for (const backend of BACKENDS) {
+  describe(`HEAD /plants reads no more than its headers need [${backend.name}]`, { skip: backend.skip }, () => {
+    it('a full listing is not read at all; a page at most once; the headers are those of GET', async () => {
+      const store = await backend.open();
+      await store.importRecords(recordBatch(catalogue(2_500, 20)));
+      const { token } = await mintToken(store, 'root');
+      const { store: watched, reads } = counting(store);
+      const server = await startApp(watched);
+      try {
+        const head = await rawRequest(server.url, '/plants', bearer(token), 'HEAD');
+        assert.equal(head.status, 200);
+        assert.equal(head.text, '');
+        assert.match(String(head.headers['content-type']), /^application\/json/);
+        assert.equal(reads(), 0, 'HEAD of a full listing read the store');
+
+        const before = reads();
+        const headPage = await rawRequest(server.url, '/plants?limit=20', bearer(token), 'HEAD');
+        assert.ok(reads() - before <= 1, `HEAD of a page read ${reads() - before} times`);
+        const get = await rawRequest(server.url, '/plants?limit=20', bearer(token));
+        assert.equal(headPage.headers.link, get.headers.link);
+        assert.equal(headPage.headers['content-length'], String(Buffer.byteLength(get.text)));
+        assert.equal(headPage.text, '');
+      } finally {
+        await server.close();
+        await store.close();
+      }
+    });
+  });
+
+  describe(`full listings are bounded per user and per process [${backend.name}]`, { skip: backend.skip }, () => {
+    it('past the bounds a listing is refused at once with 429 or 503 and Retry-After; pages still answer', async () => {
+      const store = await backend.open();
+      await store.importRecords(recordBatch(catalogue(10_000)));
+      const tokens = Object.fromEntries(await Promise.all(['root', 'root2', 'root3'].map(async (u) => [u, (await mintToken(store, u)).token])));
+      const server = await startApp(store, { config: { maxListings: 3, maxListingsPerUser: 2 } });
+      const held: Socket[] = [];
+      try {
+        held.push(await stalledListing(server.url, tokens.root!), await stalledListing(server.url, tokens.root!));
+        const perUser = await rawRequest(server.url, '/plants', bearer(tokens.root!));
+        assertError(perUser, 429, 42902);
+        assert.equal(perUser.headers['retry-after'], '1');
+        held.push(await stalledListing(server.url, tokens.root2!));
+        const perProcess = await rawRequest(server.url, '/plants', bearer(tokens.root3!));
+        assertError(perProcess, 503, 50303);
+        assert.equal(perProcess.headers['retry-after'], '1');
+        // A page is no full listing, and a listing that fits in its first chunk takes no slot.
+        assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3!))).status, 200);
+        for (const socket of held.splice(0)) socket.destroy();
+        await eventually('the slots are free again', async () => (await rawRequest(server.url, '/plants?limit=5000', bearer(tokens.root!))).status, {
+          until: (status) => status === 200,
+        });
+      } finally {
+        for (const socket of held) socket.destroy();
+        await server.close();
+        await store.close();
+      }
+    });
+  });
+}
+
+describe('slow readers of full listings', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-slow-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+  it('memory stays flat however many connect, and readers below the minimum rate are cut off', { timeout: 120_000 }, async () => {
+    const db = join(dir, 'slow.db');
+    const file = join(dir, 'catalogue.ndjson');
+    writeFileSync(file, catalogue(10_000).map((r) => JSON.stringify(r)).join('\n'));
+    assert.equal((await runCli(db, ['import', file])).code, 0);
+    const token = (await runCli(db, ['tokens', 'create', 'root'])).stdout.trim();
+    // A 2 s window and 100 KB/s: a reader that takes nothing is cut off within seconds.
+    const env = { PLANTSTORE_LISTING_RATE_WINDOW: '2', PLANTSTORE_LISTING_MIN_RATE: '100000', PLANTSTORE_MAX_LISTINGS_PER_USER: '1000', PLANTSTORE_RATE_LIMIT: 'off' };
+    const server = await spawnServe(db, [], env);
+    const sockets: Socket[] = [];
+    const full = async () => (await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } })).status;
+    try {
+      const pid = server.child.pid!;
+      for (let i = 0; i < 3; i++) assert.equal(await full(), 200);
+      // Each asks for a 10 MB listing and reads nothing after its first bytes. The first 20 take the process's
+      // 16 slots (and fill kernel buffers); the 180 after them must cost next to nothing.
+      const stall = async (n: number) => {
+        for (let i = 0; i < n; i++) sockets.push((await stalledListing(server.url, token)).on('error', () => {}));
+        await new Promise((r) => setTimeout(r, 500));
+        return rssMb(pid);
+      };
+      const withTwenty = await stall(20);
+      const withTwoHundred = await stall(180);
+      const grown = withTwoHundred - withTwenty;
+      assert.ok(grown < 20, `180 more slow readers grew the server by ${grown.toFixed(0)} MB (to ${withTwoHundred.toFixed(0)} MB)`);
+      assert.equal(await full(), 503, 'the process bound (16 listings) is taken by slow readers');
+      assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+      // Once their window shows their rate, the slow readers are cut off and the listings answer again.
+      await eventually('the slow readers are cut off', full, { until: (status) => status === 200, timeoutMs: 15_000 });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      assert.equal(await server.stop(), 0);
+    }
+  });
+});
