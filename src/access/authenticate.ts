@@ -105,8 +105,19 @@ export function createAuthenticator(
         if (err instanceof DomainError) return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
         throw err;
       }
-      user = await store.provisionUser(checked.user);
+      try {
+        user = await store.provisionUser(checked.user);
+      } catch (err) {
+        // A name that looks like an existing user's is not taken: the claim is refused, the other user not named.
+        if (err instanceof DomainError && err.kind === 'conflict') {
+          return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim names a user that looks like an existing one` };
+        }
+        throw err;
+      }
     }
-    return { ok: true, viewer: { userId: user.userId, admin: user.admin, groups: checked.groups }, tokenKey: tokenKey(token) };
+    // Admin rights come from Plant Store, and reach a JWT only where the operator allows it (--jwt-admins).
+    const admin = user.admin && jwt.config.admins === 'allow';
+    // Rate limited by what the token identifies (its issuer and subject), not by its spelling.
+    return { ok: true, viewer: { userId: user.userId, admin, groups: checked.groups }, tokenKey: tokenKey(`jwt ${checked.identity}`) };
   }
 }

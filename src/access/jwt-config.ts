@@ -22,6 +22,11 @@ export interface JwtConfig {
   clockToleranceSeconds: number;
   /** A subject with no Plant Store user yet: `reject` (401) or `provision` (create an ordinary user). */
   unknownUsers: 'reject' | 'provision';
+  /**
+   * Whether a JWT naming an admin acts as one (`allow`) or as an ordinary user (`deny`, the default): whoever
+   * controls the identity provider's claim for that name would otherwise hold every plant.
+   */
+  admins: 'allow' | 'deny';
   /** Least time between two JWKS fetches triggered by an unknown `kid` (or by a failed fetch). */
   jwksCooldownSeconds: number;
   /** Background JWKS refresh period, so keys the provider withdraws stop being trusted. */
@@ -39,6 +44,7 @@ export interface JwtConfigInput {
   jwtClockTolerance?: string | number | undefined;
   jwtAlgorithms?: string | undefined;
   jwtUnknownUsers?: string | undefined;
+  jwtAdmins?: string | undefined;
   jwksCooldown?: string | number | undefined;
   jwksRefresh?: string | number | undefined;
 }
@@ -55,6 +61,12 @@ const list = (text: string | undefined): string[] =>
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
+
+function jwtAdmins(value: string): 'allow' | 'deny' {
+  const text = value.trim().toLowerCase();
+  if (text !== 'allow' && text !== 'deny') throw invalidInput(`invalid JWT admins "${value}": expected allow or deny`);
+  return text;
+}
 
 function seconds(name: string, value: string | number, max: number): number {
   const text = String(value).trim();
@@ -170,6 +182,7 @@ export function loadJwtConfig(input: JwtConfigInput, env: NodeJS.ProcessEnv): Jw
     groupsClaim: groupsClaim === '' ? undefined : groupsClaim,
     clockToleranceSeconds: seconds('JWT clock tolerance', input.jwtClockTolerance ?? env.PLANTSTORE_JWT_CLOCK_TOLERANCE ?? 30, 300),
     unknownUsers,
+    admins: jwtAdmins(input.jwtAdmins ?? env.PLANTSTORE_JWT_ADMINS ?? 'deny'),
     jwksCooldownSeconds: seconds('JWKS cooldown', input.jwksCooldown ?? env.PLANTSTORE_JWKS_COOLDOWN ?? 30, 3600),
     jwksRefreshSeconds: seconds('JWKS refresh', input.jwksRefresh ?? env.PLANTSTORE_JWKS_REFRESH ?? 300, 86_400),
   };

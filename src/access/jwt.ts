@@ -22,8 +22,15 @@ export type JwtFailure =
   | 'invalid_claims';
 
 export type JwtCheck =
-  | { ok: true; user: string; groups: string[] }
+  /** `identity`: the issuer and subject, what the token stands for whatever its spelling (see rate limiting). */
+  | { ok: true; user: string; groups: string[]; identity: string }
   | { ok: false; reason: JwtFailure; detail?: string };
+
+/**
+ * Control characters (NUL included) in a user or group name from a token: never a real name, and they would reach
+ * cache keys and queries (PostgreSQL refuses NUL in text). Refused as invalid claims.
+ */
+const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** The identity provider's keys cannot be fetched: not the token's fault, so a 503 rather than a 401. */
 export class KeysUnavailableError extends Error {
@@ -139,6 +146,7 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
       if (typeof user !== 'string' || user === '') {
         return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim naming the user is missing or not a string` };
       }
+      if (CONTROL.test(user)) return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim holds control characters` };
       let groups: string[] = [];
       if (config.groupsClaim !== undefined) {
         const value = claim(payload, config.groupsClaim);
@@ -147,8 +155,14 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
         else if (value !== undefined) {
           return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim must be a list of group names` };
         }
+        if (groups.some((g) => CONTROL.test(g))) {
+          return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim holds control characters` };
+        }
       }
-      return { ok: true, user, groups };
+      // A JWT's signature has several base64url spellings (unused bits of its last character), all valid: the
+      // token is known by what it identifies instead.
+      const identity = JSON.stringify([payload.iss ?? '', typeof payload.sub === 'string' ? payload.sub : user]);
+      return { ok: true, user, groups, identity };
     },
     async warmUp() {
       if (!remote) return true;

@@ -1,8 +1,11 @@
+import { remove as withoutConfusables } from 'confusables';
 import { invalidInput } from '../errors.js';
 
 /** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
 export const MAX_NAME_LENGTH = 1024;
 const CONTROL = /[\u0000-\u001f\u007f]/;
+/** Invisible formatting characters (zero-width spaces and joiners, direction marks): a name that looks like another. */
+const FORMAT = /\p{Cf}/u;
 
 /** Names and tags are stored and returned byte-exact, so only what cannot round-trip is refused. */
 function checkText(what: string, value: string): void {
@@ -29,6 +32,7 @@ export function checkTag(tag: string): void {
 function checkIdentifier(what: string, name: string): void {
   checkText(what, name);
   if (CONTROL.test(name)) throw invalidInput(`${what} must not contain control characters`);
+  if (FORMAT.test(name)) throw invalidInput(`${what} must not contain invisible formatting characters`);
   if (name.trim() !== name) throw invalidInput(`${what} must not start or end with white space`);
 }
 
@@ -41,4 +45,14 @@ export function checkUserName(name: string): void {
 
 export function checkGroupName(name: string): void {
   checkIdentifier('group name', name);
+}
+
+/**
+ * What a name looks like to a person: compatibility forms folded (NFKC: fullwidth letters, ligatures), look-alike
+ * letters of other scripts mapped to the Latin ones they imitate (Unicode's confusables: Cyrillic "а" is "a"),
+ * invisible characters dropped, and case ignored. Two names with the same key are told apart by no reader;
+ * a user name from an identity provider is refused when its key is that of another user (see provisionUser).
+ */
+export function nameKey(name: string): string {
+  return withoutConfusables(name.normalize('NFKC')).normalize('NFKC').toLowerCase();
 }

@@ -13,10 +13,14 @@ export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}
 // --version and argument errors answer without paying for it.
 export const loadStore = () => import('../store/open-store.js');
 
-/** Opens the store for one command and always closes it, even when the command fails. */
-export async function withStore<T>(command: Command, run: (store: Store) => Promise<T>): Promise<T> {
+/**
+ * Opens the store for one command and always closes it, even when the command fails. Only a command that
+ * creates data (`create`) may create the database: any other one, given a path where there is none (a typo in
+ * `--db`), says so instead of leaving a new empty database there.
+ */
+export async function withStore<T>(command: Command, run: (store: Store) => Promise<T>, { create = false } = {}): Promise<T> {
   const config = configFrom(command);
-  const store = await (await loadStore()).openStore(config);
+  const store = await (await loadStore()).openStore(config, { create });
   try {
     return await run(store);
   } finally {

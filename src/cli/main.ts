@@ -16,7 +16,7 @@ export function buildCli(): Command {
   const program = new Command('plantstore')
     .description('Plant Store: serve GET /plants and manage its users, groups, plants, grants and tokens')
     .version(VERSION)
-    .option('--db <path>', 'SQLite database file (PLANTSTORE_DB, default ./data/plantstore.db)')
+    .option('--db <path-or-url>', 'SQLite database file or postgres:// URL (PLANTSTORE_DB, default ./data/plantstore.db)')
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText(
       'after',
@@ -27,7 +27,10 @@ export function buildCli(): Command {
         'plantstore users --help',
       ),
     )
-    .exitOverride();
+    .exitOverride()
+    .hook('preAction', (_program, command) => {
+      if (command.name() !== 'serve' && command.name() !== 'demo') endQuietlyWhenStdoutCloses();
+    });
   registerServerCommands(program);
   registerUserCommands(program);
   registerGroupCommands(program);
@@ -37,6 +40,18 @@ export function buildCli(): Command {
   registerCatalogueCommands(program);
   registerDoctorCommand(program);
   return program;
+}
+
+/**
+ * A reader of stdout that goes away (`plantstore export | head -3`) ends the command at once and quietly, with
+ * the status of a process killed by SIGPIPE (141), as it ends Unix tools. Not for `serve`, which logs to stdout
+ * and keeps serving when nobody reads its log.
+ */
+function endQuietlyWhenStdoutCloses(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(141);
+  });
 }
 
 /** Every failure is one line on stderr and a non-zero exit; stack traces only with PLANTSTORE_DEBUG=1. */

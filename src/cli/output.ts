@@ -54,3 +54,8 @@ export function printRows<T extends object>(rows: T[], columns: Column<T>[], jso
 }
 
 export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
+
+/** What a command did (or found already done), one line on stderr: stdout carries only data. */
+export function say(line: string): void {
+  process.stderr.write(`${line}\n`);
+}

@@ -1,5 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
-import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../catalogue/names.js';
+import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../catalogue/names.js';
 import type { CatalogueRecord } from '../catalogue/records.js';
 import { conflict, notFound, unavailable } from '../errors.js';
 import type { ChangeFeed } from './change-log.js';
@@ -28,8 +28,6 @@ import type {
 } from './store.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
-
-const describe = (g: Grantee): string => ('user' in g ? `user "${g.user}"` : `group "${g.group}"`);
 
 /**
  * The administrative half of the Store, written once in Kysely for every backend. Backends add the hot
@@ -109,7 +107,7 @@ export abstract class KyselyStore implements Store {
       const row = await this.insertUnique(`user "${name}"`, () =>
         this.db
           .insertInto('users')
-          .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt })
+          .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: nameKey(name) })
           .returning('id')
           .executeTakeFirstOrThrow(),
       );
@@ -117,29 +115,48 @@ export abstract class KyselyStore implements Store {
     });
   }
 
+  /**
+   * Finds the user a JWT names or creates it as an ordinary user (concurrent calls for one name create one user).
+   * A new name that looks like an existing user's (the same nameKey: `ALICE`, a Cyrillic look-alike) is refused
+   * (conflict): the provider's user would otherwise pass for the other one in every list.
+   */
   provisionUser(name: string): Promise<UserCredential> {
-    return this.write(async () => {
-      checkUserName(name);
-      try {
-        await this.db
+    checkUserName(name);
+    const key = nameKey(name);
+    const credential = (row: { id: number; is_admin: number }): UserCredential => ({ userId: Number(row.id), admin: Number(row.is_admin) === 1 });
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
+        const found = await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirst();
+        if (found) return credential(found);
+        await this.lockNameKey(trx, key);
+        const lookalike = await trx.selectFrom('users').select('id').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
+        if (lookalike) throw conflict(`the user name "${name}" looks like an existing user's`);
+        await trx
           .insertInto('users')
-          .values({ name, is_admin: 0, created_at: Date.now() })
+          .values({ name, is_admin: 0, created_at: Date.now(), name_key: key })
           .onConflict((oc) => oc.column('name').doNothing())
           .execute();
-        const row = await this.db.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow();
-        return { userId: Number(row.id), admin: Number(row.is_admin) === 1 };
-      } catch (err) {
-        if (this.isUnavailable(err)) throw unavailable('database unavailable');
-        throw err;
-      }
+        return credential(await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow());
+      }),
+    ).catch((err: unknown) => {
+      if (this.isUnavailable(err)) throw unavailable('database unavailable');
+      throw err;
     });
   }
 
-  setAdmin(name: string, admin: boolean): Promise<void> {
-    return this.write(async () => {
-      const result = await this.db.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 0) throw notFound(`no user named "${name}"`);
-    });
+  /** Holds, until the transaction ends, every other provisioning of a name with this key (SQLite's writing transactions already do). */
+  protected abstract lockNameKey(trx: Transaction<Database>, key: string): Promise<void>;
+
+  setAdmin(name: string, admin: boolean): Promise<boolean> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
+        const row = await trx.selectFrom('users').select('is_admin').where('name', '=', name).executeTakeFirst();
+        if (!row) throw notFound(`no user named "${name}"`);
+        if ((Number(row.is_admin) === 1) === admin) return false;
+        await trx.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).execute();
+        return true;
+      }),
+    );
   }
 
   removeUser(name: string, opts: { withPlants: boolean }): Promise<void> {
@@ -194,23 +211,24 @@ export abstract class KyselyStore implements Store {
     });
   }
 
-  addMember(group: string, user: string): Promise<void> {
-    return this.write(async () => {
-      await this.db.transaction().execute(async (trx) => {
+  addMember(group: string, user: string): Promise<boolean> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
         const groupId = await this.groupId(trx, group);
         const userId = await this.userId(trx, user);
-        await trx
+        const result = await trx
           .insertInto('group_members')
           .values({ group_id: groupId, user_id: userId })
           .onConflict((oc) => oc.doNothing())
-          .execute();
-      });
-    });
+          .executeTakeFirst();
+        return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+      }),
+    );
   }
 
-  removeMember(group: string, user: string): Promise<void> {
-    return this.write(async () => {
-      await this.db.transaction().execute(async (trx) => {
+  removeMember(group: string, user: string): Promise<boolean> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
         const groupId = await this.groupId(trx, group);
         const userId = await this.userId(trx, user);
         const result = await trx
@@ -218,9 +236,9 @@ export abstract class KyselyStore implements Store {
           .where('group_id', '=', groupId)
           .where('user_id', '=', userId)
           .executeTakeFirst();
-        if (Number(result.numDeletedRows) === 0) throw notFound(`user "${user}" is not a member of group "${group}"`);
-      });
-    });
+        return Number(result.numDeletedRows) > 0;
+      }),
+    );
   }
 
   async listGroups(): Promise<GroupInfo[]> {
@@ -288,38 +306,46 @@ export abstract class KyselyStore implements Store {
     }));
   }
 
-  addGrant(plantId: number, grantee: Grantee): Promise<void> {
-    return this.write(async () => {
-      await this.db.transaction().execute(async (trx) => {
+  addGrant(plantId: number, grantee: Grantee): Promise<boolean> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
         await this.plantExists(trx, plantId);
-        if ('user' in grantee) {
-          const userId = await this.userId(trx, grantee.user);
-          await trx.insertInto('plant_user_grants').values({ user_id: userId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
-        } else {
-          const groupId = await this.groupId(trx, grantee.group);
-          await trx.insertInto('plant_group_grants').values({ group_id: groupId, plant_id: plantId }).onConflict((oc) => oc.doNothing()).execute();
-        }
-      });
-    });
+        const result =
+          'user' in grantee
+            ? await trx
+                .insertInto('plant_user_grants')
+                .values({ user_id: await this.userId(trx, grantee.user), plant_id: plantId })
+                .onConflict((oc) => oc.doNothing())
+                .executeTakeFirst()
+            : await trx
+                .insertInto('plant_group_grants')
+                .values({ group_id: await this.groupId(trx, grantee.group), plant_id: plantId })
+                .onConflict((oc) => oc.doNothing())
+                .executeTakeFirst();
+        return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+      }),
+    );
   }
 
-  removeGrant(plantId: number, grantee: Grantee): Promise<void> {
-    return this.write(async () => {
-      await this.db.transaction().execute(async (trx) => {
+  removeGrant(plantId: number, grantee: Grantee): Promise<boolean> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
         await this.plantExists(trx, plantId);
-        let deleted: bigint;
-        if ('user' in grantee) {
-          const userId = await this.userId(trx, grantee.user);
-          const r = await trx.deleteFrom('plant_user_grants').where('user_id', '=', userId).where('plant_id', '=', plantId).executeTakeFirst();
-          deleted = r.numDeletedRows;
-        } else {
-          const groupId = await this.groupId(trx, grantee.group);
-          const r = await trx.deleteFrom('plant_group_grants').where('group_id', '=', groupId).where('plant_id', '=', plantId).executeTakeFirst();
-          deleted = r.numDeletedRows;
-        }
-        if (Number(deleted) === 0) throw notFound(`plant ${plantId} is not granted to ${describe(grantee)}`);
-      });
-    });
+        const result =
+          'user' in grantee
+            ? await trx
+                .deleteFrom('plant_user_grants')
+                .where('user_id', '=', await this.userId(trx, grantee.user))
+                .where('plant_id', '=', plantId)
+                .executeTakeFirst()
+            : await trx
+                .deleteFrom('plant_group_grants')
+                .where('group_id', '=', await this.groupId(trx, grantee.group))
+                .where('plant_id', '=', plantId)
+                .executeTakeFirst();
+        return Number(result.numDeletedRows) > 0;
+      }),
+    );
   }
 
   async listGrants(filter: { plantId?: number }): Promise<GrantInfo[]> {
@@ -374,7 +400,7 @@ export abstract class KyselyStore implements Store {
     });
   }
 
-  revokeToken(id: number): Promise<void> {
+  revokeToken(id: number): Promise<boolean> {
     return this.write(async () => {
       const result = await this.db
         .updateTable('tokens')
@@ -382,15 +408,16 @@ export abstract class KyselyStore implements Store {
         .where('id', '=', id)
         .where('revoked_at', 'is', null)
         .executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 0) {
-        const exists = await this.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();
-        if (!exists) throw notFound(`no token with id ${id}`);
-        // Revoking twice is not an error: the token is revoked either way.
-      }
+      if (Number(result.numUpdatedRows) > 0) return true;
+      const exists = await this.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();
+      if (!exists) throw notFound(`no token with id ${id}`);
+      // Revoking twice is not an error: the token is revoked either way.
+      return false;
     });
   }
 
   async listTokens(filter: { user?: string }): Promise<TokenInfo[]> {
+    if (filter.user !== undefined) await this.userId(this.db, filter.user);
     let query = this.db
       .selectFrom('tokens as t')
       .innerJoin('users as u', 'u.id', 't.user_id')

@@ -5,7 +5,7 @@ import type { Generated } from 'kysely';
  * milliseconds in both, so the two backends store and return the same values.
  */
 export interface Database {
-  users: { id: Generated<number>; name: string; is_admin: number; created_at: number };
+  users: { id: Generated<number>; name: string; is_admin: number; created_at: number; name_key: string | null };
   groups: { id: Generated<number>; name: string; created_at: number };
   group_members: { group_id: number; user_id: number };
   plants: {

@@ -191,15 +191,18 @@ export interface Store {
 
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;
-  setAdmin(name: string, admin: boolean): Promise<void>;
+  /** Resolves to false when the user already had that flag. */
+  setAdmin(name: string, admin: boolean): Promise<boolean>;
   removeUser(name: string, opts: { withPlants: boolean }): Promise<void>;
   listUsers(): Promise<UserInfo[]>;
 
   // Groups.
   addGroup(name: string): Promise<GroupInfo>;
   removeGroup(name: string): Promise<void>;
-  addMember(group: string, user: string): Promise<void>;
-  removeMember(group: string, user: string): Promise<void>;
+  /** Resolves to false when the user was already a member (nothing changed). */
+  addMember(group: string, user: string): Promise<boolean>;
+  /** Resolves to false when the user was not a member. */
+  removeMember(group: string, user: string): Promise<boolean>;
   listGroups(): Promise<GroupInfo[]>;
 
   // Plants.
@@ -208,13 +211,16 @@ export interface Store {
   listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]>;
 
   // Grants.
-  addGrant(plantId: number, grantee: Grantee): Promise<void>;
-  removeGrant(plantId: number, grantee: Grantee): Promise<void>;
+  /** Resolves to false when the plant was already shared so. */
+  addGrant(plantId: number, grantee: Grantee): Promise<boolean>;
+  /** Resolves to false when the plant was not shared so. */
+  removeGrant(plantId: number, grantee: Grantee): Promise<boolean>;
   listGrants(filter: { plantId?: number }): Promise<GrantInfo[]>;
 
   // Tokens (only hashes are stored).
   addToken(token: NewToken): Promise<TokenInfo>;
-  revokeToken(id: number): Promise<void>;
+  /** Resolves to false when the token was already revoked; an unknown id is not found. */
+  revokeToken(id: number): Promise<boolean>;
   listTokens(filter: { user?: string }): Promise<TokenInfo[]>;
 
   // Bulk.

@@ -94,11 +94,12 @@ function normalise(s: Scenario) {
 
 /**
  * The access rule, written plainly: an admin sees all; others see what they own, public, or shared with them
- * or a group of theirs; with a JWT, the groups its claim names are theirs too.
+ * or a group of theirs; with a JWT, the groups its claim names are theirs too, and an admin is an ordinary user
+ * (JWTs act as admins only with --jwt-admins allow).
  */
 function oracle(world: ReturnType<typeof normalise>, user: string, viaJwt: boolean): Plant[] {
   const found = world.users.find((u) => u.name === user)!;
-  const me = viaJwt ? { ...found, groups: [...found.groups, ...found.claims] } : found;
+  const me = viaJwt ? { ...found, admin: false, groups: [...found.groups, ...found.claims] } : found;
   return world.plants
     .filter(
       (plant) =>

@@ -68,7 +68,36 @@ for (const backend of BACKENDS) {
     it('a valid token for a known user lists what that user may see', async () => {
       assert.deepEqual(plantNames(await get(await mintJwt(key))), ['Basil', 'Aloe']);
       assert.deepEqual(plantNames(await get(await mintJwt(key), '/plants?limit=1')), ['Basil']);
-      assert.deepEqual(plantNames(await get(await mintJwt(key, { claims: { sub: 'root' } }))), ['Basil', 'Aloe', 'Fern', 'Orchid']);
+    });
+
+    it('a JWT naming an admin acts as an ordinary user unless --jwt-admins allow', async () => {
+      // root owns nothing and is in no group: as an ordinary user it sees the public plant only.
+      const root = await mintJwt(key, { claims: { sub: 'root' } });
+      assert.deepEqual(plantNames(await get(root)), ['Aloe']);
+      assert.deepEqual(plantNames(await get(opaque.root!)), ['Basil', 'Aloe', 'Fern', 'Orchid'], 'its opaque token still acts as the admin');
+      const allowing = await startApp(store, { config: { ...jwtFlags, jwtAdmins: 'allow' }, env: hsEnv });
+      try {
+        assert.deepEqual(plantNames(await rawRequest(allowing.url, '/plants', bearer(root))), ['Basil', 'Aloe', 'Fern', 'Orchid']);
+      } finally {
+        await allowing.close();
+      }
+    });
+
+    it('a user or groups claim holding control characters (NUL included) is refused with 401 before any lookup', async () => {
+      for (const claims of [{ sub: 'ali\u0000ce' }, { sub: 'alice\n' }, { groups: ['secret\u0000staff'] }, { groups: ['gardeners', 'x\u007f'] }]) {
+        const token = await mintJwt(key, { claims });
+        assertRejected(await get(token), 40111, token, /control characters/);
+      }
+    });
+
+    it('two JWTs with group lists that differ only in how they would be joined get their own pages', async () => {
+      // Once a NUL-joined cache key made ["staff","secret"] and ["secret\u0000staff"] one page; now the second is refused
+      // outright, and names that could be joined alike ("a,b" and ["a","b"]) still get pages of their own.
+      const split = await mintJwt(key, { claims: { groups: ['gardeners', 'botanists'] } });
+      const joined = await mintJwt(key, { claims: { groups: ['gardeners,botanists'] } });
+      assert.deepEqual(plantNames(await get(split, '/plants?limit=10')), ['Basil', 'Aloe', 'Fern']);
+      assert.deepEqual(plantNames(await get(joined, '/plants?limit=10')), ['Basil', 'Aloe']);
+      assert.deepEqual(plantNames(await get(split, '/plants?limit=10')), ['Basil', 'Aloe', 'Fern']);
     });
 
     it("Plant Store's own opaque tokens keep working beside JWTs", async () => {
@@ -190,6 +219,20 @@ for (const backend of BACKENDS) {
       // A subject that is not a usable user name is refused, not stored.
       const bad = await mintJwt(secretKey(), { claims: { sub: 'group:admins' } });
       assertRejected(await rawRequest(server.url, '/plants', bearer(bad)), 40111, bad, /not a usable user name/);
+    });
+
+    it('provision mode refuses a name that looks like an existing user, or holds invisible characters, and creates nothing', async () => {
+      const server = await start({ config: { ...jwtFlags, jwtUnknownUsers: 'provision' }, env: hsEnv });
+      const before = (await store.listUsers()).length;
+      // alice exists; these all read as "alice" (case, a Cyrillic a, fullwidth letters, a zero-width space).
+      for (const sub of ['ALICE', '\u0430lice', '\uff41\uff4c\uff49\uff43\uff45', 'alice\u200b', 'al\u200dice']) {
+        const token = await mintJwt(secretKey(), { claims: { sub } });
+        assertRejected(await rawRequest(server.url, '/plants', bearer(token)), 40111, token, /looks like an existing one|not a usable user name/);
+      }
+      assert.equal((await store.listUsers()).length, before, 'no look-alike user was created');
+      // The user itself, and a name that only shares letters, still pass.
+      assert.deepEqual(plantNames(await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alice' } })))), ['Basil', 'Aloe']);
+      assert.equal((await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alicia' } })))).status, 200);
     });
 
     it('an RS256 public key (PEM): valid tokens pass; HS256 signed with the public key text is refused (no alg confusion)', async () => {

@@ -20,8 +20,9 @@ interface Check {
   fix?: string;
 }
 
+/** `doctor --json` on a free port (its listen check would otherwise depend on what holds 8080 here). */
 async function doctor(db: string, args: string[] = []): Promise<CliRun & { checks: Check[] }> {
-  const run = await runCli(db, ['doctor', '--json', ...args]);
+  const run = await runCli(db, ['doctor', '--json', '--port', '0', ...args]);
   assert.equal(run.stderr, '', 'doctor reports on stdout only');
   return { ...run, checks: JSON.parse(run.stdout) as Check[] };
 }
@@ -71,10 +72,10 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
         await store.addToken({ user: 'alice', hash: generateToken().hash });
       },
     );
-    const run = await runCli(db, ['doctor']);
+    const run = await runCli(db, ['doctor', '--port', '0']);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const lines = run.stdout.trimEnd().split('\n');
-    for (const name of ['config', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts']) {
+    for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts']) {
       assert.ok(lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)), `no ok line for ${name}:\n${run.stdout}`);
     }
     assert.ok(lines.slice(0, -1).every((l) => /^(ok|skip)\s/.test(l)), run.stdout);
@@ -131,6 +132,23 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     } finally {
       sqlite.close();
     }
+  });
+
+  it('warns when the JWT user claim is one users can change themselves', async () => {
+    const db = join(dir, 'claim.db');
+    await prepare(() => SqliteStore.open({ path: db }), (store) => store.addUser('alice', false));
+    const secret = join(dir, 'secret');
+    writeFileSync(secret, 'a-secret-of-at-least-thirty-two-bytes!!');
+    const flags = ['--jwt-secret-file', secret, '--jwt-issuer', ISSUER, '--jwt-audience', AUDIENCE];
+    const bySub = await doctor(db, flags);
+    assert.ok(!bySub.checks.some((c) => c.check === 'jwt user claim'), 'sub is fixed by the provider');
+    const byName_ = await doctor(db, [...flags, '--jwt-user-claim', 'preferred_username']);
+    assert.equal(byName_.code, 0);
+    const warning = byName(byName_.checks, 'jwt user claim');
+    assert.equal(warning.status, 'warn');
+    assert.match(warning.detail, /'preferred_username' names the user: at many providers users can change it themselves/);
+    const asAdmins = await doctor(db, [...flags, '--jwt-user-claim', 'email', '--jwt-admins', 'allow']);
+    assert.match(byName(asAdmins.checks, 'jwt user claim').detail, /including an admin/);
   });
 
   it('checks that a configured JWKS answers with usable keys', async () => {

@@ -58,8 +58,10 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
       const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
       const started = process.hrtime.bigint();
       try {
-        const summary = await withStore(cmd, (store) =>
-          store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+        const summary = await withStore(
+          cmd,
+          (store) => store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+          { create: true },
         );
         progress.stop();
         const records = summary.users + summary.groups + summary.plants;

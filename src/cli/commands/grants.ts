@@ -3,7 +3,9 @@ import { invalidInput } from '../../errors.js';
 import type { Grantee } from '../../store/store.js';
 import { parseId, withStore } from '../context.js';
 import { examples } from '../help.js';
-import { printRows } from '../output.js';
+import { printRows, say } from '../output.js';
+
+const describe = (g: Grantee): string => ('user' in g ? `user ${g.user}` : `group ${g.group}`);
 
 function grantee(opts: { user?: string; group?: string }): Grantee {
   if ((opts.user === undefined) === (opts.group === undefined)) throw invalidInput('give exactly one of --user or --group');
@@ -24,7 +26,8 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants add 42 --user bob', 'plantstore grants add 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const to = grantee(opts);
-      await withStore(cmd, (store) => store.addGrant(parseId('plant id', id), to));
+      const added = await withStore(cmd, (store) => store.addGrant(parseId('plant id', id), to));
+      say(added ? `shared plant ${id} with ${describe(to)}` : `plant ${id} was already shared with ${describe(to)}`);
     });
 
   grants
@@ -35,7 +38,8 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants remove 42 --user bob', 'plantstore grants remove 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const from = grantee(opts);
-      await withStore(cmd, (store) => store.removeGrant(parseId('plant id', id), from));
+      const removed = await withStore(cmd, (store) => store.removeGrant(parseId('plant id', id), from));
+      say(removed ? `stopped sharing plant ${id} with ${describe(from)}` : `plant ${id} was not shared with ${describe(from)}`);
     });
 
   grants

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { printRows } from '../output.js';
+import { printRows, say } from '../output.js';
 
 export function registerGroupCommands(program: Command): void {
   const groups = program
@@ -14,8 +14,8 @@ export function registerGroupCommands(program: Command): void {
     .description('add a group')
     .addHelpText('after', examples('plantstore groups add gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.addGroup(name));
-      process.stderr.write(`added group ${name}\n`);
+      await withStore(cmd, (store) => store.addGroup(name), { create: true });
+      say(`added group ${name}`);
     });
 
   groups
@@ -24,7 +24,7 @@ export function registerGroupCommands(program: Command): void {
     .addHelpText('after', examples('plantstore groups remove gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.removeGroup(name));
-      process.stderr.write(`removed group ${name}\n`);
+      say(`removed group ${name}`);
     });
 
   groups
@@ -33,7 +33,7 @@ export function registerGroupCommands(program: Command): void {
     .addHelpText('after', examples('plantstore groups add-member gardeners alice bob'))
     .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
       await withStore(cmd, async (store) => {
-        for (const user of users) await store.addMember(group, user);
+        for (const user of users) say((await store.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
       });
     });
 
@@ -42,7 +42,8 @@ export function registerGroupCommands(program: Command): void {
     .description('remove a user from a group')
     .addHelpText('after', examples('plantstore groups remove-member gardeners bob'))
     .action(async (group: string, user: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.removeMember(group, user));
+      const removed = await withStore(cmd, (store) => store.removeMember(group, user));
+      say(removed ? `removed ${user} from group ${group}` : `${user} was not in group ${group}`);
     });
 
   groups

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { parseId, withStore } from '../context.js';
 import { examples } from '../help.js';
-import { printRows } from '../output.js';
+import { printRows, say } from '../output.js';
 
 export function registerPlantCommands(program: Command): void {
   const plants = program
@@ -26,6 +26,7 @@ export function registerPlantCommands(program: Command): void {
         store.addPlant({ name: opts.name, owner: opts.owner, public: opts.public, ...(opts.tag === undefined ? {} : { tag: opts.tag }) }),
       );
       process.stdout.write(`${plant.id}\n`);
+      say(`added plant ${plant.id} (${plant.name}) for ${plant.owner}`);
     });
 
   plants
@@ -55,6 +56,6 @@ export function registerPlantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore plants remove 42'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       await withStore(cmd, (store) => store.removePlant(parseId('plant id', id)));
-      process.stderr.write(`removed plant ${id}\n`);
+      say(`removed plant ${id}`);
     });
 }

@@ -5,6 +5,7 @@ import type { ConfigInput } from '../../config.js';
 import { configFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
 import { examples } from '../help.js';
+import { say } from '../output.js';
 
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
 const loadServer = () => import('../../server.js');
@@ -34,18 +35,30 @@ export function addServeOptions(command: Command): Command {
     .option('--jwt-groups-claim <claim>', 'claim listing group names (PLANTSTORE_JWT_GROUPS_CLAIM)')
     .option('--jwt-algorithms <list>', 'accepted algorithms, default all the key can verify (PLANTSTORE_JWT_ALGORITHMS)')
     .option('--jwt-clock-tolerance <s>', 'seconds of clock skew allowed for exp/nbf (PLANTSTORE_JWT_CLOCK_TOLERANCE, default 30)')
-    .option('--jwt-unknown-users <mode>', 'reject or provision subjects with no user (PLANTSTORE_JWT_UNKNOWN_USERS, default reject)');
+    .option('--jwt-unknown-users <mode>', 'reject or provision subjects with no user (PLANTSTORE_JWT_UNKNOWN_USERS, default reject)')
+    .option('--jwt-admins <mode>', 'allow or deny admin rights to JWTs naming an admin (PLANTSTORE_JWT_ADMINS, default deny)');
 }
 
-/** Loads the demo catalogue once (a second run keeps it) and issues fresh 7-day tokens; prints how to try it. */
+/** The label of the tokens the demo issues: a later run revokes them before issuing new ones. */
+const DEMO_LABEL = 'demo';
+
+/**
+ * Loads the demo catalogue once (a second run keeps it), revokes the tokens an earlier run issued (so running it
+ * again does not pile up valid tokens), and issues fresh 7-day tokens; prints how to try it.
+ */
 async function seedDemo(store: Store, baseUrl: string): Promise<void> {
   const existing = new Set((await store.listUsers()).map((u) => u.name));
   if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(recordBatch(DEMO_RECORDS));
+  let revoked = 0;
+  for (const token of await store.listTokens({})) {
+    if (token.label === DEMO_LABEL && token.revokedAt === undefined && (await store.revokeToken(token.id))) revoked++;
+  }
+  if (revoked > 0) say(`revoked ${revoked} token(s) of an earlier demo run`);
   const lines = ['', 'Plant Store demo. Tokens (valid 7 days):', ''];
   const curls: string[] = [];
   for (const user of DEMO_USERS) {
     const { token, hash } = generateToken();
-    await store.addToken({ user: user.name, hash, label: 'demo', expiresAt: new Date(Date.now() + 7 * 86_400_000) });
+    await store.addToken({ user: user.name, hash, label: DEMO_LABEL, expiresAt: new Date(Date.now() + 7 * 86_400_000) });
     lines.push(`  ${user.name.padEnd(6)} ${user.note}`, `         ${token}`);
     curls.push(`curl -s -H 'Authorization: Bearer ${token}' '${baseUrl}/plants?limit=5'   # as ${user.name}`);
   }
@@ -75,7 +88,7 @@ export function registerServerCommands(program: Command): void {
     .description('create the database or bring its schema up to date (serve and every command also do this)')
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
-      await withStore(cmd, async () => {});
+      await withStore(cmd, async () => {}, { create: true });
       process.stderr.write('database schema is up to date\n');
     });
 

@@ -3,7 +3,7 @@ import { generateToken } from '../../access/tokens.js';
 import { parseDuration } from '../duration.js';
 import { parseId, withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows } from '../output.js';
+import { isoDate, printRows, say } from '../output.js';
 
 export function registerTokenCommands(program: Command): void {
   const tokens = program
@@ -24,7 +24,7 @@ export function registerTokenCommands(program: Command): void {
         store.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
       );
       process.stdout.write(`${token}\n`);
-      if (process.stderr.isTTY) process.stderr.write(`token ${info.id} for ${user}; store it now, it cannot be shown again\n`);
+      say(`created token ${info.id} for ${user}${expiresAt ? `, expiring ${expiresAt.toISOString()}` : ''}; store it now, it cannot be shown again`);
     });
 
   tokens
@@ -57,7 +57,7 @@ export function registerTokenCommands(program: Command): void {
     .description('revoke a token; the next request with it is refused')
     .addHelpText('after', examples('plantstore tokens revoke 7'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.revokeToken(parseId('token id', id)));
-      process.stderr.write(`revoked token ${id}\n`);
+      const revoked = await withStore(cmd, (store) => store.revokeToken(parseId('token id', id)));
+      say(revoked ? `revoked token ${id}` : `token ${id} was already revoked`);
     });
 }

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { invalidInput } from '../../errors.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows } from '../output.js';
+import { isoDate, printRows, say } from '../output.js';
 
 export function registerUserCommands(program: Command): void {
   const users = program
@@ -16,10 +16,8 @@ export function registerUserCommands(program: Command): void {
     .option('--admin', 'the user sees every plant', false)
     .addHelpText('after', examples('plantstore users add alice', 'plantstore users add root --admin'))
     .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
-      await withStore(cmd, async (store) => {
-        await store.addUser(name, opts.admin);
-        process.stderr.write(`added user ${name}${opts.admin ? ' (admin)' : ''}\n`);
-      });
+      await withStore(cmd, (store) => store.addUser(name, opts.admin), { create: true });
+      say(`added user ${name}${opts.admin ? ' (admin)' : ''}`);
     });
 
   users
@@ -28,7 +26,9 @@ export function registerUserCommands(program: Command): void {
     .addHelpText('after', examples('plantstore users set-admin alice on', 'plantstore users set-admin alice off'))
     .action(async (name: string, flag: string, _opts: unknown, cmd: Command) => {
       if (flag !== 'on' && flag !== 'off') throw invalidInput(`expected "on" or "off", not "${flag}"`);
-      await withStore(cmd, (store) => store.setAdmin(name, flag === 'on'));
+      const changed = await withStore(cmd, (store) => store.setAdmin(name, flag === 'on'));
+      const now = flag === 'on' ? 'an admin' : 'not an admin';
+      say(changed ? `${name} is now ${now}` : `${name} was already ${now}`);
     });
 
   users
@@ -56,6 +56,6 @@ export function registerUserCommands(program: Command): void {
     .addHelpText('after', examples('plantstore users remove bob', 'plantstore users remove bob --with-plants'))
     .action(async (name: string, opts: { withPlants: boolean }, cmd: Command) => {
       await withStore(cmd, (store) => store.removeUser(name, { withPlants: opts.withPlants }));
-      process.stderr.write(`removed user ${name}\n`);
+      say(`removed user ${name}`);
     });
 }

@@ -1,5 +1,5 @@
 import type { JwtConfig } from '../../access/jwt-config.js';
-import { fail, ok, reason, skip, type Check } from './check.js';
+import { fail, ok, reason, skip, warn, type Check } from './check.js';
 
 /** What JWT verification serve would set up, and whether a configured JWKS answers with keys it can use. */
 export async function jwtChecks(jwt: JwtConfig | undefined): Promise<Check[]> {
@@ -9,11 +9,28 @@ export async function jwtChecks(jwt: JwtConfig | undefined): Promise<Check[]> {
     ok(
       'jwt',
       `${source}; algorithms ${jwt.algorithms.join(', ')}; issuer ${jwt.issuer.join(', ') || '(any)'}; audience ${jwt.audience.join(', ') || '(any)'}; ` +
-        `user claim ${jwt.userClaim}; unknown users ${jwt.unknownUsers}`,
+        `user claim ${jwt.userClaim}; unknown users ${jwt.unknownUsers}; admins ${jwt.admins}`,
     ),
   ];
+  const claimCheck = userClaimCheck(jwt);
+  if (claimCheck) checks.push(claimCheck);
   if (jwt.key.kind === 'jwks') checks.push(await jwksCheck(jwt.key.url, jwt.algorithms));
   return checks;
+}
+
+/**
+ * A user claim other than `sub` is one users can often change themselves at the provider (`preferred_username`,
+ * `email`): whoever sets it to an existing Plant Store user's name acts as that user, and as an admin with
+ * --jwt-admins allow.
+ */
+function userClaimCheck(jwt: JwtConfig): Check | undefined {
+  if (jwt.userClaim === 'sub') return undefined;
+  const risk = jwt.admins === 'allow' ? ', including an admin (--jwt-admins allow)' : '';
+  return warn(
+    'jwt user claim',
+    `'${jwt.userClaim}' names the user: at many providers users can change it themselves, and act as any Plant Store user of that name${risk}`,
+    "use a claim the provider fixes ('sub', with those ids as Plant Store user names), or make sure the provider does not let users change this one",
+  );
 }
 
 interface Jwk {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../../config.js';
 import { fail, type Check } from './check.js';
 import { jwtChecks } from './jwt.js';
+import { listenChecks } from './listen.js';
 import { postgresChecks, redactUrl } from './postgres.js';
 import { sqliteChecks } from './sqlite.js';
 
@@ -27,7 +28,7 @@ export async function runChecks(command: Command, flags: Omit<ConfigInput, 'db'>
   } catch (err) {
     return [fail('config', (err as Error).message, 'correct the flag or the PLANTSTORE_* environment variable it names')];
   }
-  const checks = [configCheck(config), ...(await jwtChecks(config.jwt))];
+  const checks = [configCheck(config), ...(await listenChecks(config)), ...(await jwtChecks(config.jwt))];
   checks.push(...(isPostgresUrl(config.db) ? await postgresChecks(config) : await sqliteChecks(config.db)));
   return checks;
 }

@@ -3,6 +3,7 @@ import type { Dialect } from '../schema.js';
 import { initialSchema } from './0001-initial.js';
 import { changeNotifications } from './0002-change-notifications.js';
 import { changeLog } from './0003-change-log.js';
+import { userNameKeys } from './0004-user-name-keys.js';
 
 /** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -10,6 +11,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0001-initial': initialSchema(dialect),
     '0002-change-notifications': changeNotifications(dialect),
     '0003-change-log': changeLog(dialect),
+    '0004-user-name-keys': userNameKeys(dialect),
   };
 }
 
@@ -33,7 +35,9 @@ export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?
   // schemas dropped meanwhile by others cannot fail this.
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
-    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+    // Failing before any migration ran (no database, no connection) is not a migration's failure.
+    if (failed === undefined) throw error;
     throw new Error(`database migration ${failed} failed: ${(error as Error).message ?? String(error)}`);
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);

@@ -1,12 +1,13 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Kysely } from 'kysely';
+import { Kysely, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import Cursor from 'pg-cursor';
 import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
+import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
-import { invalidInput, unavailable } from '../../errors.js';
+import { invalidInput, notFound, unavailable } from '../../errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, EVERYTHING } from '../change-log.js';
 import { KyselyStore } from '../kysely-store.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
@@ -35,6 +36,8 @@ export interface PostgresOptions {
   readUrl?: string;
   poolSize?: number;
   statementTimeoutMs?: number;
+  /** Create the `?schema=` when it is not there; otherwise its absence is an error. Default true. */
+  create?: boolean;
 }
 
 /** A row of a listing query: a plant, or (last, id null) what the page counted and the standby's replay position. */
@@ -243,6 +246,10 @@ export class PostgresStore extends KyselyStore {
     const { pool, schema } = createPool(options.url, options);
     const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
     try {
+      if (schema && options.create === false) {
+        const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+        if (rows.length === 0) throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
+      }
       if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
       await migrateToLatest(db, 'postgres', schema);
@@ -250,6 +257,10 @@ export class PostgresStore extends KyselyStore {
     } catch (err) {
       await pool.end();
       await readPool?.end();
+      if ((err as { code?: string }).code === '3D000') {
+        const database = decodeURIComponent(new URL(options.url).pathname.slice(1)) || '(default)';
+        throw notFound(`PostgreSQL has no database "${database}" at ${new URL(options.url).host}: create it (createdb), or check --db`);
+      }
       if (isConnectionError(err)) throw unavailable(`cannot reach PostgreSQL: ${(err as Error).message}`);
       throw err;
     }
@@ -297,6 +308,10 @@ export class PostgresStore extends KyselyStore {
 
   protected isUnavailable(err: unknown): boolean {
     return isConnectionError(err);
+  }
+
+  protected async lockNameKey(trx: Transaction<Database>, key: string): Promise<void> {
+    await sql`SELECT pg_advisory_xact_lock(hashtext(${`plantstore name ${key}`}))`.execute(trx);
   }
 
   protected isUniqueViolation(err: unknown): boolean {
@@ -368,12 +383,12 @@ export class PostgresStore extends KyselyStore {
     let users = new Map<string, number | null>();
     const writeUsers = async () => {
       const rows = await run<{ id: number; name: string }>(
-        `WITH input AS (SELECT * FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS u (name, admin, n))
-         INSERT INTO users (name, is_admin, created_at) SELECT name, coalesce(admin, 0), $3 FROM input ORDER BY n
+        `WITH input AS (SELECT * FROM unnest($1::text[], $2::int[], $4::text[]) WITH ORDINALITY AS u (name, admin, key, n))
+         INSERT INTO users (name, is_admin, created_at, name_key) SELECT name, coalesce(admin, 0), $3, key FROM input ORDER BY n
          ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(
            ((SELECT jsonb_object_agg(name, admin) FROM input WHERE admin IS NOT NULL) ->> excluded.name)::int, users.is_admin)
          RETURNING id, name`,
-        [[...users.keys()], [...users.values()], now],
+        [[...users.keys()], [...users.values()], now, [...users.keys()].map(nameKey)],
       );
       for (const { id, name } of rows) userIds.set(name, id);
       users = new Map();

@@ -1,11 +1,12 @@
-import { mkdirSync, statSync, type Stats } from 'node:fs';
+import { existsSync, mkdirSync, statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
 import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
+import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
-import { unavailable } from '../../errors.js';
+import { notFound, unavailable } from '../../errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { KyselyStore } from '../kysely-store.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';
@@ -29,6 +30,8 @@ import { beginWriting, BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './wri
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
   path: string;
+  /** Create the file (and its folders) when it is not there; otherwise its absence is an error. Default true. */
+  create?: boolean;
 }
 
 type FileEventListener = Parameters<NonNullable<Store['followFile']>>[1];
@@ -202,6 +205,9 @@ export class SqliteStore extends KyselyStore {
   }
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
+    if (options.create === false && options.path !== ':memory:' && !existsSync(options.path)) {
+      throw notFound(`no database at ${options.path}: check --db (or PLANTSTORE_DB), or create one with "plantstore migrate"`);
+    }
     const { sqlite, db } = await openDatabase(options.path, false);
     try {
       return new SqliteStore(sqlite, db, options);
@@ -305,6 +311,10 @@ export class SqliteStore extends KyselyStore {
     if (this.sqlite.open) await this.db.destroy();
   }
 
+  protected async lockNameKey(): Promise<void> {
+    // Nothing to do: the store's transactions are writing ones (BEGIN IMMEDIATE), one at a time.
+  }
+
   protected isUniqueViolation(err: unknown): boolean {
     const code = (err as { code?: string }).code;
     return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
@@ -336,8 +346,8 @@ export class SqliteStore extends KyselyStore {
   private async importLocked(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
     const db = this.sqlite;
     const now = Date.now();
-    const upsertUser = db.prepare<{ name: string; admin: number | null; now: number }, { id: number }>(
-      `INSERT INTO users (name, is_admin, created_at) VALUES (@name, coalesce(@admin, 0), @now)
+    const upsertUser = db.prepare<{ name: string; admin: number | null; now: number; key: string }, { id: number }>(
+      `INSERT INTO users (name, is_admin, created_at, name_key) VALUES (@name, coalesce(@admin, 0), @now, @key)
        ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(@admin, users.is_admin) RETURNING id`,
     );
     const upsertGroup = db.prepare<{ name: string; now: number }, { id: number }>(
@@ -387,7 +397,8 @@ export class SqliteStore extends KyselyStore {
         for (const { line, record } of batch) {
           switch (record.type) {
             case 'user': {
-              const id = upsertUser.get({ name: record.name, admin: record.admin === undefined ? null : Number(record.admin), now })!.id;
+              const admin = record.admin === undefined ? null : Number(record.admin);
+              const id = upsertUser.get({ name: record.name, admin, now, key: nameKey(record.name) })!.id;
               userIds.set(record.name, id);
               summary.users++;
               break;

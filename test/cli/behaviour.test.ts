@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { PG_URL, requirePostgres } from '../helpers/postgres.js';
+import { BIN, runCli, type CliRun } from '../helpers/processes.js';
+
+// How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
+// repeated, another process writing at the same time, a port already taken.
+
+after(() => cleanupBackends());
+
+const skipPostgres = await requirePostgres();
+
+async function ok(db: string, args: string[]): Promise<CliRun> {
+  const run = await runCli(db, args);
+  assert.equal(run.code, 0, `plantstore ${args.join(' ')}: ${run.stderr}`);
+  return run;
+}
+
+async function fails(db: string, args: string[], message: RegExp): Promise<CliRun> {
+  const run = await runCli(db, args);
+  assert.equal(run.code, 1, `plantstore ${args.join(' ')} should fail: ${run.stdout}${run.stderr}`);
+  assert.match(run.stderr, message);
+  return run;
+}
+
+/** Runs the CLI with its stdout read up to `lines` lines and then closed, as `| head -N` does. */
+function withStdoutClosedAfter(db: string, args: string[], lines: number): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, '--db', db, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PLANTSTORE_DB: '' } });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += String(chunk)));
+    if (lines === 0) child.stdout.destroy();
+    else {
+      child.stdout.on('data', (chunk) => {
+        stdout += String(chunk);
+        if (stdout.split('\n').length > lines) child.stdout.destroy();
+      });
+    }
+    child.on('exit', (code) => resolve({ code, stderr, stdout }));
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`plantstore CLI: repeats, confirmations and mistakes [${backend.name}]`, { skip: backend.skip }, () => {
+    it('says what each command did, and a repeated change says it was already done and exits 0', async () => {
+      const db = await backend.freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['users', 'add', 'bob']);
+      await ok(db, ['groups', 'add', 'gardeners']);
+      const plant = await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'bob']);
+      const id = plant.stdout.trim();
+      assert.match(plant.stderr, new RegExp(`^added plant ${id} \\(Fern\\) for bob$`, 'm'));
+
+      assert.match((await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr, new RegExp(`shared plant ${id} with user alice`));
+      assert.match((await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr, new RegExp(`plant ${id} was already shared with user alice`));
+      assert.match((await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr, new RegExp(`stopped sharing plant ${id} with user alice`));
+      assert.match((await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr, new RegExp(`plant ${id} was not shared with user alice`));
+
+      assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /added alice to group gardeners/);
+      assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
+      assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /removed alice from group gardeners/);
+      assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /alice was not in group gardeners/);
+
+      assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob is now an admin/);
+      assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob was already an admin/);
+
+      const created = await ok(db, ['tokens', 'create', 'alice']);
+      assert.match(created.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/, 'stdout carries the token alone');
+      const tokenId = /created token (\d+) for alice/.exec(created.stderr)?.[1];
+      assert.ok(tokenId, created.stderr);
+      assert.match((await ok(db, ['tokens', 'revoke', tokenId])).stderr, new RegExp(`^revoked token ${tokenId}$`, 'm'));
+      assert.match((await ok(db, ['tokens', 'revoke', tokenId])).stderr, new RegExp(`token ${tokenId} was already revoked`));
+
+      // Naming something that does not exist is a mistake: one line, exit 1.
+      await fails(db, ['tokens', 'list', '--user', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['tokens', 'revoke', '99999'], /no token with id 99999/);
+      await fails(db, ['grants', 'add', id, '--user', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['tokens', 'create', 'alice', '--expires-in', '0s'], /must live longer than 0/);
+    });
+
+    it('a second demo revokes the tokens of the first instead of piling them up', async () => {
+      const db = await backend.freshDb();
+      await ok(db, ['demo']);
+      const second = await ok(db, ['demo']);
+      const demoTokens = (JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout) as Array<{ label?: string; state: string }>).filter(
+        (t) => t.label === 'demo',
+      );
+      assert.match(second.stderr, /revoked \d+ token\(s\) of an earlier demo run/);
+      const active = demoTokens.filter((t) => t.state === 'active').length;
+      assert.equal(active, demoTokens.length / 2, 'only the last run\'s tokens are active');
+    });
+  });
+}
+
+describe('plantstore CLI: the database named by --db', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a command that only reads or changes data does not create a database where there is none', async () => {
+    const typo = join(dir, 'no-such-folder', 'plantstor.db');
+    for (const args of [['users', 'list'], ['tokens', 'list'], ['export'], ['grants', 'add', '1', '--user', 'x'], ['tokens', 'create', 'alice']]) {
+      await fails(typo, args, /no database at .*plantstor\.db: check --db/);
+    }
+    assert.ok(!existsSync(typo) && !existsSync(join(dir, 'no-such-folder')), 'nothing was created');
+    // Commands that create data may create it.
+    await ok(typo, ['users', 'add', 'alice']);
+    assert.ok(existsSync(typo));
+  });
+
+  it('a PostgreSQL database that does not exist is named as such', { skip: skipPostgres }, async () => {
+    const url = new URL(PG_URL);
+    url.pathname = '/plantstore_no_such_database';
+    await fails(url.toString(), ['users', 'list'], /PostgreSQL has no database "plantstore_no_such_database" at .*: create it \(createdb\), or check --db/);
+  });
+
+  it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {
+    const db = join(dir, 'pipe.db');
+    // Far more than a pipe holds, so that the export is still writing when its reader goes.
+    const file = join(dir, 'pipe.ndjson');
+    const records = [{ type: 'user', name: 'alice' }, ...Array.from({ length: 5_000 }, (_, i) => ({ type: 'plant', name: `plant ${i}`, owner: 'alice' }))];
+    writeFileSync(file, records.map((r) => JSON.stringify(r)).join('\n'));
+    await ok(db, ['import', file]);
+    const exported = await withStdoutClosedAfter(db, ['export'], 2);
+    assert.equal(exported.stderr, '');
+    assert.equal(exported.code, 141);
+    // Closed before it writes a line: doctor's output is small enough to fit a pipe otherwise.
+    const doctor = await withStdoutClosedAfter(db, ['doctor', '--port', '0'], 0);
+    assert.equal(doctor.stderr, '');
+    assert.equal(doctor.code, 141);
+  });
+
+  it('writes wait their turn while another process writes: eight imports and twenty token creations at once all succeed', async () => {
+    const db = join(dir, 'busy.db');
+    await ok(db, ['users', 'add', 'alice']);
+    const file = join(dir, 'plants.ndjson');
+    const records = Array.from({ length: 5_000 }, (_, i) => JSON.stringify({ type: 'plant', name: `p${i}`, owner: 'alice' }));
+    writeFileSync(file, `${records.join('\n')}\n`);
+    const runs = await Promise.all([
+      ...Array.from({ length: 8 }, () => runCli(db, ['import', file])),
+      ...Array.from({ length: 20 }, () => runCli(db, ['tokens', 'create', 'alice'])),
+    ]);
+    const failed = runs.filter((r) => r.code !== 0).map((r) => r.stderr.trim());
+    assert.deepEqual(failed, [], `${failed.length} of ${runs.length} failed`);
+  });
+
+  it('doctor fails when the port serve would listen on is taken', async () => {
+    const db = join(dir, 'doctor.db');
+    await ok(db, ['migrate']);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as { port: number };
+    try {
+      const run = await runCli(db, ['doctor', '--port', String(port)]);
+      assert.equal(run.code, 1, run.stdout);
+      assert.match(run.stdout, new RegExp(`^fail\\s+listen\\s+127\\.0\\.0\\.1:${port} is in use by another process -> stop the process that holds it, or choose another port`, 'm'));
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('--help calls --db what it is', async () => {
+    const help = await runCli(join(dir, 'x.db'), ['--help']);
+    assert.match(help.stdout, /--db <path-or-url>\s+SQLite database file or postgres:\/\/ URL/);
+  });
+});
