@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
-import type { Config } from './config.js';
+import type { Config, ConfigInput } from './config.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
 
@@ -132,7 +132,7 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
  * replaces any that die, and on SIGTERM/SIGINT asks each to drain and waits for them. The schema is
  * migrated once here, before any worker starts, so workers never race on it.
  */
-export async function runCluster(config: Config): Promise<void> {
+export async function runCluster(config: Config, input: ConfigInput): Promise<void> {
   const { pino } = await import('pino');
   const { fileURLToPath } = await import('node:url');
   const { loggerOptions } = await import('./logger.js');
@@ -150,7 +150,9 @@ export async function runCluster(config: Config): Promise<void> {
   }
 
   cluster.setupPrimary({ exec: fileURLToPath(new URL('./worker.js', import.meta.url)), args: [] });
-  const workerEnv = { PLANTSTORE_WORKER_CONFIG: JSON.stringify({ ...config, workers: 1 }) };
+  // The flags, not the validated result: each worker reads them (with the environment it inherits) and
+  // validates them again, as the primary did.
+  const workerEnv = { PLANTSTORE_WORKER_INPUT: JSON.stringify({ ...input, workers: 1 }) };
   let stopping = false;
   const startedAt = new Map<number, number>();
   const fork = () => {

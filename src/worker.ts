@@ -1,9 +1,14 @@
-import type { Config } from './config.js';
+import { loadConfig, type ConfigInput } from './config.js';
+import { DomainError } from './errors.js';
 
-// Entry point of one `serve --workers N` worker; the primary passes the validated config in the environment.
-const config = JSON.parse(process.env.PLANTSTORE_WORKER_CONFIG ?? 'null') as Config | null;
-if (!config) {
-  process.stderr.write('plantstore worker: started without PLANTSTORE_WORKER_CONFIG\n');
+// Entry point of one `serve --workers N` worker. The primary passes its flags; the environment is inherited.
+// They are validated here again, as in the primary, rather than trusted as a finished Config.
+let config;
+try {
+  config = loadConfig(JSON.parse(process.env.PLANTSTORE_WORKER_INPUT ?? 'null') as ConfigInput, process.env);
+} catch (err) {
+  const message = err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
+  process.stderr.write(`plantstore worker: ${process.env.PLANTSTORE_WORKER_INPUT === undefined ? 'started without PLANTSTORE_WORKER_INPUT' : message}\n`);
   process.exit(1);
 }
 // Before the (slower) HTTP stack loads: a scrape arriving while this worker starts must still get an answer.

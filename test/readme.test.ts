@@ -6,12 +6,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { errorCatalogueMarkdown } from '../src/http/error-catalogue.js';
+import { settingsTable } from '../src/settings.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
 
 it('README lists the error-code catalogue exactly as the service documents it', () => {
   assert.ok(readme.includes(errorCatalogueMarkdown()), 'README error table is stale: paste errorCatalogueMarkdown() output');
+});
+
+it("README's configuration tables are the settings table in code, row for row", () => {
+  // The README's tables, in order: the service's, then the JWT settings'.
+  const tables: string[][] = [];
+  let current: string[] | undefined;
+  for (const line of readme.split('\n')) {
+    if (line === '| Flag | Environment | Default | Meaning |') tables.push((current = []));
+    if (current && line.startsWith('|')) current.push(line);
+    else current = undefined;
+  }
+  assert.deepEqual(tables, [settingsTable('service'), settingsTable('jwt')], 'README configuration tables are stale: paste settingsTable() output');
 });
 
 const refused = (port: number) =>

@@ -1,6 +1,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { invalidInput } from '../errors.js';
+import type { SettingValues } from '../settings.js';
 
 /**
  * How JWTs from an identity provider are verified. Plain data (it crosses to `serve --workers` processes as
@@ -33,21 +34,24 @@ export interface JwtConfig {
   jwksRefreshSeconds: number;
 }
 
-export interface JwtConfigInput {
-  jwtSecretFile?: string | undefined;
-  jwtPublicKey?: string | undefined;
-  jwksUrl?: string | undefined;
-  jwtIssuer?: string | undefined;
-  jwtAudience?: string | undefined;
-  jwtUserClaim?: string | undefined;
-  jwtGroupsClaim?: string | undefined;
-  jwtClockTolerance?: string | number | undefined;
-  jwtAlgorithms?: string | undefined;
-  jwtUnknownUsers?: string | undefined;
-  jwtAdmins?: string | undefined;
-  jwksCooldown?: string | number | undefined;
-  jwksRefresh?: string | number | undefined;
-}
+/** The JWT settings, as read from the settings table (settings.ts). */
+export type JwtSettings = Pick<
+  SettingValues,
+  | 'jwtSecretFile'
+  | 'jwtSecret'
+  | 'jwtPublicKey'
+  | 'jwksUrl'
+  | 'jwtIssuer'
+  | 'jwtAudience'
+  | 'jwtUserClaim'
+  | 'jwtGroupsClaim'
+  | 'jwtClockTolerance'
+  | 'jwtAlgorithms'
+  | 'jwtUnknownUsers'
+  | 'jwtAdmins'
+  | 'jwksCooldown'
+  | 'jwksRefresh'
+>;
 
 const HMAC = { HS256: 32, HS384: 48, HS512: 64 } as const;
 const RSA = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
@@ -55,24 +59,6 @@ const EC_BY_CURVE: Record<string, string> = { prime256v1: 'ES256', secp384r1: 'E
 const ED = ['EdDSA', 'Ed25519'];
 /** What a JWKS may sign with: asymmetric only, so a published "oct" key can never verify anything. */
 const JWKS_ALGORITHMS = [...RSA, 'ES256', 'ES384', 'ES512', ...ED];
-
-const list = (text: string | undefined): string[] =>
-  (text ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
-
-function jwtAdmins(value: string): 'allow' | 'deny' {
-  const text = value.trim().toLowerCase();
-  if (text !== 'allow' && text !== 'deny') throw invalidInput(`invalid JWT admins "${value}": expected allow or deny`);
-  return text;
-}
-
-function seconds(name: string, value: string | number, max: number): number {
-  const text = String(value).trim();
-  if (!/^[0-9]+$/.test(text) || Number(text) > max) throw invalidInput(`invalid ${name} "${value}": expected whole seconds from 0 to ${max}`);
-  return Number(text);
-}
 
 /** The algorithms a PEM public key can verify, from its type and curve. */
 export function algorithmsForPublicKey(key: KeyObject): string[] {
@@ -112,17 +98,16 @@ function readText(what: string, path: string): string {
 }
 
 /**
- * Validates the JWT settings at start-up: flags win over `PLANTSTORE_JWT_*` / `PLANTSTORE_JWKS_*` variables.
- * Returns undefined when no key source is configured (then only Plant Store's own tokens are accepted).
+ * Checks how the JWT settings go together: exactly one key source, an issuer and an audience, algorithms the
+ * key can verify. Returns undefined when no key source is configured (then only Plant Store's own tokens are
+ * accepted).
  */
-export function loadJwtConfig(input: JwtConfigInput, env: NodeJS.ProcessEnv): JwtConfig | undefined {
-  const secretFile = input.jwtSecretFile ?? env.PLANTSTORE_JWT_SECRET_FILE;
-  const secret = secretFile ? readText('JWT secret', secretFile).replace(/\r?\n$/, '') : env.PLANTSTORE_JWT_SECRET;
-  const publicKeyInput = input.jwtPublicKey ?? env.PLANTSTORE_JWT_PUBLIC_KEY;
-  const jwksUrl = input.jwksUrl ?? env.PLANTSTORE_JWKS_URL;
+export function loadJwtConfig(v: JwtSettings): JwtConfig | undefined {
+  const secret = v.jwtSecretFile ? readText('JWT secret', v.jwtSecretFile).replace(/\r?\n$/, '') : v.jwtSecret;
+  const publicKeyInput = v.jwtPublicKey;
+  const jwksUrl = v.jwksUrl;
   const sources = [secret, publicKeyInput, jwksUrl].filter((s) => s !== undefined && s !== '');
-  const issuer = list(input.jwtIssuer ?? env.PLANTSTORE_JWT_ISSUER);
-  const audience = list(input.jwtAudience ?? env.PLANTSTORE_JWT_AUDIENCE);
+  const { jwtIssuer: issuer, jwtAudience: audience } = v;
   if (sources.length === 0) {
     if (issuer.length > 0 || audience.length > 0) {
       throw invalidInput('JWT issuer/audience are set but no key: set PLANTSTORE_JWT_SECRET, PLANTSTORE_JWT_PUBLIC_KEY or PLANTSTORE_JWKS_URL');
@@ -161,29 +146,23 @@ export function loadJwtConfig(input: JwtConfigInput, env: NodeJS.ProcessEnv): Jw
     possible = JWKS_ALGORITHMS;
   }
 
-  const wanted = list(input.jwtAlgorithms ?? env.PLANTSTORE_JWT_ALGORITHMS);
+  const wanted = v.jwtAlgorithms;
   const refused = wanted.filter((alg) => !possible.includes(alg));
   if (refused.length > 0) {
     throw invalidInput(`JWT algorithm(s) ${refused.join(', ')} cannot be used with this ${key.kind} key; possible: ${possible.join(', ')}`);
   }
-  const unknownUsers = input.jwtUnknownUsers ?? env.PLANTSTORE_JWT_UNKNOWN_USERS ?? 'reject';
-  if (unknownUsers !== 'reject' && unknownUsers !== 'provision') {
-    throw invalidInput(`invalid PLANTSTORE_JWT_UNKNOWN_USERS "${unknownUsers}": expected reject or provision`);
-  }
-  const userClaim = (input.jwtUserClaim ?? env.PLANTSTORE_JWT_USER_CLAIM ?? 'sub').trim();
-  if (userClaim === '') throw invalidInput('PLANTSTORE_JWT_USER_CLAIM must not be empty');
-  const groupsClaim = (input.jwtGroupsClaim ?? env.PLANTSTORE_JWT_GROUPS_CLAIM ?? '').trim();
+  if (v.jwtUserClaim === '') throw invalidInput('PLANTSTORE_JWT_USER_CLAIM must not be empty');
   return {
     key,
     algorithms: wanted.length > 0 ? wanted : possible,
     issuer,
     audience,
-    userClaim,
-    groupsClaim: groupsClaim === '' ? undefined : groupsClaim,
-    clockToleranceSeconds: seconds('JWT clock tolerance', input.jwtClockTolerance ?? env.PLANTSTORE_JWT_CLOCK_TOLERANCE ?? 30, 300),
-    unknownUsers,
-    admins: jwtAdmins(input.jwtAdmins ?? env.PLANTSTORE_JWT_ADMINS ?? 'deny'),
-    jwksCooldownSeconds: seconds('JWKS cooldown', input.jwksCooldown ?? env.PLANTSTORE_JWKS_COOLDOWN ?? 30, 3600),
-    jwksRefreshSeconds: seconds('JWKS refresh', input.jwksRefresh ?? env.PLANTSTORE_JWKS_REFRESH ?? 300, 86_400),
+    userClaim: v.jwtUserClaim,
+    groupsClaim: v.jwtGroupsClaim,
+    clockToleranceSeconds: v.jwtClockTolerance,
+    unknownUsers: v.jwtUnknownUsers,
+    admins: v.jwtAdmins,
+    jwksCooldownSeconds: v.jwksCooldown,
+    jwksRefreshSeconds: v.jwksRefresh,
   };
 }

@@ -4,9 +4,14 @@ import { invalidInput } from '../errors.js';
 import type { Store } from '../store/store.js';
 
 /** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
-export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): Config {
+/** The flags given to a command (the program's `--db` with the command's own). */
+export function inputFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): ConfigInput {
   const { db } = command.optsWithGlobals<{ db?: string }>();
-  return loadConfig({ db, ...extra }, process.env);
+  return { db, ...extra };
+}
+
+export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): Config {
+  return loadConfig(inputFrom(command, extra), process.env);
 }
 
 // The storage layer (Kysely, both drivers) is loaded only by commands that open the database, so --help,

@@ -9,14 +9,15 @@ import { registerPlantCommands } from './commands/plants.js';
 import { registerServerCommands } from './commands/server.js';
 import { registerTokenCommands } from './commands/tokens.js';
 import { registerUserCommands } from './commands/users.js';
-import { examples } from './help.js';
+import { examples, settingHelp } from './help.js';
+import { SETTINGS } from '../settings.js';
 import { VERSION } from '../version.js';
 
 export function buildCli(): Command {
   const program = new Command('plantstore')
     .description('Plant Store: serve GET /plants and manage its users, groups, plants, grants and tokens')
     .version(VERSION)
-    .option('--db <path-or-url>', 'SQLite database file or postgres:// URL (PLANTSTORE_DB, default ./data/plantstore.db)')
+    .option(SETTINGS.db.flag!, settingHelp(SETTINGS.db))
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText(
       'after',

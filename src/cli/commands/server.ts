@@ -2,9 +2,10 @@ import type { Command } from 'commander';
 import { generateToken } from '../../access/tokens.js';
 import { recordBatch, type Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
-import { configFrom, loadStore, withStore } from '../context.js';
+import { SETTINGS, type Setting, type SettingName } from '../../settings.js';
+import { configFrom, inputFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
-import { examples } from '../help.js';
+import { examples, settingHelp } from '../help.js';
 import { say } from '../output.js';
 
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
@@ -12,31 +13,19 @@ const loadServer = () => import('../../server.js');
 
 type ServeOptions = Omit<ConfigInput, 'db'>;
 
-/** The flags that shape the running service; `doctor` takes them too, to check what `serve` would use. */
+/**
+ * The flags that shape the running service, from the settings table (`--db` is the program's own); `doctor`
+ * takes them too, to check what `serve` would use.
+ */
 export function addServeOptions(command: Command): Command {
-  return command
-    .option('--host <host>', 'address to listen on (PLANTSTORE_HOST, default 127.0.0.1)')
-    .option('--port <port>', 'port to listen on (PLANTSTORE_PORT, default 8080)')
-    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (PLANTSTORE_LOG_LEVEL, default info)')
-    .option('--workers <n>', 'HTTP worker processes sharing the port; dead ones are replaced (PLANTSTORE_WORKERS, default 1)')
-    .option('--read-db <url>', 'PostgreSQL read replica for listings (PLANTSTORE_READ_DB)')
-    .option('--cors-origins <list>', 'comma-separated browser origins allowed cross-origin, or * (PLANTSTORE_CORS_ORIGINS, default none: CORS off)')
-    .option('--rate-limit <n/window>', 'requests per token per window, e.g. 30000/1m, or off (PLANTSTORE_RATE_LIMIT, default 30000/1m)')
-    .option('--redis-url <url>', 'Redis holding the rate-limit counters shared by all instances (PLANTSTORE_REDIS_URL)')
-    .option('--metrics-port <port>', 'serve Prometheus /metrics on this admin port; off when unset (PLANTSTORE_METRICS_PORT)')
-    .option('--metrics-host <host>', 'address of the metrics listener (PLANTSTORE_METRICS_HOST, default 127.0.0.1)')
-    .optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):')
-    .option('--jwks-url <url>', "provider's JSON Web Key Set (PLANTSTORE_JWKS_URL)")
-    .option('--jwt-public-key <pem-or-file>', 'PEM public key for RS/PS/ES/EdDSA tokens (PLANTSTORE_JWT_PUBLIC_KEY)')
-    .option('--jwt-secret-file <file>', 'file holding the HS256/384/512 secret (PLANTSTORE_JWT_SECRET_FILE or PLANTSTORE_JWT_SECRET)')
-    .option('--jwt-issuer <iss>', 'required issuer, comma-separated if several (PLANTSTORE_JWT_ISSUER)')
-    .option('--jwt-audience <aud>', 'required audience, comma-separated if several (PLANTSTORE_JWT_AUDIENCE)')
-    .option('--jwt-user-claim <claim>', 'claim naming the user (PLANTSTORE_JWT_USER_CLAIM, default sub)')
-    .option('--jwt-groups-claim <claim>', 'claim listing group names (PLANTSTORE_JWT_GROUPS_CLAIM)')
-    .option('--jwt-algorithms <list>', 'accepted algorithms, default all the key can verify (PLANTSTORE_JWT_ALGORITHMS)')
-    .option('--jwt-clock-tolerance <s>', 'seconds of clock skew allowed for exp/nbf (PLANTSTORE_JWT_CLOCK_TOLERANCE, default 30)')
-    .option('--jwt-unknown-users <mode>', 'reject or provision subjects with no user (PLANTSTORE_JWT_UNKNOWN_USERS, default reject)')
-    .option('--jwt-admins <mode>', 'allow or deny admin rights to JWTs naming an admin (PLANTSTORE_JWT_ADMINS, default deny)');
+  const settings = Object.entries(SETTINGS) as Array<[SettingName, Setting<unknown>]>;
+  for (const table of ['service', 'jwt'] as const) {
+    if (table === 'jwt') command.optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):');
+    for (const [name, s] of settings) {
+      if (s.table === table && s.flag !== undefined && name !== 'db') command.option(s.flag, settingHelp(s));
+    }
+  }
+  return command;
 }
 
 /** The label of the tokens the demo issues: a later run revokes them before issuing new ones. */
@@ -80,7 +69,7 @@ export function registerServerCommands(program: Command): void {
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = configFrom(cmd, opts);
       const { runServer, runCluster } = await loadServer();
-      await (config.workers > 1 ? runCluster(config) : runServer(config));
+      await (config.workers > 1 ? runCluster(config, inputFrom(cmd, opts)) : runServer(config));
     });
 
   program
@@ -107,7 +96,7 @@ export function registerServerCommands(program: Command): void {
         throw err;
       }
       if (!opts.serve) await store.close();
-      else if (config.workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config));
+      else if (config.workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config, inputFrom(cmd, opts)));
       else await (await loadServer()).runServer(config, store);
     });
 }
