@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,9 +50,15 @@ done = function(summary, latency, requests)
 end
 `,
       );
-      const result = spawnSync('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url], { encoding: 'utf8' });
-      const line = /RESULT (\{.*\})/.exec(result.stdout)?.[1];
-      if (!line) throw new Error(`wrk failed: ${result.stderr || result.stdout}`);
+      // Not spawnSync: this process may have clients of its own running meanwhile (the full-listing loops).
+      const child = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url]);
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += String(chunk)));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += String(chunk)));
+      await new Promise<void>((resolve, reject) => child.on('error', reject).on('close', () => resolve()));
+      const line = /RESULT (\{.*\})/.exec(stdout)?.[1];
+      if (!line) throw new Error(`wrk failed: ${stderr || stdout}`);
       const r = JSON.parse(line) as { requests: number; us: number; p50: number; p99: number; errors: number; non2xx: number };
       const secs = r.us / 1e6;
       return { requests: r.requests, seconds: secs, rps: r.requests / secs, p50Ms: r.p50 / 1000, p99Ms: r.p99 / 1000, errors: r.errors, non2xx: r.non2xx };
