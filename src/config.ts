@@ -1,5 +1,5 @@
 import { loadJwtConfig, type JwtConfig } from './access/jwt-config.js';
-import { invalidInput } from './errors.js';
+import { invalidInput } from './domain-errors.js';
 import { readSettings, type ConfigInput, type LogLevel, type RateLimitConfig } from './settings.js';
 
 export type { LogLevel } from './settings.js';

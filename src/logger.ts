@@ -15,7 +15,7 @@ export const REDACTED_PATHS = [
 /** Query parameters whose values are secrets if a client puts a credential in the URL (we never accept it there). */
 const SECRET_QUERY = /([?&](?:access_token|token|api_key|apikey|key|secret|password)=)[^&#]*/gi;
 
-export function redactUrl(url: string): string {
+export function redactQuerySecrets(url: string): string {
   return url.replace(SECRET_QUERY, '$1[redacted]');
 }
 
@@ -35,7 +35,7 @@ export function loggerOptions(level: LogLevel, stream?: DestinationStream): Logg
       // Fastify's request fields, with any credential-looking query value masked; headers are never logged.
       req: (req: LoggedRequest) => ({
         method: req.method,
-        url: redactUrl(req.url),
+        url: redactQuerySecrets(req.url),
         host: req.host,
         remoteAddress: req.ip,
         remotePort: req.socket?.remotePort,

@@ -1,5 +1,5 @@
 import { loadConfig, type ConfigInput } from './config.js';
-import { DomainError } from './errors.js';
+import { DomainError } from './domain-errors.js';
 
 // Entry point of one `serve --workers N` worker. The primary passes its flags; the environment is inherited.
 // They are validated here again, as in the primary, rather than trusted as a finished Config.

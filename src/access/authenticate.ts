@@ -1,8 +1,8 @@
 import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import { checkUserName } from '../catalogue/names.js';
-import { DomainError } from '../errors.js';
-import type { Store, TokenCredential, UserCredential } from '../store/store.js';
+import { DomainError } from '../domain-errors.js';
+import type { CredentialStore, TokenCredential, UserCredential } from '../store/store.js';
 import type { AnswerCaches } from './answer-caches.js';
 import { scope } from './change-scopes.js';
 import type { JwtConfig } from './jwt-config.js';
@@ -40,7 +40,7 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  * groups claim adds group memberships for this request only. Admin rights always come from the store.
  */
 export function createAuthenticator(
-  store: Store,
+  store: CredentialStore,
   caches: AnswerCaches,
   jwt?: { config: JwtConfig; verifier: JwtVerifier },
   counters: { tokens?: CacheCounter; users?: CacheCounter } = {},

@@ -1,5 +1,5 @@
 import type { Awaitable } from '../awaitable.js';
-import type { PageRequest, Store, VisiblePage } from '../store/store.js';
+import type { ListingStore, PageRequest, VisiblePage } from '../store/store.js';
 import { scope } from './change-scopes.js';
 
 /** The authenticated caller, as far as access rules care. */
@@ -18,7 +18,7 @@ export interface Viewer {
  * The store evaluates the non-admin branches (store/visible-plants-sql.ts); admins skip the access filter.
  * The page says which groups it counted for the viewer (see `pageScopes`).
  */
-export function listVisiblePage(store: Store, viewer: Viewer, page: PageRequest): Awaitable<VisiblePage> {
+export function listVisiblePage(store: ListingStore, viewer: Viewer, page: PageRequest): Awaitable<VisiblePage> {
   if (page.limit === 0) return { plants: [], groupIds: [], cacheable: true };
   if (viewer.admin) return store.listAllPlants(page);
   return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups);

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/schema';
-import { invalidInput } from '../errors.js';
+import { invalidInput } from '../domain-errors.js';
 import type { NumberedRecord } from '../store/store.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
 import { checkGroupName, checkPlantName, checkTag, checkUserName } from './names.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../config.js';
-import { invalidInput } from '../errors.js';
+import { invalidInput } from '../domain-errors.js';
 import type { Store } from '../store/store.js';
 
 /** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */

@@ -6,7 +6,7 @@ import { scope } from '../access/change-scopes.js';
 import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/viewer.js';
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
-import type { ListedPlant, Plant, Store } from '../store/store.js';
+import type { ListedPlant, ListingStore, Plant } from '../store/store.js';
 import { ApiError } from './error-catalogue.js';
 import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
 import { PlantSchema } from './schemas.js';
@@ -54,7 +54,7 @@ export class PlantListing {
   private readonly streams: ListingStreams;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: ListingStore,
     private readonly caches: AnswerCaches,
     limits: ListingLimits,
     pageCounter?: CacheCounter,

@@ -3,7 +3,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } f
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
 import { ApiError } from '../http/error-catalogue.js';
-import type { HotQuery, Store } from '../store/store.js';
+import type { HealthStore, HotQuery } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { HotHistogram } from './histogram.js';
 
@@ -55,7 +55,7 @@ export class Metrics {
   private readonly refusals: Record<AuthRefusal, Inc>;
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
 
-  constructor(private readonly store: Store) {
+  constructor(private readonly store: HealthStore) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
 
@@ -133,7 +133,7 @@ export class Metrics {
   /** Pool sizes are read when scraped, not tracked per query: they cost nothing between scrapes. */
   private poolGauges(registers: Registry[]): void {
     const { store } = this;
-    const gauge = (name: string, help: string, read: (s: ReturnType<Store['poolStats']>[number]) => number) =>
+    const gauge = (name: string, help: string, read: (s: ReturnType<HealthStore['poolStats']>[number]) => number) =>
       new Gauge({
         name,
         help,

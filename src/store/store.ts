@@ -145,24 +145,18 @@ export interface PoolStats {
   waiting: number;
 }
 
-/**
- * The one storage interface. The HTTP layer and the access rules speak only to this; each backend
- * (SQLite, PostgreSQL) implements it. Names identify users and groups; plants are identified by a
- * numeric id that also defines catalogue order (ids only ever grow).
- */
-export interface Store {
-  readonly backend: 'sqlite' | 'postgres';
-
-  /** Resolves when the database answers a trivial query; rejects otherwise. */
-  ping(): Promise<void>;
-  close(): Promise<void>;
-
-  // Hot path. SQLite answers synchronously, PostgreSQL with a promise.
+/** Who a presented token or a JWT's user claim names: the authenticator's whole view of the store. */
+export interface CredentialStore {
+  // SQLite answers synchronously, PostgreSQL with a promise.
   findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   /** The user a JWT names, by user name. */
   findUser(name: string): Awaitable<UserCredential | undefined>;
   /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */
   provisionUser(name: string): Promise<UserCredential>;
+}
+
+/** Pages of the listing: what `GET /plants` reads. */
+export interface ListingStore {
   /**
    * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`.
    * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
@@ -172,23 +166,35 @@ export interface Store {
   listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
   /** One page of every plant, in catalogue order (what an admin sees). */
   listAllPlants(page: PageRequest): Awaitable<VisiblePage>;
+}
+
+/** The request path: credentials, listings, and the change feed its caches follow. */
+export interface RequestStore extends CredentialStore, ListingStore {
   /**
    * Every committed change, from any writer, as the change log records it: what the caches follow. Started by
    * its first `sync()`, so CLI commands never follow it.
    */
   readonly changes: ChangeFeed;
+}
+
+/** Health checks and observability (metrics); the metrics cost nothing while unused. */
+export interface HealthStore {
+  readonly backend: 'sqlite' | 'postgres';
+  /** Resolves when the database answers a trivial query; rejects otherwise. */
+  ping(): Promise<void>;
   /**
    * Embedded backends only: check every `intervalMs` that the database file is still the one open. When it is
    * removed or replaced, reads answer "unavailable" until the file at the path is reopened.
    */
   followFile?(intervalMs: number, onEvent: (event: 'gone' | 'reopened' | 'reopen_failed', detail: string) => void): void;
-
-  // Observability (metrics); both cost nothing while unused.
   /** Reports every hot-path query's duration to `timer` from now on; undefined stops it. */
   timeQueries(timer: QueryTimer | undefined): void;
   /** The connection pools' current sizes (none for SQLite, which has one connection). */
   poolStats(): PoolStats[];
+}
 
+/** Administration: users, groups, plants, grants and tokens one at a time (the CLI). */
+export interface AdminStore {
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;
   /** Resolves to false when the user already had that flag. */
@@ -208,7 +214,7 @@ export interface Store {
   // Plants.
   addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo>;
   removePlant(id: number): Promise<void>;
-  listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]>;
+  listPlants(filter: { owner?: string }): Promise<PlantInfo[]>;
 
   // Grants.
   /** Resolves to false when the plant was already shared so. */
@@ -222,12 +228,24 @@ export interface Store {
   /** Resolves to false when the token was already revoked; an unknown id is not found. */
   revokeToken(id: number): Promise<boolean>;
   listTokens(filter: { user?: string }): Promise<TokenInfo[]>;
+}
 
-  // Bulk.
+/** The whole catalogue at once: import, export and counts. */
+export interface BulkStore {
   /** All-or-nothing: either every record is written or none is. Records come in batches, in file order. */
   importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary>;
   /** Streams the whole catalogue in import format, in an order that imports back. */
   exportRecords(): AsyncIterable<CatalogueRecord>;
   /** Row counts, for `doctor` and for sizing the export progress bar. */
   counts(): Promise<CatalogueCounts>;
+}
+
+/**
+ * A backend (SQLite, PostgreSQL): every role above, and its lifetime. Each consumer depends on the role it
+ * uses: the authenticator on CredentialStore, the listing on ListingStore, health routes and metrics on
+ * HealthStore, the CLI on AdminStore and BulkStore. Names identify users and groups; plants are identified by
+ * a numeric id that also defines catalogue order (ids only ever grow).
+ */
+export interface Store extends RequestStore, HealthStore, AdminStore, BulkStore {
+  close(): Promise<void>;
 }

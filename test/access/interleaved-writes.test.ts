@@ -124,7 +124,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
       }
       model.plants.push({ id, name, owner, public: o.public, users: new Set(), groups: new Set() });
       // Ids are not reused, so the oracle's id is only a guess on plain SQL: read the real one back.
-      if (o.viaSql) model.plants.at(-1)!.id = (await writer.listPlantRecords({})).find((p) => p.name === name)!.id;
+      if (o.viaSql) model.plants.at(-1)!.id = (await writer.listPlants({})).find((p) => p.name === name)!.id;
       return;
     }
     case 'remove':

@@ -3,7 +3,7 @@ import { open } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
-import { invalidInput } from '../../errors.js';
+import { invalidInput } from '../../domain-errors.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 

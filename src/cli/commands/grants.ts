@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { invalidInput } from '../../errors.js';
+import { invalidInput } from '../../domain-errors.js';
 import type { Grantee } from '../../store/store.js';
 import { parseId, withStore } from '../context.js';
 import { examples } from '../help.js';

@@ -36,7 +36,7 @@ export function registerPlantCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore plants list', 'plantstore plants list --owner alice --json'))
     .action(async (opts: { owner?: string; json: boolean }, cmd: Command) => {
-      const rows = await withStore(cmd, (store) => store.listPlantRecords(opts.owner === undefined ? {} : { owner: opts.owner }));
+      const rows = await withStore(cmd, (store) => store.listPlants(opts.owner === undefined ? {} : { owner: opts.owner }));
       printRows(
         rows,
         [

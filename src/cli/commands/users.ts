@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { invalidInput } from '../../errors.js';
+import { invalidInput } from '../../domain-errors.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';

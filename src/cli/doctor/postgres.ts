@@ -3,7 +3,7 @@ import type { Config } from '../../config.js';
 import { fail, ok, reason, schemaChecks, skip, warn, type Check } from './check.js';
 
 /** The URL as it may be printed: no password. */
-export function redactUrl(url: string): string {
+export function withoutPassword(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
@@ -50,7 +50,7 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
   try {
     parsed = connectionSettings(config.db);
   } catch {
-    return [fail('database', `--db is not a valid PostgreSQL URL: ${redactUrl(config.db)}`, 'write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]')];
+    return [fail('database', `--db is not a valid PostgreSQL URL: ${withoutPassword(config.db)}`, 'write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]')];
   }
   const { settings, schema, where } = parsed;
   const checks: Check[] = [];

@@ -3,18 +3,18 @@ import { loadConfig, type Config, type ConfigInput } from '../../config.js';
 import { fail, type Check } from './check.js';
 import { jwtChecks } from './jwt.js';
 import { listenChecks } from './listen.js';
-import { postgresChecks, redactUrl } from './postgres.js';
+import { postgresChecks, withoutPassword } from './postgres.js';
 import { sqliteChecks } from './sqlite.js';
 
 const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
 
 function configCheck(config: Config): Check {
-  const db = isPostgresUrl(config.db) ? redactUrl(config.db) : config.db;
+  const db = isPostgresUrl(config.db) ? withoutPassword(config.db) : config.db;
   return {
     check: 'config',
     status: 'ok',
     detail:
-      `db ${db}${config.readDb ? `, read replica ${redactUrl(config.readDb)}` : ''}; listen ${config.host}:${config.port}; ` +
+      `db ${db}${config.readDb ? `, read replica ${withoutPassword(config.readDb)}` : ''}; listen ${config.host}:${config.port}; ` +
       `${config.workers} worker(s); log level ${config.logLevel}; cache ${config.cache ? 'on' : 'off'}`,
   };
 }

@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { Store } from '../../store/store.js';
+import type { HealthStore } from '../../store/store.js';
 import { ApiError } from '../error-catalogue.js';
 import { errorResponse } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() });
 
 /** Liveness and readiness for orchestrators. Unauthenticated, and they say nothing about the data. */
-export async function healthRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
+export async function healthRoutes(app: FastifyInstance, opts: { store: HealthStore }): Promise<void> {
   app.get(
     '/healthz',
     {

@@ -3,13 +3,12 @@ import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
-import { exportRecord, parseSharedWith, unknownName } from '../../catalogue/record-fields.js';
-import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
-import { notFound, unavailable } from '../../errors.js';
-import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, EVERYTHING, LOGGED_TABLES } from '../change-log.js';
-import { KyselyStore } from '../kysely-store.js';
-import { changeTriggerName } from '../migrations/0003-change-log.js';
+import { notFound, unavailable } from '../../domain-errors.js';
+import { importCatalogue } from '../catalogue-import.js';
+import { exportCatalogue } from '../catalogue-export.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
+import { StoreBase } from '../store-base.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type {
@@ -25,7 +24,8 @@ import type {
   VisiblePage,
 } from '../store.js';
 import { SqliteReader } from './sqlite-reader.js';
-import { beginWriting, BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
+import { SqliteImport } from './sqlite-import.js';
+import { BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -56,16 +56,6 @@ async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite:
   }
 }
 
-/** The change-log triggers, by name, as SQLite stores them: an import drops them and restores them exactly. */
-function changeTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
-  const names = Object.keys(LOGGED_TABLES).flatMap((table) =>
-    (['insert', 'update', 'delete'] as const).map((op) => changeTriggerName(table as keyof typeof LOGGED_TABLES, op)),
-  );
-  return db
-    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
-    .all(...names) as Array<{ name: string; sql: string }>;
-}
-
 /**
  * One pruning pass (see CHANGE_LOG_RETENTION_MS): deletes the rows that existed at the previous pass, if that
  * was at least the retention ago, and marks where this pass stands. Gives up at once when another process
@@ -91,84 +81,10 @@ function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
   }
 }
 
-/** Plants per INSERT statement once an import writes in bulk. */
-const PLANTS_PER_INSERT = 32;
-/** The columns an import writes a plant's row to, in the order its values are queued. */
-const PLANT_COLUMNS = ['id', 'name', 'tag', 'owner_id', 'is_public', 'created_at'] as const;
-
-/**
- * Writes an import's plants, inside its transaction, with ids assigned here the way AUTOINCREMENT would (after
- * the largest ever used), so that grants can refer to a plant before its row is written.
- *
- * Once the import has written more plants than the table held before, it switches to bulk writing: the
- * `plants_by_owner` index is dropped and built again from the whole table before the commit (sorting the
- * table once costs less than as many random index inserts as it has rows), and plants go in multi-row
- * INSERTs. Multi-row INSERTs only pay without that index; with it they are slower than one row at a time.
- * Readers never see the index missing: the drop and the rebuild commit together.
- */
-class PlantWriter {
-  private readonly one: BetterSqlite3.Statement<unknown[]>;
-  private readonly many: BetterSqlite3.Statement<unknown[]>;
-  private nextId: number;
-  /** Plants the table held before the import, or more: the largest id ever used, deleted plants included. */
-  private readonly before: number;
-  /** The dropped index's own SQL while writing in bulk, to build it again exactly as it was. */
-  private ownerIndexSql: string | undefined;
-  private bulk = false;
-  private readonly pending: unknown[] = [];
-
-  constructor(
-    private readonly db: BetterSqlite3.Database,
-    private readonly createdAt: number,
-  ) {
-    const insert = `INSERT INTO plants (${PLANT_COLUMNS.join(', ')}) VALUES `;
-    const row = `(${PLANT_COLUMNS.map(() => '?').join(', ')})`;
-    this.one = db.prepare(insert + row);
-    this.many = db.prepare(insert + Array<string>(PLANTS_PER_INSERT).fill(row).join(', '));
-    this.before = db
-      .prepare(`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`)
-      .pluck()
-      .get() as number;
-    this.nextId = this.before + 1;
-  }
-
-  /** Writes (or queues) one plant and returns its id. */
-  add(name: string, tag: string | null, ownerId: number, isPublic: number): number {
-    const id = this.nextId++;
-    if (!this.bulk && id - this.before > this.before) this.startBulk();
-    if (!this.bulk) {
-      this.one.run(id, name, tag, ownerId, isPublic, this.createdAt);
-      return id;
-    }
-    this.pending.push(id, name, tag, ownerId, isPublic, this.createdAt);
-    if (this.pending.length === PLANTS_PER_INSERT * PLANT_COLUMNS.length) {
-      this.many.run(this.pending);
-      this.pending.length = 0;
-    }
-    return id;
-  }
-
-  /** Writes what is queued and builds the index again; the caller commits. */
-  finish(): void {
-    const width = PLANT_COLUMNS.length;
-    for (let i = 0; i < this.pending.length; i += width) this.one.run(this.pending.slice(i, i + width));
-    this.pending.length = 0;
-    if (this.ownerIndexSql !== undefined) this.db.exec(this.ownerIndexSql);
-  }
-
-  private startBulk(): void {
-    this.bulk = true;
-    this.ownerIndexSql = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_by_owner'").pluck().get() as
-      | string
-      | undefined;
-    if (this.ownerIndexSql !== undefined) this.db.exec('DROP INDEX plants_by_owner');
-  }
-}
-
 const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
 
 /** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
-export class SqliteStore extends KyselyStore {
+export class SqliteStore extends StoreBase {
   readonly backend = 'sqlite' as const;
   private closed = false;
 
@@ -286,19 +202,12 @@ export class SqliteStore extends KyselyStore {
     return /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)/.test((err as { code?: string }).code ?? '') || !this.sqlite.open;
   }
 
-  /** Runs a hot-path read (timed while metrics are on), mapping unavailability to a DomainError. Synchronous. */
+  /** A hot-path read on the reader's connection (see hotQuery); synchronous. */
   private read<T>(name: HotQuery, query: () => T): T {
-    const timer = this.queryTimer;
-    const started = timer ? performance.now() : 0;
-    try {
+    return this.hotQuery(name, () => {
       if (!this.reader.open) throw unavailable('database unavailable');
       return query();
-    } catch (err) {
-      if (this.isUnavailable(err)) throw unavailable('database unavailable');
-      throw err;
-    } finally {
-      timer?.(name, (performance.now() - started) / 1000);
-    }
+    });
   }
 
   async close(): Promise<void> {
@@ -338,142 +247,22 @@ export class SqliteStore extends KyselyStore {
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
     // Holding Kysely's connection: no transaction of its own can be open on it while the import's runs.
-    const summary = await this.db.connection().execute(() => this.importLocked(batches, progress));
+    const summary = await this.db.connection().execute(() => importCatalogue(batches, new SqliteImport(this.sqlite), progress));
     await this.changes.catchUp();
     return summary;
   }
 
-  private async importLocked(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
+  exportRecords(): AsyncGenerator<CatalogueRecord> {
     const db = this.sqlite;
-    const now = Date.now();
-    const upsertUser = db.prepare<{ name: string; admin: number | null; now: number; key: string }, { id: number }>(
-      `INSERT INTO users (name, is_admin, created_at, name_key) VALUES (@name, coalesce(@admin, 0), @now, @key)
-       ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(@admin, users.is_admin) RETURNING id`,
-    );
-    const upsertGroup = db.prepare<{ name: string; now: number }, { id: number }>(
-      `INSERT INTO groups (name, created_at) VALUES (@name, @now)
-       ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
-    );
-    const findUser = db.prepare<[string], { id: number }>('SELECT id FROM users WHERE name = ?');
-    const findGroup = db.prepare<[string], { id: number }>('SELECT id FROM groups WHERE name = ?');
-    const addMember = db.prepare('INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
-    const grantUser = db.prepare('INSERT INTO plant_user_grants (user_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
-    const grantGroup = db.prepare('INSERT INTO plant_group_grants (group_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING');
-
-    // Name-to-id caches grow with users and groups, never with plants, so memory stays flat on big imports.
-    const userIds = new Map<string, number>();
-    const groupIds = new Map<string, number>();
-    const resolver = (what: 'user' | 'group', cache: Map<string, number>, find: BetterSqlite3.Statement<[string], { id: number }>) =>
-      (name: string, line: number): number => {
-        let id = cache.get(name);
-        if (id === undefined) {
-          id = find.get(name)?.id;
-          if (id === undefined) throw unknownName(what, name, line);
-          cache.set(name, id);
-        }
-        return id;
+    return exportCatalogue('sqlite', () => {
+      // One read transaction: the export is a consistent snapshot even while others write.
+      db.exec('BEGIN');
+      return {
+        rows: <R>(sql: string) => db.prepare(sql).iterate() as Iterable<R>,
+        close: () => {
+          if (db.inTransaction) db.exec('COMMIT');
+        },
       };
-    const userId = resolver('user', userIds, findUser);
-    const groupId = resolver('group', groupIds, findGroup);
-
-    const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
-    let done = 0;
-    // Every id this import writes was just read or inserted under its own write lock (BEGIN IMMEDIATE: no
-    // other writer can delete a row meanwhile), so SQLite's per-row foreign-key checks can only pass; skipping
-    // them makes a large import about 30% faster. The pragma cannot change inside a transaction.
-    db.pragma('foreign_keys = OFF');
-    // A 64 MB page cache for the import's one transaction (2 MB by default): index pages stay in memory instead
-    // of being spilled to the WAL and read back; about 8% faster on a million plants.
-    const cacheSize = db.pragma('cache_size', { simple: true });
-    db.pragma('cache_size = -65536');
-    try {
-      await beginWriting(db);
-      // Row by row, the change log would double what an import writes; it records one broad change instead. The
-      // triggers go and come back inside the transaction (no other writer runs meanwhile, nobody sees them gone).
-      const triggers = changeTriggers(db);
-      for (const { name } of triggers) db.exec(`DROP TRIGGER ${name}`);
-      const plants = new PlantWriter(db, now);
-      for await (const batch of batches) {
-        for (const { line, record } of batch) {
-          switch (record.type) {
-            case 'user': {
-              const admin = record.admin === undefined ? null : Number(record.admin);
-              const id = upsertUser.get({ name: record.name, admin, now, key: nameKey(record.name) })!.id;
-              userIds.set(record.name, id);
-              summary.users++;
-              break;
-            }
-            case 'group': {
-              const id = upsertGroup.get({ name: record.name, now })!.id;
-              groupIds.set(record.name, id);
-              for (const member of record.members ?? []) addMember.run(id, userId(member, line));
-              summary.groups++;
-              break;
-            }
-            case 'plant': {
-              const plantId = plants.add(record.name, record.tag ?? null, userId(record.owner, line), record.public ? 1 : 0);
-              for (const entry of record.sharedWith ?? []) {
-                const grantee = parseSharedWith(entry);
-                if ('user' in grantee) grantUser.run(userId(grantee.user, line), plantId);
-                else grantGroup.run(groupId(grantee.group, line), plantId);
-                summary.grants++;
-              }
-              summary.plants++;
-              break;
-            }
-          }
-        }
-        done += batch.length;
-        progress?.(done);
-      }
-      plants.finish();
-      for (const { sql } of triggers) db.exec(sql);
-      db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
-      db.exec('COMMIT');
-      progress?.(done);
-      return summary;
-    } catch (err) {
-      if (db.inTransaction) db.exec('ROLLBACK');
-      throw err;
-    } finally {
-      db.pragma(`cache_size = ${cacheSize}`);
-      db.pragma('foreign_keys = ON');
-    }
-  }
-
-  async *exportRecords(): AsyncGenerator<CatalogueRecord> {
-    const db = this.sqlite;
-    // One read transaction: the export is a consistent snapshot even while others write.
-    db.exec('BEGIN');
-    try {
-      const users = db.prepare('SELECT name, is_admin FROM users ORDER BY id').raw(true);
-      for (const [name, admin] of users.iterate() as Iterable<[string, number]>) yield exportRecord.user(name, admin === 1);
-      const groups = db
-        .prepare(
-          `SELECT g.name, (SELECT json_group_array(name) FROM (
-             SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id)) AS members
-           FROM groups g ORDER BY g.id`,
-        )
-        .raw(true);
-      for (const [name, members] of groups.iterate() as Iterable<[string, string]>) {
-        yield exportRecord.group(name, JSON.parse(members) as string[]);
-      }
-      const plants = db
-        .prepare(
-          `SELECT p.name, p.tag, u.name, p.is_public,
-             (SELECT json_group_array(name) FROM (
-                SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id)),
-             (SELECT json_group_array(name) FROM (
-                SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id))
-           FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id`,
-        )
-        .raw(true);
-      type Row = [string, string | null, string, number, string, string];
-      for (const [name, tag, owner, isPublic, users, groups] of plants.iterate() as Iterable<Row>) {
-        yield exportRecord.plant(name, tag, owner, isPublic === 1, JSON.parse(users) as string[], JSON.parse(groups) as string[]);
-      }
-    } finally {
-      if (db.inTransaction) db.exec('COMMIT');
-    }
+    });
   }
 }

@@ -1,10 +1,11 @@
 import type { Kysely, Transaction } from 'kysely';
 import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../catalogue/names.js';
 import type { CatalogueRecord } from '../catalogue/records.js';
-import { conflict, notFound, unavailable } from '../errors.js';
+import { conflict, notFound, unavailable } from '../domain-errors.js';
 import type { ChangeFeed } from './change-log.js';
 import type { Database } from './schema.js';
 import type {
+  HotQuery,
   Awaitable,
   CatalogueCounts,
   GrantInfo,
@@ -30,10 +31,12 @@ import type {
 type Db = Kysely<Database> | Transaction<Database>;
 
 /**
- * The administrative half of the Store, written once in Kysely for every backend. Backends add the hot
- * path (token lookup, listings) and bulk import/export, where they use their driver directly for speed.
+ * What both backends share: administration (AdminStore), written once in Kysely, and the hot-path query
+ * wrapper (timing, unavailability). Each backend adds the request path and the bulk commands with its own
+ * driver, for speed; the import and export flows they plug into are shared too (catalogue-import.ts,
+ * catalogue-export.ts).
  */
-export abstract class KyselyStore implements Store {
+export abstract class StoreBase implements Store {
   abstract readonly backend: 'sqlite' | 'postgres';
 
   /** Set while metrics are collected; the hot-path queries check it once each. */
@@ -44,6 +47,40 @@ export abstract class KyselyStore implements Store {
 
   timeQueries(timer: QueryTimer | undefined): void {
     this.queryTimer = timer;
+  }
+
+  /**
+   * Runs a hot-path query, timed while metrics are on (failures too); an error that means the database cannot
+   * be reached becomes "unavailable" (503). Synchronous when the query is: no promise on SQLite's request path.
+   */
+  protected hotQuery<R>(name: HotQuery, run: () => R): R {
+    const timer = this.queryTimer;
+    const started = timer === undefined ? 0 : performance.now();
+    let result: R;
+    try {
+      result = run();
+    } catch (err) {
+      timer?.(name, (performance.now() - started) / 1000);
+      throw this.asUnavailable(err);
+    }
+    if (!(result instanceof Promise)) {
+      timer?.(name, (performance.now() - started) / 1000);
+      return result;
+    }
+    return result.then(
+      (value: unknown) => {
+        timer?.(name, (performance.now() - started) / 1000);
+        return value;
+      },
+      (err: unknown) => {
+        timer?.(name, (performance.now() - started) / 1000);
+        throw this.asUnavailable(err);
+      },
+    ) as R;
+  }
+
+  private asUnavailable(err: unknown): unknown {
+    return this.isUnavailable(err) ? unavailable('database unavailable') : err;
   }
 
   poolStats(): PoolStats[] {
@@ -288,7 +325,7 @@ export abstract class KyselyStore implements Store {
     });
   }
 
-  async listPlantRecords(filter: { owner?: string }): Promise<PlantInfo[]> {
+  async listPlants(filter: { owner?: string }): Promise<PlantInfo[]> {
     let query = this.db
       .selectFrom('plants')
       .innerJoin('users', 'users.id', 'plants.owner_id')

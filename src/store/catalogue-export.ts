@@ -1,0 +1,72 @@
+import type { Awaitable } from '../awaitable.js';
+import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../catalogue/records.js';
+import type { Dialect } from './schema.js';
+
+/** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
+type NameList = string | string[];
+
+const names = (list: NameList): string[] => (typeof list === 'string' ? (JSON.parse(list) as string[]) : list);
+
+/** A subquery of names as one column: the dialects differ only in how they aggregate it. */
+const nameList = (dialect: Dialect, subquery: string): string =>
+  dialect === 'sqlite' ? `(SELECT json_group_array(name) FROM (${subquery}))` : `ARRAY(${subquery})`;
+
+/** The export's three queries, in catalogue order: users, groups with members, plants with grantees. */
+export function exportQueries(dialect: Dialect): { users: string; groups: string; plants: string } {
+  return {
+    users: 'SELECT name, is_admin FROM users ORDER BY id',
+    groups:
+      `SELECT g.name, ${nameList(dialect, 'SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
+      'FROM groups g ORDER BY g.id',
+    plants:
+      `SELECT p.name, p.tag, u.name AS owner, p.is_public, ` +
+      `${nameList(dialect, 'SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id')} AS users, ` +
+      `${nameList(dialect, 'SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id')} AS groups ` +
+      'FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id',
+  };
+}
+
+type UserRow = { name: string; is_admin: number };
+type GroupRow = { name: string; members: NameList };
+type PlantRow = { name: string; tag: string | null; owner: string; is_public: number; users: NameList; groups: NameList };
+
+/** One consistent snapshot of a backend, read by the export flow. */
+export interface ExportSnapshot {
+  /** The rows of one of `exportQueries`, in order, without holding them all in memory. */
+  rows<R>(sql: string): Iterable<R> | AsyncIterable<R>;
+  /** Ends the snapshot (also after a failure or a consumer that stopped early). */
+  close(): Awaitable<void>;
+}
+
+/** Export records in the one canonical shape both backends emit: optional fields absent, not empty. */
+const exportRecord = {
+  user: (u: UserRow): UserRecord => (u.is_admin === 1 ? { type: 'user', name: u.name, admin: true } : { type: 'user', name: u.name }),
+  group(g: GroupRow): GroupRecord {
+    const members = names(g.members);
+    return members.length > 0 ? { type: 'group', name: g.name, members } : { type: 'group', name: g.name };
+  },
+  plant(p: PlantRow): PlantRecord {
+    const sharedWith = [...names(p.users), ...names(p.groups).map((g) => `group:${g}`)];
+    return {
+      type: 'plant',
+      name: p.name,
+      ...(p.tag === null ? {} : { tag: p.tag }),
+      owner: p.owner,
+      public: p.is_public === 1,
+      ...(sharedWith.length > 0 ? { sharedWith } : {}),
+    };
+  },
+};
+
+/** The one export flow of both backends: every user, then every group, then every plant, from one snapshot. */
+export async function* exportCatalogue(dialect: Dialect, open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
+  const queries = exportQueries(dialect);
+  const snapshot = await open();
+  try {
+    for await (const u of snapshot.rows<UserRow>(queries.users)) yield exportRecord.user(u);
+    for await (const g of snapshot.rows<GroupRow>(queries.groups)) yield exportRecord.group(g);
+    for await (const p of snapshot.rows<PlantRow>(queries.plants)) yield exportRecord.plant(p);
+  } finally {
+    await snapshot.close();
+  }
+}

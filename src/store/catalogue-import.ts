@@ -1,0 +1,188 @@
+import { then, type Awaitable } from '../awaitable.js';
+import { parseSharedWith, unknownName } from '../catalogue/record-fields.js';
+import type { CatalogueRecord, GroupRecord, PlantRecord } from '../catalogue/records.js';
+import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
+
+type Named = 'user' | 'group';
+
+/**
+ * The ids of the users and groups an import has met: written by it (its target says so with `learn`) or found
+ * stored (looked up once, through the target's `find`). They grow with users and groups, never with plants, so
+ * memory stays flat on big imports.
+ */
+export class KnownNames {
+  private readonly users = new Map<string, number>();
+  private readonly groups = new Map<string, number>();
+
+  constructor(private readonly find: (what: Named, name: string) => Awaitable<number | undefined>) {}
+
+  learn(what: Named, name: string, id: number): void {
+    (what === 'user' ? this.users : this.groups).set(name, id);
+  }
+
+  /** The id of `name`, at once when known; a name neither written nor stored is the file's error at `line`. */
+  id(what: Named, name: string, line: number): Awaitable<number> {
+    const known = (what === 'user' ? this.users : this.groups).get(name);
+    if (known !== undefined) return known;
+    return then(this.find(what, name), (id) => {
+      if (id === undefined) throw unknownName(what, name, line);
+      this.learn(what, name, id);
+      return id;
+    });
+  }
+}
+
+/** A plant of an import with its owner and grantees as ids; each grantee once. */
+export interface ImportedPlant {
+  name: string;
+  tag: string | null;
+  ownerId: number;
+  isPublic: boolean;
+  userIds: readonly number[];
+  groupIds: readonly number[];
+}
+
+/**
+ * What a backend does for an import; the flow (`importCatalogue`) reads, resolves names and counts. Everything
+ * happens in one transaction, in the order of the file. A method may answer at once or with a promise: a
+ * backend that needs no round trip (SQLite) costs the import no promise per record.
+ */
+export interface ImportTarget {
+  readonly names: KnownNames;
+  /** Opens the transaction. */
+  begin(): Promise<void>;
+  /** Before each record: a target that writes one type's records in batches writes them when another type comes. */
+  next(type: CatalogueRecord['type']): Awaitable<void>;
+  user(name: string, admin: boolean | undefined): Awaitable<void>;
+  group(name: string, memberIds: readonly number[]): Awaitable<void>;
+  plant(plant: ImportedPlant): Awaitable<void>;
+  /** Writes what is left, records one broad change in the change log (not a row per record) and commits. */
+  commit(): Promise<void>;
+  /** Rolls back after `err` and gives the error to report: a batch still being written holds earlier lines. */
+  rollback(err: unknown): Promise<unknown>;
+}
+
+const NONE: readonly number[] = Object.freeze([]);
+const NO_NAMES: readonly string[] = Object.freeze([]);
+
+/** The one import flow of both backends: records in file order, names resolved to ids, one transaction. */
+export async function importCatalogue(
+  batches: AsyncIterable<readonly NumberedRecord[]>,
+  target: ImportTarget,
+  progress?: ImportProgress,
+): Promise<ImportSummary> {
+  const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
+  let done = 0;
+  await target.begin();
+  try {
+    for await (const batch of batches) {
+      for (let pending = writeRecords(target, batch, 0, summary); pending; pending = writeRecords(target, batch, pending.resume, summary)) {
+        await pending.wait;
+      }
+      done += batch.length;
+      progress?.(done);
+    }
+    await target.commit();
+  } catch (err) {
+    throw await target.rollback(err);
+  }
+  progress?.(done);
+  return summary;
+}
+
+/**
+ * Writes the records of `batch` from `from` on, in a plain loop while the target answers at once (an `await`
+ * in the loop would cost every record of a SQLite import a turn); at the first promise it returns that
+ * promise and where to go on once it has settled.
+ */
+function writeRecords(
+  target: ImportTarget,
+  batch: readonly NumberedRecord[],
+  from: number,
+  summary: ImportSummary,
+): { wait: Promise<unknown>; resume: number } | undefined {
+  for (let i = from; i < batch.length; i++) {
+    const { line, record } = batch[i]!;
+    const ready = target.next(record.type);
+    if (ready instanceof Promise) return { wait: ready.then(() => writeRecord(target, record, line, summary)), resume: i + 1 };
+    const written = writeRecord(target, record, line, summary);
+    if (written instanceof Promise) return { wait: written, resume: i + 1 };
+  }
+  return undefined;
+}
+
+function writeRecord(target: ImportTarget, record: CatalogueRecord, line: number, summary: ImportSummary): Awaitable<void> {
+  switch (record.type) {
+    case 'user': {
+      summary.users++;
+      return target.user(record.name, record.admin);
+    }
+    case 'group': {
+      summary.groups++;
+      const ids = memberIds(target.names, record, line);
+      return ids instanceof Promise ? ids.then((resolved) => target.group(record.name, resolved)) : target.group(record.name, ids);
+    }
+    case 'plant': {
+      summary.plants++;
+      summary.grants += record.sharedWith?.length ?? 0;
+      const plant = importedPlant(target.names, record, line);
+      return plant instanceof Promise ? plant.then((resolved) => target.plant(resolved)) : target.plant(plant);
+    }
+  }
+}
+
+type NameRef = { kind: Named; name: string };
+
+/**
+ * The ids of `refs`, in order: at once while every name is known; from the first lookup on, one lookup at a
+ * time in file order, so that the first unknown name is the one reported.
+ */
+function resolveAll(names: KnownNames, refs: readonly NameRef[], line: number): Awaitable<number[]> {
+  const ids = new Array<number>(refs.length);
+  for (let i = 0; i < refs.length; i++) {
+    const id = names.id(refs[i]!.kind, refs[i]!.name, line);
+    if (id instanceof Promise) {
+      return (async () => {
+        ids[i] = await id;
+        for (let j = i + 1; j < refs.length; j++) ids[j] = await names.id(refs[j]!.kind, refs[j]!.name, line);
+        return ids;
+      })();
+    }
+    ids[i] = id;
+  }
+  return ids;
+}
+
+function memberIds(names: KnownNames, record: GroupRecord, line: number): Awaitable<readonly number[]> {
+  const members = record.members ?? NO_NAMES;
+  return members.length === 0 ? NONE : resolveAll(names, members.map((name): NameRef => ({ kind: 'user', name })), line);
+}
+
+/** Each id of `ids` whose grantee is of `kind`, once. */
+function idsOf(kind: Named, grantees: readonly NameRef[], ids: readonly number[]): readonly number[] {
+  const chosen: number[] = [];
+  for (let i = 0; i < ids.length; i++) if (grantees[i]!.kind === kind && !chosen.includes(ids[i]!)) chosen.push(ids[i]!);
+  return chosen.length > 0 ? chosen : NONE;
+}
+
+function importedPlant(names: KnownNames, record: PlantRecord, line: number): Awaitable<ImportedPlant> {
+  const plant: ImportedPlant = { name: record.name, tag: record.tag ?? null, ownerId: 0, isPublic: record.public === true, userIds: NONE, groupIds: NONE };
+  const owner = names.id('user', record.owner, line);
+  const shared = record.sharedWith ?? NO_NAMES;
+  // Most plants: a known owner and nobody to share with.
+  if (shared.length === 0) {
+    if (owner instanceof Promise) return owner.then((ownerId) => ({ ...plant, ownerId }));
+    plant.ownerId = owner;
+    return plant;
+  }
+  const grantees = shared.map(parseSharedWith);
+  const withIds = (ownerId: number, ids: readonly number[]): ImportedPlant => {
+    plant.ownerId = ownerId;
+    plant.userIds = idsOf('user', grantees, ids);
+    plant.groupIds = idsOf('group', grantees, ids);
+    return plant;
+  };
+  // The owner first, then the grantees in the order given.
+  if (owner instanceof Promise) return owner.then(async (ownerId) => withIds(ownerId, await resolveAll(names, grantees, line)));
+  return then(resolveAll(names, grantees, line), (ids) => withIds(owner, ids));
+}
