@@ -261,7 +261,7 @@ function writerLoad(db: string, plants: number, committed: { changes: number; se
     });
     // Read from the start: the summary comes on the same stdout after SIGTERM.
     let out = '';
-    child.stdout!.on('data', (chunk) => (out += String(chunk)));
+    child.stdout.on('data', (chunk) => (out += String(chunk)));
     while (!out.includes('writing')) {
       if (child.exitCode !== null) throw new Error('the writer exited before writing');
       await new Promise((resolve) => setTimeout(resolve, 20));

@@ -107,11 +107,11 @@ async function startServer(db: string): Promise<{ url: string; child: ChildProce
     env: { ...process.env, PLANTSTORE_LOG_REQUESTS: 'false', PLANTSTORE_DB: '', PLANTSTORE_RATE_LIMIT: '100000000/1m' },
   });
   let out = '';
-  for await (const chunk of child.stdout!) {
+  for await (const chunk of child.stdout) {
     out += String(chunk);
     const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
     if (match) {
-      child.stdout!.resume();
+      child.stdout.resume();
       return { url: match[1]!, child };
     }
   }

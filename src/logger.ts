@@ -54,6 +54,7 @@ const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as
  * A request's logger that makes its pino child (which binds the reqId) on the first log call. Fastify makes
  * one per request, most requests never log, and making it was about 5% of the cost of a cached page.
  */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- the log methods are put on the prototype below
 class LazyChildLogger {
   private made: FastifyBaseLogger | undefined;
 
@@ -81,14 +82,16 @@ class LazyChildLogger {
   }
 }
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type -- see above
 interface LazyChildLogger extends Pick<FastifyBaseLogger, (typeof LEVELS)[number]> {}
 
 type LogCall = (...args: unknown[]) => void;
 // On the prototype, not per instance: nothing is allocated for a request until it logs.
 for (const level of LEVELS) {
   LazyChildLogger.prototype[level] = function (this: LazyChildLogger, ...args: unknown[]) {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: pino's overloads take no spread
     (this.logger[level] as LogCall)(...args);
-  } as FastifyBaseLogger[typeof level];
+  };
 }
 
 /** Fastify's `childLoggerFactory`. */

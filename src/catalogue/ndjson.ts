@@ -38,7 +38,7 @@ export function toRecord(value: unknown): CatalogueRecord {
     throw invalidInput(`"type" must be "user", "group" or "plant", not ${JSON.stringify(type) ?? 'missing'}`);
   }
   if (!validators[type].Check(value)) throw invalidInput(describeFirstError(type, value));
-  const record = value as CatalogueRecord;
+  const record = value;
   switch (record.type) {
     case 'user':
       checkUserName(record.name);

@@ -83,7 +83,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     transformObject: (documentObject) => ('openapiObject' in documentObject ? withVersionHeader(documentObject.openapiObject) : documentObject.swaggerObject),
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -20,7 +20,7 @@ const PAGE_CACHE_MAX_BODY = 64 * 1024;
 const PAGE_CACHE_MAX_TOTAL = 8 * 1024 * 1024;
 
 // Serialized from the contract's Plant schema (not a hand-written copy of its shape).
-const serializePlants = fastJson(Type.Array(PlantSchema)) as (plants: Plant[]) => string;
+const serializePlants = fastJson(Type.Array(PlantSchema));
 
 const toPlant = (p: ListedPlant): Plant => (p.tag === null ? { name: p.name } : { name: p.name, tag: p.tag });
 
@@ -124,7 +124,7 @@ export class PlantListing {
       yield ']';
     }
     const stream = Readable.from(json(), { objectMode: false });
-    stream.once('close', handle.release);
+    stream.once('close', () => handle.release());
     return stream;
   }
 

@@ -52,7 +52,8 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
         return { error: new ApiError('repeated_parameter', `query parameter "${name}" must be given at most once`) };
       }
       if (prop.type === 'integer') {
-        const text = String(raw);
+        // The query string parser gives strings (and arrays, refused above).
+        const text = raw as string;
         if (!DECIMAL.test(text)) return { error: integerProblem(name, prop, text) };
         const value = Number(text);
         if ((prop.minimum !== undefined && value < prop.minimum) || (prop.maximum !== undefined && value > prop.maximum)) {

@@ -162,7 +162,7 @@ export class Metrics {
 
   private series(method: string, route: string): RouteSeries {
     let byRoute = this.routes.get(method);
-    if (!byRoute) this.routes.set(method, (byRoute = new Map()));
+    if (!byRoute) this.routes.set(method, (byRoute = new Map<string, RouteSeries>()));
     let series = byRoute.get(route);
     if (!series) byRoute.set(route, (series = new RouteSeries(this.durations.labels({ method, route }))));
     return series;

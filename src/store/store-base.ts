@@ -14,7 +14,6 @@ import type {
   ImportProgress,
   ImportSummary,
   NewToken,
-  ListedPlant,
   NumberedRecord,
   VisiblePage,
   PageRequest,
@@ -402,8 +401,8 @@ export abstract class StoreBase implements Store {
     }
     const [u, g] = await Promise.all([users.execute(), groups.execute()]);
     const all = [
-      ...u.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { user: r.grantee } as Grantee, order: [0, Number(r.granteeId)] })),
-      ...g.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { group: r.grantee } as Grantee, order: [1, Number(r.granteeId)] })),
+      ...u.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { user: r.grantee }, order: [0, Number(r.granteeId)] })),
+      ...g.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { group: r.grantee }, order: [1, Number(r.granteeId)] })),
     ];
     all.sort((a, b) => a.plantId - b.plantId || a.order[0]! - b.order[0]! || a.order[1]! - b.order[1]!);
     return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));

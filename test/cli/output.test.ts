@@ -89,7 +89,7 @@ describe('plantstore list output, progress and summaries', () => {
         for (const field of fields) {
           const column = header!.indexOf(field === 'plantName' ? 'NAME' : field.toUpperCase());
           assert.notEqual(column, -1, `${command.join(' ')}: no ${field} column in ${header!.join(',')}`);
-          const shown = (v: unknown) => (v === undefined ? '-' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : String(v));
+          const shown = (v: unknown) => (v === undefined ? '-' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : typeof v === 'string' ? v : JSON.stringify(v));
           assert.deepEqual(
             lines.map((l) => l[column]),
             rows.map((r) => shown(r[field])),

@@ -73,8 +73,8 @@ async function startPrism(upstream: string): Promise<Prism> {
         resolve({ url: `http://127.0.0.1:${port}`, child, output: () => out });
       }
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     child.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`Prism exited (${code}) before listening:\n${out}`));

@@ -36,9 +36,9 @@ async function serveReadOnly(db: string, token: string): Promise<{ listed: unkno
   });
   const exited = once(child, 'exit');
   let output = '';
-  child.stderr!.on('data', (chunk: Buffer) => (output += String(chunk)));
+  child.stderr.on('data', (chunk: Buffer) => (output += String(chunk)));
   let url: string | undefined;
-  for await (const chunk of child.stdout!) {
+  for await (const chunk of child.stdout) {
     output += String(chunk);
     url = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
     if (url) break;

@@ -77,11 +77,11 @@ async function exitOnSigtermWhenListening(db: string, extraArgs: string[] = []):
   });
   const exit = once(child, 'exit');
   let out = '';
-  for await (const chunk of child.stdout!) {
+  for await (const chunk of child.stdout) {
     out += String(chunk);
     if (out.includes('Server listening at')) break; // leaving the loop closes our end of the pipe
   }
-  assert.ok(child.stdout!.destroyed);
+  assert.ok(child.stdout.destroyed);
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   const [code, signal] = (await exit) as [number | null, string | null];

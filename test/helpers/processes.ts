@@ -57,8 +57,8 @@ export function spawnServe(db: string, extraArgs: string[] = [], env: NodeJS.Pro
         });
       }
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     void exited.then(() => reject(new Error(`serve exited before listening:\n${out}`)));
   });
 }

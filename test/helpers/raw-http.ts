@@ -64,7 +64,7 @@ export function sendRaw(port: number, request: Buffer | string, opts: { head?: b
       try {
         resolve(parseResponse(Buffer.concat(chunks), opts.head ?? false));
       } catch (err) {
-        reject(err as Error);
+        reject(err instanceof Error ? err : new Error(String(err)));
       }
     });
     socket.write(typeof request === 'string' ? Buffer.from(request, 'latin1') : request);

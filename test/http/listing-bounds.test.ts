@@ -93,18 +93,18 @@ for (const backend of BACKENDS) {
       const server = await startApp(store, { config: { maxListings: 3, maxListingsPerUser: 2 } });
       const held: Socket[] = [];
       try {
-        held.push(await stalledListing(server.url, tokens.root!), await stalledListing(server.url, tokens.root!));
-        const perUser = await rawRequest(server.url, '/plants', bearer(tokens.root!));
+        held.push(await stalledListing(server.url, tokens.root), await stalledListing(server.url, tokens.root));
+        const perUser = await rawRequest(server.url, '/plants', bearer(tokens.root));
         assertError(perUser, 429, 42902);
         assert.equal(perUser.headers['retry-after'], '1');
-        held.push(await stalledListing(server.url, tokens.root2!));
-        const perProcess = await rawRequest(server.url, '/plants', bearer(tokens.root3!));
+        held.push(await stalledListing(server.url, tokens.root2));
+        const perProcess = await rawRequest(server.url, '/plants', bearer(tokens.root3));
         assertError(perProcess, 503, 50303);
         assert.equal(perProcess.headers['retry-after'], '1');
         // A page is no full listing, and a listing that fits in its first chunk takes no slot.
-        assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3!))).status, 200);
+        assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3))).status, 200);
         for (const socket of held.splice(0)) socket.destroy();
-        await eventually('the slots are free again', async () => (await rawRequest(server.url, '/plants?limit=5000', bearer(tokens.root!))).status, {
+        await eventually('the slots are free again', async () => (await rawRequest(server.url, '/plants?limit=5000', bearer(tokens.root))).status, {
           until: (status) => status === 200,
         });
       } finally {

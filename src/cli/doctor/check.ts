@@ -71,7 +71,7 @@ async function countCheck(db: Inspector): Promise<Check> {
 
 /** The message of an error, or of the first of an AggregateError (a host name that resolves to several addresses). */
 export function reason(err: unknown): string {
-  const first = err instanceof AggregateError && err.errors.length > 0 ? err.errors[0] : err;
+  const first: unknown = err instanceof AggregateError && err.errors.length > 0 ? err.errors[0] : err;
   const e = first as { message?: string; code?: string };
   return e.message || e.code || String(first);
 }

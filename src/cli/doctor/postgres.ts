@@ -56,7 +56,7 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
   const checks: Check[] = [];
   try {
     await withClient(settings, async (client) => {
-      const version = String((await client.query('SHOW server_version')).rows[0].server_version);
+      const version = String((await client.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version);
       checks.push(ok('database', `PostgreSQL ${version.split(' ')[0]} at ${where}${schema ? `, schema ${schema}` : ''}`));
 
       const limits = (await client.query(
@@ -72,7 +72,7 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
       checks.push(
         ...(await schemaChecks({
           // to_regclass follows the search_path, so this finds the table in the URL's schema.
-          tableExists: async (name) => (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0].found === true,
+          tableExists: async (name) => (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
           column: async (sql) => (await client.query({ text: sql, rowMode: 'array' })).rows.map((row: unknown[]) => row[0]),
         })),
       );
@@ -113,7 +113,7 @@ async function poolCheck(settings: pg.ClientConfig, config: Config, limits: { ma
 async function replicaCheck(url: string): Promise<Check> {
   const { settings, where } = connectionSettings(url);
   try {
-    const inRecovery = await withClient(settings, async (client) => (await client.query('SELECT pg_is_in_recovery() AS r')).rows[0].r === true);
+    const inRecovery = await withClient(settings, async (client) => (await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r')).rows[0]!.r);
     return inRecovery
       ? ok('read replica', `${where} answers and is a standby`)
       : warn('read replica', `${where} answers but is not a standby (pg_is_in_recovery is false)`, 'check that --read-db / PLANTSTORE_READ_DB names the replica, not another primary');

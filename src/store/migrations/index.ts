@@ -37,8 +37,9 @@ export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
     // Failing before any migration ran (no database, no connection) is not a migration's failure.
-    if (failed === undefined) throw error;
-    throw new Error(`database migration ${failed} failed: ${(error as Error).message ?? String(error)}`);
+    const cause = error instanceof Error ? error : new Error(JSON.stringify(error));
+    if (failed === undefined) throw cause;
+    throw new Error(`database migration ${failed} failed: ${cause.message}`);
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

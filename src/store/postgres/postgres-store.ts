@@ -17,7 +17,6 @@ import type {
   HotQuery,
   ImportProgress,
   ImportSummary,
-  ListedPlant,
   NumberedRecord,
   PageRequest,
   PoolStats,
@@ -94,7 +93,7 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
     // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
     types: {
       getTypeParser: ((oid: number, format?: string) =>
-        oid === 20 ? Number : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+        oid === 20 ? Number : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
     },
   });
   // An idle connection dropped by the server (restart, pg_terminate_backend) must not crash the process;
@@ -233,7 +232,7 @@ export class PostgresStore extends StoreBase {
   private page(rows: PageRow[]): VisiblePage {
     const { groups, replayed } = rows.pop()!;
     const cacheable = replayed === null || lsnValue(replayed) >= this.changes.walPosition;
-    return { plants: rows as unknown as ListedPlant[], groupIds: (groups ?? []).map(Number), cacheable };
+    return { plants: rows, groupIds: (groups ?? []).map(Number), cacheable };
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {

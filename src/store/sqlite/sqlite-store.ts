@@ -16,7 +16,6 @@ import type {
   Store,
   ImportProgress,
   ImportSummary,
-  ListedPlant,
   NumberedRecord,
   PageRequest,
   TokenCredential,
@@ -77,7 +76,7 @@ function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
   } catch (err) {
     if (!/^SQLITE_BUSY/.test((err as { code?: string }).code ?? '')) throw err;
   } finally {
-    db.pragma(`busy_timeout = ${timeout}`);
+    db.pragma(`busy_timeout = ${String(timeout)}`);
   }
 }
 
@@ -116,7 +115,9 @@ export class SqliteStore extends StoreBase {
     if (this.options.path === ':memory:' || this.watcher) return;
     this.identity = statSync(this.options.path);
     this.onFileEvent = onEvent;
-    this.watcher = setInterval(() => (this.watching ??= this.checkFile().finally(() => (this.watching = undefined))), intervalMs);
+    this.watcher = setInterval(() => {
+      this.watching ??= this.checkFile().finally(() => (this.watching = undefined));
+    }, intervalMs);
     this.watcher.unref();
   }
 

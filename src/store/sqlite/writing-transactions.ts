@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
 
 /** How long a write waits for another process's write to finish before it fails with "database is locked". */
 export const BUSY_TIMEOUT_MS = 5_000;
