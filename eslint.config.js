@@ -4,7 +4,18 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'client/dist/', 'client/src/schema.d.ts', 'node_modules/', 'scratch/', 'data/', 'test-artifacts/', 'eslint.config.js'] },
+  {
+    ignores: [
+      'dist/',
+      'client/dist/',
+      'client/src/schema.d.ts',
+      'node_modules/',
+      'scratch/',
+      'data/',
+      'test-artifacts/',
+      'eslint.config.js',
+    ],
+  },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
@@ -13,7 +24,9 @@ export default tseslint.config(
       // node:test's test() and describe() return promises that the runner itself waits for.
       '@typescript-eslint/no-floating-promises': [
         'error',
-        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite', 'before', 'after'] }] },
+        {
+          allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite', 'before', 'after'] }],
+        },
       ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       // A variable read by a closure made before its one assignment (a signal handler) must stay let.

@@ -61,7 +61,15 @@ end
       if (!line) throw new Error(`wrk failed: ${stderr || stdout}`);
       const r = JSON.parse(line) as { requests: number; us: number; p50: number; p99: number; errors: number; non2xx: number };
       const secs = r.us / 1e6;
-      return { requests: r.requests, seconds: secs, rps: r.requests / secs, p50Ms: r.p50 / 1000, p99Ms: r.p99 / 1000, errors: r.errors, non2xx: r.non2xx };
+      return {
+        requests: r.requests,
+        seconds: secs,
+        rps: r.requests / secs,
+        p50Ms: r.p50 / 1000,
+        p99Ms: r.p99 / 1000,
+        errors: r.errors,
+        non2xx: r.non2xx,
+      };
     },
   };
 }

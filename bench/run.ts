@@ -362,7 +362,12 @@ async function pagesWhileListing(db: string, rotating: string[], admin: string, 
   try {
     const running = Array.from({ length: listers }, lister);
     await new Promise((r) => setTimeout(r, 1000));
-    const pages = await load.run({ url: `${service.url}/plants?limit=20`, tokens: rotating, seconds: DURATION * ROUNDS, connections: PAGE_CONNECTIONS });
+    const pages = await load.run({
+      url: `${service.url}/plants?limit=20`,
+      tokens: rotating,
+      seconds: DURATION * ROUNDS,
+      connections: PAGE_CONNECTIONS,
+    });
     stop = true;
     await Promise.all(running);
     return { pages, listers, listings, refused };
@@ -373,7 +378,10 @@ async function pagesWhileListing(db: string, rotating: string[], admin: string, 
 }
 
 /** Reads a whole listing as a client would, counting plants; the server's peak RSS is read from /proc. */
-async function fullListing(service: Server, token: string): Promise<{ plants: number; seconds: number; plantsPerSecond: number; bytes: number }> {
+async function fullListing(
+  service: Server,
+  token: string,
+): Promise<{ plants: number; seconds: number; plantsPerSecond: number; bytes: number }> {
   const started = process.hrtime.bigint();
   const { plants, bytes } = await new Promise<{ plants: number; bytes: number }>((resolve, reject) => {
     request(`${service.url}/plants`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
@@ -435,7 +443,14 @@ async function main(): Promise<void> {
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}; load generator: ${load.name}`);
   log(`${ROUNDS} rounds of ${DURATION} s per side, ${CONNECTIONS} connections, ${ROTATING_USERS} users' tokens in rotation`);
 
-  const results: Record<string, unknown> = { date: new Date().toISOString(), machine, spec, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS };
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine,
+    spec,
+    durationSeconds: DURATION,
+    rounds: ROUNDS,
+    connections: CONNECTIONS,
+  };
   const ceiling = await startCeiling();
   try {
     // 2. SQLite, the default catalogue.
@@ -443,7 +458,10 @@ async function main(): Promise<void> {
     const sqliteDb = join(dir, 'main.db');
     const sqliteImport = await buildDatabase(sqliteDb, spec, dir);
     const sqliteTokens = await issueTokens(sqliteDb, ROTATING_USERS);
-    results.sqlite = { import: sqliteImport, ...(await measure(ceiling, 'SQLite', sqliteDb, sqliteTokens.rotating, {}, { plants: spec.plants })) };
+    results.sqlite = {
+      import: sqliteImport,
+      ...(await measure(ceiling, 'SQLite', sqliteDb, sqliteTokens.rotating, {}, { plants: spec.plants })),
+    };
     // The same with one worker per core (`serve --workers`): what the machine gives the service. The ceiling
     // stays one process, so this ratio is shown beside the target's measure, never in its place.
     const workers = cpus().length;
@@ -466,7 +484,10 @@ async function main(): Promise<void> {
         log(`\nPostgreSQL: importing ${fmt(spec.plants)} plants…`);
         const pgImport = await buildDatabase(pgDb, spec, dir);
         const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
-        results.postgres = { import: pgImport, ...(await measure(ceiling, 'PostgreSQL', pgDb, pgTokens.rotating, {}, { plants: spec.plants })) };
+        results.postgres = {
+          import: pgImport,
+          ...(await measure(ceiling, 'PostgreSQL', pgDb, pgTokens.rotating, {}, { plants: spec.plants })),
+        };
       } finally {
         await dropSchema(args.pg, schema);
       }
@@ -487,7 +508,12 @@ async function main(): Promise<void> {
         log(`PostgreSQL: importing ${fmt(listingSpec.plants)} plants for the same…`);
         await buildDatabase(pgDb, listingSpec, dir);
         const pgTokens = await issueTokens(pgDb, ROTATING_USERS);
-        (results.pagesWhileListing as Record<string, PagesWhileListing>).postgres = await pagesWhileListing(pgDb, pgTokens.rotating, pgTokens.admin, LISTERS);
+        (results.pagesWhileListing as Record<string, PagesWhileListing>).postgres = await pagesWhileListing(
+          pgDb,
+          pgTokens.rotating,
+          pgTokens.admin,
+          LISTERS,
+        );
       } finally {
         await dropSchema(args.pg, schema);
       }
@@ -495,7 +521,12 @@ async function main(): Promise<void> {
 
     // 5. and 4. The scale curve on SQLite, and the admin's full listing on the largest catalogue. Every size
     // is served at once and measured in alternating rounds, like ceiling and service.
-    const built: Array<{ plants: number; db: string; import: { seconds: number; plantsPerSecond: number }; tokens: { rotating: string[]; admin: string } }> = [];
+    const built: Array<{
+      plants: number;
+      db: string;
+      import: { seconds: number; plantsPerSecond: number };
+      tokens: { rotating: string[]; admin: string };
+    }> = [];
     for (const plants of scaleSizes) {
       log(`\nscale: importing ${fmt(plants)} plants…`);
       const db = join(dir, `scale-${plants}.db`);
@@ -506,7 +537,11 @@ async function main(): Promise<void> {
       const services: Server[] = [];
       try {
         for (const b of built) services.push(await startService(b.db, env));
-        const targets = built.map((b, i) => ({ url: `${services[i]!.url}/plants?limit=20`, tokens: b.tokens.rotating, pid: services[i]!.process.pid! }));
+        const targets = built.map((b, i) => ({
+          url: `${services[i]!.url}/plants?limit=20`,
+          tokens: b.tokens.rotating,
+          pid: services[i]!.process.pid!,
+        }));
         const results = (await inRounds(targets)).map(combine);
         await last?.(services);
         return results;
@@ -550,7 +585,12 @@ function renderReport(r: Record<string, unknown>): string {
   const postgres = r.postgres as Row | { skipped: string };
   const noCache = r.sqliteNoCache as Paired;
   const workers = r.sqliteWorkers as (Paired & { workers: number }) | undefined;
-  const scale = r.scale as Array<{ plants: number; import: { plantsPerSecond: number; seconds: number }; limit20: LoadResult; limit20NoCache: LoadResult }>;
+  const scale = r.scale as Array<{
+    plants: number;
+    import: { plantsPerSecond: number; seconds: number };
+    limit20: LoadResult;
+    limit20NoCache: LoadResult;
+  }>;
   const full = r.fullListing as { plants: number; seconds: number; plantsPerSecond: number; peakRssMb?: number } | undefined;
   // A ratio over all rounds, with the lowest and highest of its single rounds when there are several.
   const ranged = (ratio: number, rounds: number[], digits: number) =>
@@ -559,10 +599,14 @@ function renderReport(r: Record<string, unknown>): string {
     `| ${name} | ${fmt(x.rps)} | ${ratios?.rps ?? '1.00'} | ${fmt(cpuPerRequestUs(x), 1)} | ${ratios?.cpu ?? '1.00'} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`;
   const against = (pair: Paired) => ({ rps: ranged(pair.ratio, pair.roundRatios, 2), cpu: ranged(pair.cpuRatio, pair.roundCpuRatios, 2) });
   const writesRow = (name: string, w: UnderWrites) =>
-    row(`${name}, under writes (${fmt(w.changesPerSecond)} changes/s from another process; first ratio: to the same service without writes)`, w.service, {
-      rps: ranged(w.ratioToQuiet, w.roundRatios, 2),
-      cpu: fmt(w.cpuRatio, 2),
-    });
+    row(
+      `${name}, under writes (${fmt(w.changesPerSecond)} changes/s from another process; first ratio: to the same service without writes)`,
+      w.service,
+      {
+        rps: ranged(w.ratioToQuiet, w.roundRatios, 2),
+        cpu: fmt(w.cpuRatio, 2),
+      },
+    );
   const lines = [
     '# Benchmarks',
     '',
@@ -576,8 +620,8 @@ function renderReport(r: Record<string, unknown>): string {
     '## `GET /plants?limit=20` against the ceiling',
     '',
     "CPU per request is the server process's own CPU time (utime + stime from `/proc`, workers included) over the " +
-      'requests it answered; the CPU ratio is the ceiling\'s CPU per request over the service\'s, the measure the targets ' +
-      "judge, because the load generator shares the two cores and a throughput ratio moves with its share. Ratios are " +
+      "requests it answered; the CPU ratio is the ceiling's CPU per request over the service's, the measure the targets " +
+      'judge, because the load generator shares the two cores and a throughput ratio moves with its share. Ratios are ' +
       'over all rounds; in brackets, their lowest and highest single round.',
     '',
     '| server | requests/s | requests/s ratio | CPU µs/request | CPU ratio | p50 ms | p99 ms | errors + non-2xx |',
@@ -588,7 +632,11 @@ function renderReport(r: Record<string, unknown>): string {
     ...(workers
       ? [
           row('ceiling (with the SQLite `--workers` run)', workers.ceiling),
-          row(`Plant Store, SQLite, \`serve --workers ${workers.workers}\` (one per core; the ceiling is one process)`, workers.service, against(workers)),
+          row(
+            `Plant Store, SQLite, \`serve --workers ${workers.workers}\` (one per core; the ceiling is one process)`,
+            workers.service,
+            against(workers),
+          ),
         ]
       : []),
     row('ceiling (with the SQLite caches-off run)', noCache.ceiling),
@@ -596,7 +644,10 @@ function renderReport(r: Record<string, unknown>): string {
   ];
   if ('skipped' in postgres) lines.push(`| Plant Store, PostgreSQL | skipped: ${postgres.skipped} | | | | | | |`);
   else {
-    lines.push(row('ceiling (with the PostgreSQL run)', postgres.ceiling), row('Plant Store, PostgreSQL', postgres.service, against(postgres)));
+    lines.push(
+      row('ceiling (with the PostgreSQL run)', postgres.ceiling),
+      row('Plant Store, PostgreSQL', postgres.service, against(postgres)),
+    );
     if (postgres.underWrites) lines.push(writesRow('Plant Store, PostgreSQL', postgres.underWrites));
   }
   lines.push(
@@ -637,13 +688,27 @@ function renderReport(r: Record<string, unknown>): string {
     );
   }
   lines.push('', '## Full listing (admin, no `limit`, SQLite, 1,000,000 plants)', '');
-  lines.push(full ? `${fmt(full.plants)} plants in ${fmt(full.seconds, 2)} s: **${fmt(full.plantsPerSecond)} plants/s**; server peak RSS ${full.peakRssMb === undefined ? 'unknown' : `${fmt(full.peakRssMb)} MB`}.` : 'not run');
-  lines.push('', '## Import (`plantstore import FILE`, wall clock including process start)', '', '| backend | plants | seconds | plants/s |', '|---|---|---|---|');
-  lines.push(`| SQLite | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt(sqlite.import.seconds, 2)} | ${fmt(sqlite.import.plantsPerSecond)} |`);
+  lines.push(
+    full
+      ? `${fmt(full.plants)} plants in ${fmt(full.seconds, 2)} s: **${fmt(full.plantsPerSecond)} plants/s**; server peak RSS ${full.peakRssMb === undefined ? 'unknown' : `${fmt(full.peakRssMb)} MB`}.`
+      : 'not run',
+  );
+  lines.push(
+    '',
+    '## Import (`plantstore import FILE`, wall clock including process start)',
+    '',
+    '| backend | plants | seconds | plants/s |',
+    '|---|---|---|---|',
+  );
+  lines.push(
+    `| SQLite | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt(sqlite.import.seconds, 2)} | ${fmt(sqlite.import.plantsPerSecond)} |`,
+  );
   const million = scale.find((s) => s.plants === 1_000_000);
   if (million) lines.push(`| SQLite | 1,000,000 | ${fmt(million.import.seconds, 2)} | ${fmt(million.import.plantsPerSecond)} |`);
   if (!('skipped' in postgres)) {
-    lines.push(`| PostgreSQL | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt(postgres.import.seconds, 2)} | ${fmt(postgres.import.plantsPerSecond)} |`);
+    lines.push(
+      `| PostgreSQL | ${fmt((r.spec as CatalogueSpec).plants)} | ${fmt(postgres.import.seconds, 2)} | ${fmt(postgres.import.plantsPerSecond)} |`,
+    );
   }
 
   const p50At = (n: number, cached: boolean) => {
@@ -662,25 +727,40 @@ function renderReport(r: Record<string, unknown>): string {
   const cpu = (pair: Paired) => ranged(pair.cpuRatio, pair.roundCpuRatios, 3);
   lines.push(`| SQLite \`limit=20\`: CPU per request ≥ 0.60 of the ceiling's | ${cpu(sqlite)} | ${verdict(sqlite.cpuRatio >= 0.6)} |`);
   lines.push(`| (for information) the same as a requests/s ratio | ${ranged(sqlite.ratio, sqlite.roundRatios, 3)} | for information |`);
-  if (workers) lines.push(`| (for information) \`--workers ${workers.workers}\` against the one-process ceiling, requests/s | ${ranged(workers.ratio, workers.roundRatios, 3)} | for information |`);
+  if (workers)
+    lines.push(
+      `| (for information) \`--workers ${workers.workers}\` against the one-process ceiling, requests/s | ${ranged(workers.ratio, workers.roundRatios, 3)} | for information |`,
+    );
   if (sqlite.underWrites) {
     const w = sqlite.underWrites;
-    lines.push(`| SQLite under writes ≥ 0.80 of the requests/s without | ${ranged(w.ratioToQuiet, w.roundRatios, 3)} | ${verdict(w.ratioToQuiet >= 0.8)} |`);
+    lines.push(
+      `| SQLite under writes ≥ 0.80 of the requests/s without | ${ranged(w.ratioToQuiet, w.roundRatios, 3)} | ${verdict(w.ratioToQuiet >= 0.8)} |`,
+    );
   }
   lines.push(`| SQLite caches off: CPU per request ≥ 0.25 of the ceiling's | ${cpu(noCache)} | ${verdict(noCache.cpuRatio >= 0.25)} |`);
   lines.push(`| SQLite \`limit=20\` p99 < 10 ms | ${fmt(sqlite.service.p99Ms, 2)} ms | ${verdict(sqlite.service.p99Ms < 10)} |`);
-  lines.push(`| SQLite \`limit=20\` zero errors | ${sqlite.service.errors + sqlite.service.non2xx} | ${verdict(sqlite.service.errors + sqlite.service.non2xx === 0)} |`);
+  lines.push(
+    `| SQLite \`limit=20\` zero errors | ${sqlite.service.errors + sqlite.service.non2xx} | ${verdict(sqlite.service.errors + sqlite.service.non2xx === 0)} |`,
+  );
   if (!('skipped' in postgres)) {
-    lines.push(`| PostgreSQL \`limit=20\`: CPU per request ≥ 0.45 of the ceiling's | ${cpu(postgres)} | ${verdict(postgres.cpuRatio >= 0.45)} |`);
+    lines.push(
+      `| PostgreSQL \`limit=20\`: CPU per request ≥ 0.45 of the ceiling's | ${cpu(postgres)} | ${verdict(postgres.cpuRatio >= 0.45)} |`,
+    );
     if (postgres.underWrites) {
       const w = postgres.underWrites;
-      lines.push(`| PostgreSQL under writes ≥ 0.80 of the requests/s without | ${ranged(w.ratioToQuiet, w.roundRatios, 3)} | ${verdict(w.ratioToQuiet >= 0.8)} |`);
+      lines.push(
+        `| PostgreSQL under writes ≥ 0.80 of the requests/s without | ${ranged(w.ratioToQuiet, w.roundRatios, 3)} | ${verdict(w.ratioToQuiet >= 0.8)} |`,
+      );
     }
-    lines.push(`| PostgreSQL import ≥ 100,000 plants/s | ${fmt(postgres.import.plantsPerSecond)} | ${verdict(postgres.import.plantsPerSecond >= 100_000)} |`);
+    lines.push(
+      `| PostgreSQL import ≥ 100,000 plants/s | ${fmt(postgres.import.plantsPerSecond)} | ${verdict(postgres.import.plantsPerSecond >= 100_000)} |`,
+    );
   }
   if (full) {
     lines.push(`| full listing of 10^6 > 500,000 plants/s | ${fmt(full.plantsPerSecond)} | ${verdict(full.plantsPerSecond > 500_000)} |`);
-    lines.push(`| full listing peak RSS < 200 MB | ${full.peakRssMb === undefined ? 'unknown' : fmt(full.peakRssMb)} | ${verdict((full.peakRssMb ?? Infinity) < 200)} |`);
+    lines.push(
+      `| full listing peak RSS < 200 MB | ${full.peakRssMb === undefined ? 'unknown' : fmt(full.peakRssMb)} | ${verdict((full.peakRssMb ?? Infinity) < 200)} |`,
+    );
   }
   if (growth !== undefined) lines.push(`| p50 at 10^6 ≤ 1.5 × p50 at 10^4 | ${fmt(growth, 2)} × | ${verdict(growth <= 1.5)} |`);
   if (growthNoCache !== undefined) {
@@ -689,7 +769,9 @@ function renderReport(r: Record<string, unknown>): string {
   lines.push(`| SQLite import ≥ 250,000 plants/s | ${fmt(importMillion)} | ${verdict(importMillion >= 250_000)} |`);
   for (const [backend, w] of Object.entries(whileListing ?? {})) {
     const name = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
-    lines.push(`| ${name}: \`limit=20\` p99 < 50 ms while ${w.listers} clients loop full listings | ${fmt(w.pages.p99Ms, 2)} ms | ${verdict(w.pages.p99Ms < 50)} |`);
+    lines.push(
+      `| ${name}: \`limit=20\` p99 < 50 ms while ${w.listers} clients loop full listings | ${fmt(w.pages.p99Ms, 2)} ms | ${verdict(w.pages.p99Ms < 50)} |`,
+    );
   }
   return lines.join('\n');
 }

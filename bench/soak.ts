@@ -219,7 +219,10 @@ async function main(): Promise<number> {
     // so growth compares the median of the first window after warm-up with the median of the last window.
     const samples: Array<{ at: number; kb: number }> = [];
     const sampler = setInterval(() => {
-      rssKb(pid).then((kb) => samples.push({ at: Date.now() - started, kb }), () => {});
+      rssKb(pid).then(
+        (kb) => samples.push({ at: Date.now() - started, kb }),
+        () => {},
+      );
     }, 500);
     const workers = Array.from({ length: CONNECTIONS }, (_, w) => worker(w));
     await new Promise((r) => setTimeout(r, WARM_UP_S * 1000));
@@ -234,14 +237,21 @@ async function main(): Promise<number> {
     const sorted = latencies.sort((a, b) => a - b);
     const growth = (rssEnd - rssStart) / rssStart;
     log('');
-    log(`requests ${requests} in ${seconds.toFixed(1)} s (${(requests / seconds).toFixed(0)} rps; ${requests - requestsAtWarmUp} after warm-up)`);
-    for (const { kind } of KINDS) log(`  ${kind.padEnd(16)} ${String(counts.get(kind)).padStart(8)}  ${(counts.get(kind)! / seconds).toFixed(0).padStart(6)} rps`);
+    log(
+      `requests ${requests} in ${seconds.toFixed(1)} s (${(requests / seconds).toFixed(0)} rps; ${requests - requestsAtWarmUp} after warm-up)`,
+    );
+    for (const { kind } of KINDS)
+      log(`  ${kind.padEnd(16)} ${String(counts.get(kind)).padStart(8)}  ${(counts.get(kind)! / seconds).toFixed(0).padStart(6)} rps`);
     log('statuses:');
     for (const [key, n] of [...statuses].sort()) log(`  ${key.padEnd(20)} ${n}`);
-    log(`latency p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms, max ${sorted.at(-1)?.toFixed(2)} ms`);
+    log(
+      `latency p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms, max ${sorted.at(-1)?.toFixed(2)} ms`,
+    );
     const perSecondMb = samples.filter((_, k) => k % 4 === 0).map((s) => (s.kb / 1024).toFixed(0));
     log(`server RSS every 2 s (MB): ${perSecondMb.join(' ')}`);
-    log(`server RSS median of the ${WINDOW_S} s after warm-up ${(rssStart / 1024).toFixed(1)} MB, of the last ${WINDOW_S} s ${(rssEnd / 1024).toFixed(1)} MB, growth ${(growth * 100).toFixed(1)}%`);
+    log(
+      `server RSS median of the ${WINDOW_S} s after warm-up ${(rssStart / 1024).toFixed(1)} MB, of the last ${WINDOW_S} s ${(rssEnd / 1024).toFixed(1)} MB, growth ${(growth * 100).toFixed(1)}%`,
+    );
 
     const failures: string[] = [];
     if (unexpectedCount > 0) failures.push(`${unexpectedCount} unexpected answers:\n  ${unexpected.join('\n  ')}`);

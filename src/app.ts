@@ -101,7 +101,12 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   await app.register(healthRoutes, { store });
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
-  const authenticator = createAuthenticator(store, caches, jwt, metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {});
+  const authenticator = createAuthenticator(
+    store,
+    caches,
+    jwt,
+    metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {},
+  );
   app.addHook('onClose', async () => authenticator.close());
   // Fetch the provider's keys before the first request; if it is down now, the first JWT retries it.
   app.addHook('onReady', async () => {

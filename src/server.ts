@@ -52,9 +52,13 @@ export async function startServer(config: Config, existingStore?: Store): Promis
   try {
     const app = (built = await buildApp({ config, store }));
     store.followFile?.(FILE_CHECK_MS, (event, detail) =>
-      event === 'reopened' ? app.log.info({ event }, detail) : app.log.error({ event }, `${detail}; answering 503 until a database file is there again`),
+      event === 'reopened'
+        ? app.log.info({ event }, detail)
+        : app.log.error({ event }, `${detail}; answering 503 until a database file is there again`),
     );
-    store.changes.report?.((event, detail) => (event === 'following' ? app.log.info({ event: `changes_${event}` }, detail) : app.log.warn({ event: `changes_${event}` }, detail)));
+    store.changes.report?.((event, detail) =>
+      event === 'following' ? app.log.info({ event: `changes_${event}` }, detail) : app.log.warn({ event: `changes_${event}` }, detail),
+    );
     // A worker's registry goes to the primary before the first request can be counted in it.
     if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
     await app.listen({ host: config.host, port: config.port });
@@ -184,10 +188,13 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     stopping = true;
     log.info({ signal }, 'shutting down: draining workers');
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
-    setTimeout(() => {
-      log.error('shutdown grace period ran out');
-      process.exit(1);
-    }, (config.shutdownGraceSeconds + 1) * 1000).unref();
+    setTimeout(
+      () => {
+        log.error('shutdown grace period ran out');
+        process.exit(1);
+      },
+      (config.shutdownGraceSeconds + 1) * 1000,
+    ).unref();
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);

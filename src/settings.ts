@@ -46,7 +46,8 @@ function optionalWholeNumber(what: string, min: number, max: number): (text: str
 function seconds(what: string, max: number): (text: string | undefined) => number {
   return (text) => {
     const value = (text ?? '').trim();
-    if (!/^[0-9]+$/.test(value) || Number(value) > max) throw invalidInput(`invalid ${what} "${text}": expected whole seconds from 0 to ${max}`);
+    if (!/^[0-9]+$/.test(value) || Number(value) > max)
+      throw invalidInput(`invalid ${what} "${text}": expected whole seconds from 0 to ${max}`);
     return Number(value);
   };
 }
@@ -63,7 +64,8 @@ function boolean(what: string): (text: string | undefined) => boolean {
 function oneOf<const T extends string>(what: string, values: readonly T[], { lowerCase = false } = {}): (text: string | undefined) => T {
   return (text) => {
     const value = lowerCase ? (text ?? '').trim().toLowerCase() : (text ?? '');
-    if (!(values as readonly string[]).includes(value)) throw invalidInput(`invalid ${what} "${text}": expected ${values.join(', ').replace(/, ([^,]*)$/, ' or $1')}`);
+    if (!(values as readonly string[]).includes(value))
+      throw invalidInput(`invalid ${what} "${text}": expected ${values.join(', ').replace(/, ([^,]*)$/, ' or $1')}`);
     return value as T;
   };
 }
@@ -139,7 +141,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_PG_STATEMENT_TIMEOUT_MS',
     default: '5000',
     summary: 'PostgreSQL statement timeout',
-    meaning: 'PostgreSQL statement timeout; a query that runs longer fails with `503`. `import` and `export` run without it (one long statement each, by design).',
+    meaning:
+      'PostgreSQL statement timeout; a query that runs longer fails with `503`. `import` and `export` run without it (one long statement each, by design).',
     table: 'service',
     parse: wholeNumber('statement timeout', 1, 3_600_000),
   }),
@@ -228,11 +231,13 @@ export const SETTINGS = {
     default: undefined,
     shownDefault: 'none',
     summary: 'Redis holding the rate-limit counters shared by all instances',
-    meaning: '`redis://` or `rediss://` URL: rate-limit counters shared by every instance and worker. Without it, each process counts on its own.',
+    meaning:
+      '`redis://` or `rediss://` URL: rate-limit counters shared by every instance and worker. Without it, each process counts on its own.',
     table: 'service',
     parse: (text) => {
       if (text === undefined || text.trim() === '') return undefined;
-      if (!/^rediss?:\/\/./i.test(text.trim())) throw invalidInput('invalid Redis URL: PLANTSTORE_REDIS_URL / --redis-url must be a redis:// or rediss:// URL');
+      if (!/^rediss?:\/\/./i.test(text.trim()))
+        throw invalidInput('invalid Redis URL: PLANTSTORE_REDIS_URL / --redis-url must be a redis:// or rediss:// URL');
       return text.trim();
     },
   }),
@@ -462,7 +467,7 @@ export const SETTINGS = {
     default: 'reject',
     summary: 'reject or provision subjects with no user',
     meaning:
-      'A subject with no Plant Store user: `reject` (401, code 40112) or `provision` (created as an ordinary user with no grants: it sees public plants and what its groups claim gives). A name that looks like an existing user\'s is refused (401, 40111; see below).',
+      "A subject with no Plant Store user: `reject` (401, code 40112) or `provision` (created as an ordinary user with no grants: it sees public plants and what its groups claim gives). A name that looks like an existing user's is refused (401, 40111; see below).",
     table: 'jwt',
     parse: oneOf('PLANTSTORE_JWT_UNKNOWN_USERS', ['reject', 'provision']),
   }),
@@ -544,8 +549,13 @@ function corsOrigins(text: string | undefined): string[] {
     } catch {
       parsed = undefined;
     }
-    if (origin !== '*' && (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin || origin.includes('*'))) {
-      throw invalidInput(`invalid CORS origin "${origin}": expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *`);
+    if (
+      origin !== '*' &&
+      (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin || origin.includes('*'))
+    ) {
+      throw invalidInput(
+        `invalid CORS origin "${origin}": expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *`,
+      );
     }
   }
   return [...new Set(list)];

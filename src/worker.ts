@@ -8,7 +8,9 @@ try {
   config = loadConfig(JSON.parse(process.env.PLANTSTORE_WORKER_INPUT ?? 'null') as ConfigInput, process.env);
 } catch (err) {
   const message = err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
-  process.stderr.write(`plantstore worker: ${process.env.PLANTSTORE_WORKER_INPUT === undefined ? 'started without PLANTSTORE_WORKER_INPUT' : message}\n`);
+  process.stderr.write(
+    `plantstore worker: ${process.env.PLANTSTORE_WORKER_INPUT === undefined ? 'started without PLANTSTORE_WORKER_INPUT' : message}\n`,
+  );
   process.exit(1);
 }
 // Before the (slower) HTTP stack loads: a scrape arriving while this worker starts must still get an answer.

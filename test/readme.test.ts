@@ -24,7 +24,11 @@ it("README's configuration tables are the settings table in code, row for row", 
     if (current && line.startsWith('|')) current.push(line);
     else current = undefined;
   }
-  assert.deepEqual(tables, [settingsTable('service'), settingsTable('jwt')], 'README configuration tables are stale: paste settingsTable() output');
+  assert.deepEqual(
+    tables,
+    [settingsTable('service'), settingsTable('jwt')],
+    'README configuration tables are stale: paste settingsTable() output',
+  );
 });
 
 const refused = (port: number) =>

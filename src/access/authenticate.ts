@@ -102,7 +102,8 @@ export function createAuthenticator(
       try {
         checkUserName(checked.user);
       } catch (err) {
-        if (err instanceof DomainError) return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
+        if (err instanceof DomainError)
+          return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
         throw err;
       }
       try {
@@ -110,7 +111,11 @@ export function createAuthenticator(
       } catch (err) {
         // A name that looks like an existing user's is not taken: the claim is refused, the other user not named.
         if (err instanceof DomainError && err.kind === 'conflict') {
-          return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim names a user that looks like an existing one` };
+          return {
+            ok: false,
+            reason: 'invalid_claims',
+            detail: `the '${jwt.config.userClaim}' claim names a user that looks like an existing one`,
+          };
         }
         throw err;
       }

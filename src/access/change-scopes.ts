@@ -31,7 +31,9 @@ export function scopesOf(change: Change): string[] {
       // A user's own row (admin flag), memberships and direct grants decide only that user's answers.
       return userId === null ? [scope.everything] : [scope.user(userId)];
     case 'groups':
-      return groupId === null ? [scope.everything] : [scope.group(groupId), ...(change.name === null ? [] : [scope.groupName(change.name)])];
+      return groupId === null
+        ? [scope.everything]
+        : [scope.group(groupId), ...(change.name === null ? [] : [scope.groupName(change.name)])];
     case 'plant_group_grants':
       return groupId === null ? [scope.everything] : [scope.group(groupId)];
     case 'plants':

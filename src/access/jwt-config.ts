@@ -75,7 +75,9 @@ export function algorithmsForPublicKey(key: KeyObject): string[] {
     case 'ed25519':
       return ED;
     default:
-      throw invalidInput(`JWT public key: unsupported key type ${key.asymmetricKeyType ?? '(unknown)'}; use RSA, EC (P-256/384/521) or Ed25519`);
+      throw invalidInput(
+        `JWT public key: unsupported key type ${key.asymmetricKeyType ?? '(unknown)'}; use RSA, EC (P-256/384/521) or Ed25519`,
+      );
   }
 }
 
@@ -110,7 +112,9 @@ export function loadJwtConfig(v: JwtSettings): JwtConfig | undefined {
   const { jwtIssuer: issuer, jwtAudience: audience } = v;
   if (sources.length === 0) {
     if (issuer.length > 0 || audience.length > 0) {
-      throw invalidInput('JWT issuer/audience are set but no key: set PLANTSTORE_JWT_SECRET, PLANTSTORE_JWT_PUBLIC_KEY or PLANTSTORE_JWKS_URL');
+      throw invalidInput(
+        'JWT issuer/audience are set but no key: set PLANTSTORE_JWT_SECRET, PLANTSTORE_JWT_PUBLIC_KEY or PLANTSTORE_JWKS_URL',
+      );
     }
     return undefined;
   }
@@ -118,7 +122,8 @@ export function loadJwtConfig(v: JwtSettings): JwtConfig | undefined {
     throw invalidInput('set only one JWT key source: PLANTSTORE_JWT_SECRET(_FILE), PLANTSTORE_JWT_PUBLIC_KEY or PLANTSTORE_JWKS_URL');
   }
   if (issuer.length === 0) throw invalidInput('JWT verification needs the expected issuer: set PLANTSTORE_JWT_ISSUER (--jwt-issuer)');
-  if (audience.length === 0) throw invalidInput('JWT verification needs the expected audience: set PLANTSTORE_JWT_AUDIENCE (--jwt-audience)');
+  if (audience.length === 0)
+    throw invalidInput('JWT verification needs the expected audience: set PLANTSTORE_JWT_AUDIENCE (--jwt-audience)');
 
   let key: JwtConfig['key'];
   let possible: string[];

@@ -1,12 +1,5 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
-import {
-  createRemoteJWKSet,
-  customFetch,
-  errors,
-  jwtVerify,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-} from 'jose';
+import { createRemoteJWKSet, customFetch, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { parsePublicKey, type JwtConfig } from './jwt-config.js';
 
 /** Why a JWT was refused; each maps to one Error code and one RFC 6750 error_description. */
@@ -23,8 +16,7 @@ export type JwtFailure =
 
 export type JwtCheck =
   /** `identity`: the issuer and subject, what the token stands for whatever its spelling (see rate limiting). */
-  | { ok: true; user: string; groups: string[]; identity: string }
-  | { ok: false; reason: JwtFailure; detail?: string };
+  { ok: true; user: string; groups: string[]; identity: string } | { ok: false; reason: JwtFailure; detail?: string };
 
 /**
  * Control characters (NUL included) in a user or group name from a token: never a real name, and they would reach
@@ -67,17 +59,31 @@ function mapError(err: unknown, remote: boolean): JwtCheck {
     if (err.claim === 'nbf' && err.reason === 'check_failed') return { ok: false, reason: 'not_yet_valid' };
     if (err.claim === 'iss' && err.reason === 'check_failed') return { ok: false, reason: 'wrong_issuer' };
     if (err.claim === 'aud' && err.reason === 'check_failed') return { ok: false, reason: 'wrong_audience' };
-    return { ok: false, reason: 'invalid_claims', detail: err.reason === 'missing' ? `the '${err.claim}' claim is missing` : `the '${err.claim}' claim is not valid` };
+    return {
+      ok: false,
+      reason: 'invalid_claims',
+      detail: err.reason === 'missing' ? `the '${err.claim}' claim is missing` : `the '${err.claim}' claim is not valid`,
+    };
   }
   if (err instanceof errors.JWSSignatureVerificationFailed) return { ok: false, reason: 'bad_signature' };
   if (err instanceof errors.JOSEAlgNotAllowed) return { ok: false, reason: 'algorithm_not_allowed' };
   if (err instanceof errors.JOSENotSupported) {
-    return /"alg"/.test(err.message) ? { ok: false, reason: 'algorithm_not_allowed' } : { ok: false, reason: 'malformed', detail: err.message };
+    return /"alg"/.test(err.message)
+      ? { ok: false, reason: 'algorithm_not_allowed' }
+      : { ok: false, reason: 'malformed', detail: err.message };
   }
-  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys) return { ok: false, reason: 'unknown_key' };
-  if (err instanceof errors.JWTInvalid || err instanceof errors.JWSInvalid || err instanceof errors.JWKInvalid) return { ok: false, reason: 'malformed' };
+  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys)
+    return { ok: false, reason: 'unknown_key' };
+  if (err instanceof errors.JWTInvalid || err instanceof errors.JWSInvalid || err instanceof errors.JWKInvalid)
+    return { ok: false, reason: 'malformed' };
   // Not the token's fault: the JWKS endpoint is down or answered something that is not a key set.
-  if (remote && (err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid || err instanceof TypeError || (err as errors.JOSEError).code === 'ERR_JOSE_GENERIC')) {
+  if (
+    remote &&
+    (err instanceof errors.JWKSTimeout ||
+      err instanceof errors.JWKSInvalid ||
+      err instanceof TypeError ||
+      (err as errors.JOSEError).code === 'ERR_JOSE_GENERIC')
+  ) {
     throw new KeysUnavailableError(`identity provider keys unavailable: ${(err as Error).message}`, { cause: err });
   }
   // Anything else jose refuses is still a bad token, never a 5xx.
@@ -144,9 +150,14 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
       }
       const user = claim(payload, config.userClaim);
       if (typeof user !== 'string' || user === '') {
-        return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim naming the user is missing or not a string` };
+        return {
+          ok: false,
+          reason: 'invalid_claims',
+          detail: `the '${config.userClaim}' claim naming the user is missing or not a string`,
+        };
       }
-      if (CONTROL.test(user)) return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim holds control characters` };
+      if (CONTROL.test(user))
+        return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim holds control characters` };
       let groups: string[] = [];
       if (config.groupsClaim !== undefined) {
         const value = claim(payload, config.groupsClaim);

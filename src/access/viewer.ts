@@ -30,7 +30,9 @@ export function listVisiblePage(store: ListingStore, viewer: Viewer, page: PageR
  */
 export function viewerKey(viewer: Viewer): string {
   if (viewer.admin) return 'admin';
-  return viewer.groups && viewer.groups.length > 0 ? `${viewer.userId} ${JSON.stringify([...viewer.groups].sort())}` : String(viewer.userId);
+  return viewer.groups && viewer.groups.length > 0
+    ? `${viewer.userId} ${JSON.stringify([...viewer.groups].sort())}`
+    : String(viewer.userId);
 }
 
 /** What a page of `viewer`'s listing depends on (see change-scopes.ts), given the groups it counted. */

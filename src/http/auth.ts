@@ -25,7 +25,10 @@ const failures: Record<AuthFailure, { name: ErrorName; message: string }> = {
   wrong_issuer: { name: 'token_wrong_issuer', message: 'The access token was issued by an untrusted issuer (iss)' },
   wrong_audience: { name: 'token_wrong_audience', message: 'The access token is not meant for this service (aud)' },
   bad_signature: { name: 'token_bad_signature', message: 'The access token signature is not valid' },
-  algorithm_not_allowed: { name: 'token_algorithm_not_allowed', message: 'The access token is signed with an algorithm this service does not accept' },
+  algorithm_not_allowed: {
+    name: 'token_algorithm_not_allowed',
+    message: 'The access token is signed with an algorithm this service does not accept',
+  },
   unknown_key: { name: 'token_unknown_key', message: 'The access token is signed with an unknown key (kid)' },
   invalid_claims: { name: 'token_invalid_claims', message: 'The access token claims are not valid' },
   unknown_user: { name: 'token_unknown_user', message: 'The access token names a user this service does not know' },
@@ -34,7 +37,11 @@ const failures: Record<AuthFailure, { name: ErrorName; message: string }> = {
 /** Why a request was refused by the bearer hook, as counted by metrics: a token failure or one of these two. */
 export type AuthRefusal = AuthFailure | 'missing_credentials' | 'identity_provider_unavailable';
 
-export const AUTH_REFUSALS = [...(Object.keys(failures) as AuthFailure[]), 'missing_credentials', 'identity_provider_unavailable'] as const satisfies readonly AuthRefusal[];
+export const AUTH_REFUSALS = [
+  ...(Object.keys(failures) as AuthFailure[]),
+  'missing_credentials',
+  'identity_provider_unavailable',
+] as const satisfies readonly AuthRefusal[];
 
 /** Keeps an error_description within RFC 6750's character set (no quotes or backslashes, printable ASCII). */
 const quotable = (text: string): string => text.replace(/[^\x20-\x7e]|["\\]/g, "'");
@@ -55,7 +62,8 @@ function invalidToken(reason: AuthFailure, detail?: string): ApiError {
  */
 function authorizationHeaders(rawHeaders: readonly string[]): number {
   let count = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 13 && rawHeaders[i]!.toLowerCase() === 'authorization') count++;
+  for (let i = 0; i < rawHeaders.length; i += 2)
+    if (rawHeaders[i]!.length === 13 && rawHeaders[i]!.toLowerCase() === 'authorization') count++;
   return count;
 }
 

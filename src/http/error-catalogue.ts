@@ -7,7 +7,11 @@ export const errorCatalogue = {
   invalid_parameter: { code: 40001, status: 400, summary: 'A query parameter has an invalid value.' },
   repeated_parameter: { code: 40002, status: 400, summary: 'A query parameter that takes one value was given more than once.' },
   bad_request: { code: 40003, status: 400, summary: 'The request is malformed (bad URL encoding, bad body, bad headers).' },
-  unknown_parameter: { code: 40004, status: 400, summary: 'The request has a query parameter the operation does not take (the message names it).' },
+  unknown_parameter: {
+    code: 40004,
+    status: 400,
+    summary: 'The request has a query parameter the operation does not take (the message names it).',
+  },
   missing_credentials: { code: 40101, status: 401, summary: 'No bearer token was sent (no Authorization header, or another scheme).' },
   invalid_token: { code: 40102, status: 401, summary: 'The bearer token is malformed or unknown.' },
   expired_token: { code: 40103, status: 401, summary: 'The bearer token has expired.' },
@@ -16,9 +20,17 @@ export const errorCatalogue = {
   token_wrong_issuer: { code: 40106, status: 401, summary: 'The JWT was issued by an issuer this service does not trust (`iss`).' },
   token_wrong_audience: { code: 40107, status: 401, summary: 'The JWT is meant for another service (`aud`).' },
   token_bad_signature: { code: 40108, status: 401, summary: 'The JWT signature does not verify.' },
-  token_algorithm_not_allowed: { code: 40109, status: 401, summary: 'The JWT is signed with an algorithm this service does not accept (e.g. `none`).' },
+  token_algorithm_not_allowed: {
+    code: 40109,
+    status: 401,
+    summary: 'The JWT is signed with an algorithm this service does not accept (e.g. `none`).',
+  },
   token_unknown_key: { code: 40110, status: 401, summary: 'The JWT names a signing key (`kid`) the identity provider does not publish.' },
-  token_invalid_claims: { code: 40111, status: 401, summary: 'The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type.' },
+  token_invalid_claims: {
+    code: 40111,
+    status: 401,
+    summary: 'The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type.',
+  },
   token_unknown_user: { code: 40112, status: 401, summary: 'The JWT names a user this service does not know (and provisioning is off).' },
   not_found: { code: 40401, status: 404, summary: 'No such path.' },
   method_not_allowed: { code: 40501, status: 405, summary: 'The path exists but not for this method; see the Allow header.' },
@@ -28,13 +40,29 @@ export const errorCatalogue = {
   uri_too_long: { code: 41401, status: 414, summary: 'The request target (path and query) is too long.' },
   unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },
   expectation_failed: { code: 41701, status: 417, summary: 'The request has an `Expect` header other than `100-continue`.' },
-  rate_limited: { code: 42901, status: 429, summary: 'Too many requests for this token (or this client address, without a valid token); see Retry-After.' },
-  too_many_listings: { code: 42902, status: 429, summary: 'Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After.' },
+  rate_limited: {
+    code: 42901,
+    status: 429,
+    summary: 'Too many requests for this token (or this client address, without a valid token); see Retry-After.',
+  },
+  too_many_listings: {
+    code: 42902,
+    status: 429,
+    summary: 'Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After.',
+  },
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },
   unavailable: { code: 50301, status: 503, summary: 'The database is unreachable or the server is shutting down; retry later.' },
-  identity_provider_unavailable: { code: 50302, status: 503, summary: "The identity provider's signing keys (JWKS) cannot be fetched; retry later." },
-  busy: { code: 50303, status: 503, summary: 'Too many full listings are being served at once; see Retry-After, or ask for a page with `limit`.' },
+  identity_provider_unavailable: {
+    code: 50302,
+    status: 503,
+    summary: "The identity provider's signing keys (JWKS) cannot be fetched; retry later.",
+  },
+  busy: {
+    code: 50303,
+    status: 503,
+    summary: 'Too many full listings are being served at once; see Retry-After, or ask for a page with `limit`.',
+  },
 } as const satisfies Record<string, { code: number; status: number; summary: string }>;
 
 export type ErrorName = keyof typeof errorCatalogue;
@@ -62,8 +90,6 @@ export class ApiError extends Error {
 
 /** Markdown table of the catalogue, for the served OpenAPI document and the README. */
 export function errorCatalogueMarkdown(): string {
-  const rows = Object.entries(errorCatalogue).map(
-    ([name, e]) => `| ${e.code} | ${e.status} | \`${name}\` | ${e.summary} |`,
-  );
+  const rows = Object.entries(errorCatalogue).map(([name, e]) => `| ${e.code} | ${e.status} | \`${name}\` | ${e.summary} |`);
   return ['| error | status | name | meaning |', '|---|---|---|---|', ...rows].join('\n');
 }

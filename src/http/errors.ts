@@ -76,7 +76,10 @@ export function installErrorHandling(app: FastifyInstance): void {
       );
     }
     // Where to look instead: a newcomer's first request is often GET /.
-    return sendError(reply, new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`));
+    return sendError(
+      reply,
+      new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`),
+    );
   });
 }
 
@@ -108,7 +111,11 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   const name: ErrorName =
     err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
   const message =
-    name === 'headers_too_large' ? 'Request line or headers too large' : name === 'request_timeout' ? 'Request timed out' : 'Malformed HTTP request';
+    name === 'headers_too_large'
+      ? 'Request line or headers too large'
+      : name === 'request_timeout'
+        ? 'Request timed out'
+        : 'Malformed HTTP request';
   socket.end(rawErrorResponse(new ApiError(name, message)));
 }
 

@@ -81,7 +81,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
       security: [{ bearerAuth: [] }],
     },
-    transformObject: (documentObject) => ('openapiObject' in documentObject ? withVersionHeader(documentObject.openapiObject) : documentObject.swaggerObject),
+    transformObject: (documentObject) =>
+      'openapiObject' in documentObject ? withVersionHeader(documentObject.openapiObject) : documentObject.swaggerObject,
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });

@@ -33,7 +33,10 @@ export function decodeCursor(cursor: string): number {
   const text = Buffer.from(cursor, 'base64url').toString('latin1');
   const id = /^p([1-9][0-9]{0,15})$/.exec(text)?.[1];
   if (id === undefined || Buffer.from(text).toString('base64url') !== cursor || !Number.isSafeInteger(Number(id))) {
-    throw new ApiError('invalid_parameter', 'query parameter "cursor" is not a continuation this service issued; use the Link header\'s URL as given');
+    throw new ApiError(
+      'invalid_parameter',
+      'query parameter "cursor" is not a continuation this service issued; use the Link header\'s URL as given',
+    );
   }
   return Number(id);
 }

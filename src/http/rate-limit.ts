@@ -55,7 +55,11 @@ export class MemoryCounters implements RateLimitCounters {
       this.counters.set(key, counter);
     }
     counter.count++;
-    return { allowed: counter.count <= this.limit.max, remaining: Math.max(0, this.limit.max - counter.count), resetMs: counter.resetAt - now };
+    return {
+      allowed: counter.count <= this.limit.max,
+      remaining: Math.max(0, this.limit.max - counter.count),
+      resetMs: counter.resetAt - now,
+    };
   }
 
   async ready(): Promise<boolean> {
@@ -202,7 +206,13 @@ export class RateLimiter {
    * `outcome` (the authentication's own result: nothing, or its 401) otherwise. `tokenKey` is the SHA-256 of
    * the valid token the authenticator already computed, undefined without one.
    */
-  check(request: FastifyRequest, reply: FastifyReply, tokenKey: string | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
+  check(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    tokenKey: string | undefined,
+    outcome: Error | undefined,
+    next: (err?: Error) => void,
+  ): void {
     const ipKey = this.addressKey(request);
     // A token key is base64, which never holds the ':' of an address key, so the two cannot collide.
     const state = tokenKey === undefined ? this.counters.hit(ipKey) : this.counters.hit(tokenKey, ipKey);

@@ -15,7 +15,10 @@ const shown = (raw: string): string => JSON.stringify(raw.length > 40 ? `${raw.s
 
 function integerProblem(name: string, prop: PropertySchema, raw: string): ApiError {
   const range = `from ${prop.minimum ?? 0} to ${prop.maximum ?? Number.MAX_SAFE_INTEGER}`;
-  return new ApiError('invalid_parameter', `query parameter "${name}" must be a whole number ${range} in plain decimal digits, not ${shown(raw)}`);
+  return new ApiError(
+    'invalid_parameter',
+    `query parameter "${name}" must be a whole number ${range} in plain decimal digits, not ${shown(raw)}`,
+  );
 }
 
 /**
@@ -33,7 +36,7 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
     return (data: unknown) =>
       validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };
   }
-  const properties = Object.entries(((schema as { properties?: Record<string, PropertySchema> }).properties ?? {}));
+  const properties = Object.entries((schema as { properties?: Record<string, PropertySchema> }).properties ?? {});
   const known = new Set(properties.map(([name]) => name));
   const takes = properties.length === 0 ? 'no query parameters' : `only ${properties.map(([name]) => `"${name}"`).join(' and ')}`;
   return (data: unknown) => {
@@ -42,7 +45,12 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
       if (!known.has(name)) {
         const unknown = Object.keys(query).filter((key) => !known.has(key));
         const named = unknown.slice(0, 5).map(shown).join(', ') + (unknown.length > 5 ? ` and ${unknown.length - 5} more` : '');
-        return { error: new ApiError('unknown_parameter', `unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}: this operation takes ${takes}`) };
+        return {
+          error: new ApiError(
+            'unknown_parameter',
+            `unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}: this operation takes ${takes}`,
+          ),
+        };
       }
     }
     for (const [name, prop] of properties) {

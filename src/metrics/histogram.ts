@@ -48,7 +48,13 @@ export class HotHistogram<L extends string> {
     return found.buckets;
   }
 
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ metricName: string; labels: Record<string, string | number>; value: number }> }> {
+  async get(): Promise<{
+    name: string;
+    help: string;
+    type: string;
+    aggregator: string;
+    values: Array<{ metricName: string; labels: Record<string, string | number>; value: number }>;
+  }> {
     const values: Array<{ metricName: string; labels: Record<string, string | number>; value: number }> = [];
     for (const { labels, buckets } of this.series.values()) {
       let cumulative = 0;

@@ -155,7 +155,13 @@ function resolveAll(names: KnownNames, refs: readonly NameRef[], line: number): 
 
 function memberIds(names: KnownNames, record: GroupRecord, line: number): Awaitable<readonly number[]> {
   const members = record.members ?? NO_NAMES;
-  return members.length === 0 ? NONE : resolveAll(names, members.map((name): NameRef => ({ kind: 'user', name })), line);
+  return members.length === 0
+    ? NONE
+    : resolveAll(
+        names,
+        members.map((name): NameRef => ({ kind: 'user', name })),
+        line,
+      );
 }
 
 /** Each id of `ids` whose grantee is of `kind`, once. */
@@ -166,7 +172,14 @@ function idsOf(kind: Named, grantees: readonly NameRef[], ids: readonly number[]
 }
 
 function importedPlant(names: KnownNames, record: PlantRecord, line: number): Awaitable<ImportedPlant> {
-  const plant: ImportedPlant = { name: record.name, tag: record.tag ?? null, ownerId: 0, isPublic: record.public === true, userIds: NONE, groupIds: NONE };
+  const plant: ImportedPlant = {
+    name: record.name,
+    tag: record.tag ?? null,
+    ownerId: 0,
+    isPublic: record.public === true,
+    userIds: NONE,
+    groupIds: NONE,
+  };
   const owner = names.id('user', record.owner, line);
   const shared = record.sharedWith ?? NO_NAMES;
   // Most plants: a known owner and nobody to share with.

@@ -159,13 +159,21 @@ export abstract class StoreBase implements Store {
   provisionUser(name: string): Promise<UserCredential> {
     checkUserName(name);
     const key = nameKey(name);
-    const credential = (row: { id: number; is_admin: number }): UserCredential => ({ userId: Number(row.id), admin: Number(row.is_admin) === 1 });
+    const credential = (row: { id: number; is_admin: number }): UserCredential => ({
+      userId: Number(row.id),
+      admin: Number(row.is_admin) === 1,
+    });
     return this.write(() =>
       this.db.transaction().execute(async (trx) => {
         const found = await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirst();
         if (found) return credential(found);
         await this.lockNameKey(trx, key);
-        const lookalike = await trx.selectFrom('users').select('id').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
+        const lookalike = await trx
+          .selectFrom('users')
+          .select('id')
+          .where('name_key', '=', key)
+          .where('name', '<>', name)
+          .executeTakeFirst();
         if (lookalike) throw conflict(`the user name "${name}" looks like an existing user's`);
         await trx
           .insertInto('users')
@@ -189,7 +197,11 @@ export abstract class StoreBase implements Store {
         const row = await trx.selectFrom('users').select('is_admin').where('name', '=', name).executeTakeFirst();
         if (!row) throw notFound(`no user named "${name}"`);
         if ((Number(row.is_admin) === 1) === admin) return false;
-        await trx.updateTable('users').set({ is_admin: admin ? 1 : 0 }).where('name', '=', name).execute();
+        await trx
+          .updateTable('users')
+          .set({ is_admin: admin ? 1 : 0 })
+          .where('name', '=', name)
+          .execute();
         return true;
       }),
     );
@@ -217,7 +229,14 @@ export abstract class StoreBase implements Store {
 
   async counts(): Promise<CatalogueCounts> {
     const count = async (table: keyof Database) =>
-      Number((await this.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+      Number(
+        (
+          await this.db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
     const [users, groups, plants, userGrants, groupGrants, tokens] = await Promise.all(
       (['users', 'groups', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const).map(count),
     );
@@ -226,7 +245,12 @@ export abstract class StoreBase implements Store {
 
   async listUsers(): Promise<UserInfo[]> {
     const rows = await this.db.selectFrom('users').selectAll().orderBy('id').execute();
-    return rows.map((r) => ({ id: Number(r.id), name: r.name, admin: Number(r.is_admin) === 1, createdAt: new Date(Number(r.created_at)) }));
+    return rows.map((r) => ({
+      id: Number(r.id),
+      name: r.name,
+      admin: Number(r.is_admin) === 1,
+      createdAt: new Date(Number(r.created_at)),
+    }));
   }
 
   addGroup(name: string): Promise<GroupInfo> {
@@ -401,8 +425,18 @@ export abstract class StoreBase implements Store {
     }
     const [u, g] = await Promise.all([users.execute(), groups.execute()]);
     const all = [
-      ...u.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { user: r.grantee }, order: [0, Number(r.granteeId)] })),
-      ...g.map((r) => ({ plantId: Number(r.plantId), plantName: r.plantName, grantee: { group: r.grantee }, order: [1, Number(r.granteeId)] })),
+      ...u.map((r) => ({
+        plantId: Number(r.plantId),
+        plantName: r.plantName,
+        grantee: { user: r.grantee },
+        order: [0, Number(r.granteeId)],
+      })),
+      ...g.map((r) => ({
+        plantId: Number(r.plantId),
+        plantName: r.plantName,
+        grantee: { group: r.grantee },
+        order: [1, Number(r.granteeId)],
+      })),
     ];
     all.sort((a, b) => a.plantId - b.plantId || a.order[0]! - b.order[0]! || a.order[1]! - b.order[1]!);
     return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));

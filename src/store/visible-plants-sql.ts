@@ -64,7 +64,9 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
  */
 export function postgresVisiblePlantsSql(withClaims: boolean): string {
   const p = PARAMS.postgres;
-  const branches = ownBranches(p).map(([column, from]) => `(SELECT ${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`);
+  const branches = ownBranches(p).map(
+    ([column, from]) => `(SELECT ${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
+  );
   branches.push(
     `SELECT gg.plant_id FROM viewer_groups g CROSS JOIN LATERAL (SELECT plant_id FROM plant_group_grants ` +
       `WHERE group_id = g.id AND plant_id > ${p.after} ORDER BY plant_id LIMIT $3) gg`,
@@ -91,7 +93,8 @@ export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined',
         `WHERE x.group_id = g.id AND x.plant_id > ${p.after} ORDER BY x.plant_id LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
     );
   } else {
-    for (let i = 0; i < groups; i++) branches.push(`SELECT plant_id FROM plant_group_grants WHERE group_id = :${groupParam(i)} AND plant_id > ${p.after}`);
+    for (let i = 0; i < groups; i++)
+      branches.push(`SELECT plant_id FROM plant_group_grants WHERE group_id = :${groupParam(i)} AND plant_id > ${p.after}`);
   }
   return `SELECT id, name, tag FROM plants WHERE id IN (${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) ORDER BY id`;
 }

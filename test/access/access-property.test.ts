@@ -34,7 +34,10 @@ const text = fc
   .string({
     minLength: 1,
     maxLength: 6,
-    unit: fc.oneof(fc.constantFrom('a', 'b', ' ', '"', '<', '🌱', '\u0001', 'é'), fc.string({ minLength: 1, maxLength: 1, unit: 'binary' })),
+    unit: fc.oneof(
+      fc.constantFrom('a', 'b', ' ', '"', '<', '🌱', '\u0001', 'é'),
+      fc.string({ minLength: 1, maxLength: 1, unit: 'binary' }),
+    ),
   })
   .filter((s) => !s.includes('\u0000') && s.isWellFormed());
 
@@ -133,7 +136,9 @@ async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean,
     });
     const server = await startApp(
       store,
-      viaJwt ? { config: { jwtIssuer: ISSUER, jwtAudience: AUDIENCE, jwtGroupsClaim: 'groups' }, env: { PLANTSTORE_JWT_SECRET: SECRET } } : {},
+      viaJwt
+        ? { config: { jwtIssuer: ISSUER, jwtAudience: AUDIENCE, jwtGroupsClaim: 'groups' }, env: { PLANTSTORE_JWT_SECRET: SECRET } }
+        : {},
     );
     try {
       for (const [u, user] of world.users.entries()) {

@@ -38,9 +38,19 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('remove' as const), plant: index(8), viaSql: fc.boolean() }),
   fc.record({ kind: fc.constant('publish' as const), plant: index(8), public: fc.boolean() }),
   fc.record({ kind: fc.constant('rename' as const), plant: index(8) }),
-  fc.record({ kind: fc.constantFrom('grant' as const, 'ungrant' as const), plant: index(8), user: index(USERS.length), viaSql: fc.boolean() }),
+  fc.record({
+    kind: fc.constantFrom('grant' as const, 'ungrant' as const),
+    plant: index(8),
+    user: index(USERS.length),
+    viaSql: fc.boolean(),
+  }),
   fc.record({ kind: fc.constantFrom('grantGroup' as const, 'ungrantGroup' as const), plant: index(8), group: index(GROUPS.length) }),
-  fc.record({ kind: fc.constantFrom('join' as const, 'leave' as const), user: index(USERS.length), group: index(GROUPS.length), viaSql: fc.boolean() }),
+  fc.record({
+    kind: fc.constantFrom('join' as const, 'leave' as const),
+    user: index(USERS.length),
+    group: index(GROUPS.length),
+    viaSql: fc.boolean(),
+  }),
   fc.record({ kind: fc.constant('admin' as const), user: index(USERS.length), admin: fc.boolean() }),
 );
 
@@ -117,7 +127,11 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
       const name = `p${serial}`;
       let id: number;
       if (o.viaSql) {
-        await sql.run(`INSERT INTO plants (name, owner_id, is_public, created_at) VALUES ($2, ${userId}, $3, 0)`, [owner, name, o.public ? 1 : 0]);
+        await sql.run(`INSERT INTO plants (name, owner_id, is_public, created_at) VALUES ($2, ${userId}, $3, 0)`, [
+          owner,
+          name,
+          o.public ? 1 : 0,
+        ]);
         id = Math.max(0, ...model.plants.map((p) => p.id)) + 1;
       } else {
         id = (await writer.addPlant({ name, owner, public: o.public })).id;
@@ -144,7 +158,11 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
     case 'ungrant': {
       const user = USERS[o.user]!;
       if (o.kind === 'grant') {
-        if (o.viaSql) await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [user, plant!.id]);
+        if (o.viaSql)
+          await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [
+            user,
+            plant!.id,
+          ]);
         else await writer.addGrant(plant!.id, { user });
         plant!.users.add(user);
       } else {
@@ -171,16 +189,19 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
       const members = model.members.get(group)!;
       if (o.kind === 'join') {
         if (o.viaSql) {
-          await sql.run(`INSERT INTO group_members (group_id, user_id) VALUES (${groupId}, (SELECT id FROM users WHERE name = $2)) ON CONFLICT DO NOTHING`, [
-            group,
-            user,
-          ]);
+          await sql.run(
+            `INSERT INTO group_members (group_id, user_id) VALUES (${groupId}, (SELECT id FROM users WHERE name = $2)) ON CONFLICT DO NOTHING`,
+            [group, user],
+          );
         } else {
           await writer.addMember(group, user);
         }
         members.add(user);
       } else {
-        await sql.run(`DELETE FROM group_members WHERE group_id = ${groupId} AND user_id = (SELECT id FROM users WHERE name = $2)`, [group, user]);
+        await sql.run(`DELETE FROM group_members WHERE group_id = ${groupId} AND user_id = (SELECT id FROM users WHERE name = $2)`, [
+          group,
+          user,
+        ]);
         members.delete(user);
       }
       return;
@@ -212,7 +233,11 @@ async function observe(servers: RunningApp[], tokens: Record<string, string>): P
     servers.map(async (server) => {
       const seen: Record<string, Forms> = {};
       for (const user of USERS) {
-        seen[user] = { page: await names(server, user, '?limit=1000'), streamed: await names(server, user, ''), first: await names(server, user, '?limit=2') };
+        seen[user] = {
+          page: await names(server, user, '?limit=1000'),
+          streamed: await names(server, user, ''),
+          first: await names(server, user, '?limit=2'),
+        };
       }
       return seen;
     }),
@@ -221,7 +246,8 @@ async function observe(servers: RunningApp[], tokens: Record<string, string>): P
 
 const same = (a: readonly string[], b: readonly string[]) => JSON.stringify(a) === JSON.stringify(b);
 /** Whether one form of an answer shows exactly this state. */
-const shows = (forms: Forms, form: keyof Forms, state: readonly string[]) => same(forms[form], form === 'first' ? state.slice(0, 2) : state);
+const shows = (forms: Forms, form: keyof Forms, state: readonly string[]) =>
+  same(forms[form], form === 'first' ? state.slice(0, 2) : state);
 
 async function checkRun(backend: Backend, ops: Op[]): Promise<void> {
   const db = await backend.freshDb();

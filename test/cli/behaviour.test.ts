@@ -30,9 +30,16 @@ async function fails(db: string, args: string[], message: RegExp): Promise<CliRu
 }
 
 /** Runs the CLI with its stdout read up to `lines` lines and then closed, as `| head -N` does. */
-function withStdoutClosedAfter(db: string, args: string[], lines: number): Promise<{ code: number | null; stderr: string; stdout: string }> {
+function withStdoutClosedAfter(
+  db: string,
+  args: string[],
+  lines: number,
+): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, '--db', db, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PLANTSTORE_DB: '' } });
+    const child = spawn(process.execPath, [BIN, '--db', db, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
     let stdout = '';
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += String(chunk)));
@@ -59,9 +66,18 @@ for (const backend of BACKENDS) {
       assert.match(plant.stderr, new RegExp(`^added plant ${id} \\(Fern\\) for bob$`, 'm'));
 
       assert.match((await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr, new RegExp(`shared plant ${id} with user alice`));
-      assert.match((await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr, new RegExp(`plant ${id} was already shared with user alice`));
-      assert.match((await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr, new RegExp(`stopped sharing plant ${id} with user alice`));
-      assert.match((await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr, new RegExp(`plant ${id} was not shared with user alice`));
+      assert.match(
+        (await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr,
+        new RegExp(`plant ${id} was already shared with user alice`),
+      );
+      assert.match(
+        (await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr,
+        new RegExp(`stopped sharing plant ${id} with user alice`),
+      );
+      assert.match(
+        (await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr,
+        new RegExp(`plant ${id} was not shared with user alice`),
+      );
 
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /added alice to group gardeners/);
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
@@ -89,12 +105,12 @@ for (const backend of BACKENDS) {
       const db = await backend.freshDb();
       await ok(db, ['demo']);
       const second = await ok(db, ['demo']);
-      const demoTokens = (JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout) as Array<{ label?: string; state: string }>).filter(
-        (t) => t.label === 'demo',
-      );
+      const demoTokens = (
+        JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout) as Array<{ label?: string; state: string }>
+      ).filter((t) => t.label === 'demo');
       assert.match(second.stderr, /revoked \d+ token\(s\) of an earlier demo run/);
       const active = demoTokens.filter((t) => t.state === 'active').length;
-      assert.equal(active, demoTokens.length / 2, 'only the last run\'s tokens are active');
+      assert.equal(active, demoTokens.length / 2, "only the last run's tokens are active");
     });
   });
 }
@@ -105,7 +121,13 @@ describe('plantstore CLI: the database named by --db', () => {
 
   it('a command that only reads or changes data does not create a database where there is none', async () => {
     const typo = join(dir, 'no-such-folder', 'plantstor.db');
-    for (const args of [['users', 'list'], ['tokens', 'list'], ['export'], ['grants', 'add', '1', '--user', 'x'], ['tokens', 'create', 'alice']]) {
+    for (const args of [
+      ['users', 'list'],
+      ['tokens', 'list'],
+      ['export'],
+      ['grants', 'add', '1', '--user', 'x'],
+      ['tokens', 'create', 'alice'],
+    ]) {
       await fails(typo, args, /no database at .*plantstor\.db: check --db/);
     }
     assert.ok(!existsSync(typo) && !existsSync(join(dir, 'no-such-folder')), 'nothing was created');
@@ -117,14 +139,21 @@ describe('plantstore CLI: the database named by --db', () => {
   it('a PostgreSQL database that does not exist is named as such', { skip: skipPostgres }, async () => {
     const url = new URL(PG_URL);
     url.pathname = '/plantstore_no_such_database';
-    await fails(url.toString(), ['users', 'list'], /PostgreSQL has no database "plantstore_no_such_database" at .*: create it \(createdb\), or check --db/);
+    await fails(
+      url.toString(),
+      ['users', 'list'],
+      /PostgreSQL has no database "plantstore_no_such_database" at .*: create it \(createdb\), or check --db/,
+    );
   });
 
   it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {
     const db = join(dir, 'pipe.db');
     // Far more than a pipe holds, so that the export is still writing when its reader goes.
     const file = join(dir, 'pipe.ndjson');
-    const records = [{ type: 'user', name: 'alice' }, ...Array.from({ length: 5_000 }, (_, i) => ({ type: 'plant', name: `plant ${i}`, owner: 'alice' }))];
+    const records = [
+      { type: 'user', name: 'alice' },
+      ...Array.from({ length: 5_000 }, (_, i) => ({ type: 'plant', name: `plant ${i}`, owner: 'alice' })),
+    ];
     writeFileSync(file, records.map((r) => JSON.stringify(r)).join('\n'));
     await ok(db, ['import', file]);
     const exported = await withStdoutClosedAfter(db, ['export'], 2);
@@ -159,7 +188,13 @@ describe('plantstore CLI: the database named by --db', () => {
     try {
       const run = await runCli(db, ['doctor', '--port', String(port)]);
       assert.equal(run.code, 1, run.stdout);
-      assert.match(run.stdout, new RegExp(`^fail\\s+listen\\s+127\\.0\\.0\\.1:${port} is in use by another process -> stop the process that holds it, or choose another port`, 'm'));
+      assert.match(
+        run.stdout,
+        new RegExp(
+          `^fail\\s+listen\\s+127\\.0\\.0\\.1:${port} is in use by another process -> stop the process that holds it, or choose another port`,
+          'm',
+        ),
+      );
     } finally {
       taken.close();
     }

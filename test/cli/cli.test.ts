@@ -58,284 +58,381 @@ const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join
 
 after(() => cleanupBackends());
 
-for (const backend of BACKENDS) describe(`plantstore CLI [${backend.name}]`, { skip: backend.skip }, () => {
-  let dir: string;
-  const freshDb = () => backend.freshDb();
+for (const backend of BACKENDS)
+  describe(`plantstore CLI [${backend.name}]`, { skip: backend.skip }, () => {
+    let dir: string;
+    const freshDb = () => backend.freshDb();
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
+    before(() => {
+      dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
+    });
+    after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('manages users, groups, plants and grants, with --json lists', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    await ok(db, ['users', 'add', 'root', '--admin']);
-    await ok(db, ['groups', 'add', 'gardeners']);
-    await ok(db, ['groups', 'add-member', 'gardeners', 'alice', 'root']);
-    const id = (await ok(db, ['plants', 'add', '--name', 'Monstera', '--tag', 'tropical', '--owner', 'root'])).stdout.trim();
-    assert.match(id, /^\d+$/);
-    await ok(db, ['grants', 'add', id, '--group', 'gardeners']);
-    await ok(db, ['grants', 'add', id, '--user', 'alice']);
+    it('manages users, groups, plants and grants, with --json lists', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['users', 'add', 'root', '--admin']);
+      await ok(db, ['groups', 'add', 'gardeners']);
+      await ok(db, ['groups', 'add-member', 'gardeners', 'alice', 'root']);
+      const id = (await ok(db, ['plants', 'add', '--name', 'Monstera', '--tag', 'tropical', '--owner', 'root'])).stdout.trim();
+      assert.match(id, /^\d+$/);
+      await ok(db, ['grants', 'add', id, '--group', 'gardeners']);
+      await ok(db, ['grants', 'add', id, '--user', 'alice']);
 
-    const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
-    assert.deepEqual(users.map((u: { name: string; admin: boolean }) => [u.name, u.admin]), [['alice', false], ['root', true]]);
-    const groups = JSON.parse((await ok(db, ['groups', 'list', '--json'])).stdout);
-    assert.deepEqual(groups[0].members, ['alice', 'root']);
-    const plants = JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout);
-    assert.deepEqual(plants.map((p: { name: string; tag: string; owner: string }) => [p.name, p.tag, p.owner]), [['Monstera', 'tropical', 'root']]);
-    const grants = JSON.parse((await ok(db, ['grants', 'list', '--json', '--plant', id])).stdout);
-    assert.deepEqual(grants.map((g: { grantee: object }) => g.grantee), [{ user: 'alice' }, { group: 'gardeners' }]);
-    assert.match((await ok(db, ['users', 'list'])).stdout, /^NAME\s+ADMIN\s+CREATED\nalice\s+no/);
-
-    await ok(db, ['grants', 'remove', id, '--user', 'alice']);
-    await ok(db, ['groups', 'remove-member', 'gardeners', 'alice']);
-    await fails(db, ['users', 'remove', 'root'], /owns 1 plant/);
-    await ok(db, ['users', 'remove', 'root', '--with-plants']);
-    assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout), []);
-  });
-
-  it('reports user mistakes as one line and a non-zero exit', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    await fails(db, ['users', 'add', 'alice'], /^plantstore: user "alice" already exists$/);
-    await fails(db, ['users', 'add', ' spaced'], /white space/);
-    await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
-    await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
-    await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);
-    await fails(db, ['grants', 'add', '1'], /exactly one of --user or --group|no plant/);
-    await fails(db, ['tokens', 'create', 'alice', '--expires-in', '10 years'], /invalid duration/);
-    await fails(db, ['tokens', 'revoke', '42'], /no token with id 42/);
-    await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
-    if (backend.name === 'sqlite') {
-      const notADb = join(dir, 'not-a-db');
-      writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
-      await fails(notADb, ['users', 'list'], /not a database/);
-    }
-    const unknown = await cli(db, ['frobnicate']);
-    assert.notEqual(unknown.code, 0);
-    assert.match(unknown.stderr, /unknown command/);
-  });
-
-  it('issues a token printed alone, which works until it is revoked', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
-    const created = await ok(db, ['tokens', 'create', 'alice', '--label', 'laptop', '--expires-in', '30d']);
-    const token = created.stdout.trim();
-    assert.match(created.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/);
-
-    const server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent' }));
-    try {
-      const get = () => fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
-      const before = await get();
-      assert.equal(before.status, 200);
-      assert.deepEqual(await before.json(), [{ name: 'Fern' }]);
-
-      const [listed] = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout);
-      assert.equal(listed.label, 'laptop');
-      assert.equal(listed.state, 'active');
-      assert.ok(!JSON.stringify(listed).includes(token), 'token list must never show the token');
-      await ok(db, ['tokens', 'revoke', String(listed.id)]);
-
-      const afterRevoke = await get();
-      assert.equal(afterRevoke.status, 401);
-      assert.equal(((await afterRevoke.json()) as { error: number }).error, 40104);
-    } finally {
-      await server.stop();
-    }
-  });
-
-  it('imports all or nothing, naming the bad line', async () => {
-    const db = await freshDb();
-    await ok(db, ['migrate']);
-    const schemaBefore = await storedSchema(db);
-    const good = [
-      { type: 'user', name: 'alice' },
-      { type: 'user', name: 'bob' },
-      { type: 'group', name: 'gardeners', members: ['alice', 'bob'] },
-      { type: 'plant', name: 'Monstera deliciosa', tag: 'tropical', owner: 'alice', public: false, sharedWith: ['bob', 'group:gardeners'] },
-    ];
-    const cases: [string, string, RegExp][] = [
-      ['not JSON', ndjson(good) + '{"type": "plant",\n', /^plantstore: line 5: not valid JSON/],
-      ['unknown owner', ndjson([...good, { type: 'plant', name: 'X', owner: 'carol' }]), /^plantstore: line 5: no user named "carol"/],
-      ['unknown group', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', sharedWith: ['group:nope'] }]), /line 5: no group named "nope"/],
-      ['member before user', ndjson([{ type: 'group', name: 'g', members: ['zed'] }, ...good]), /line 1: no user named "zed"/],
-      ['unknown type', ndjson([...good, { type: 'tree', name: 'X' }]), /line 5: "type" must be/],
-      ['unknown field', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', tags: 'x' }]), /line 5: unknown field "tags"/],
-      ['wrong type', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', public: 'yes' }]), /line 5: field public must be boolean/],
-      ['empty name', ndjson([...good, { type: 'plant', name: '', owner: 'bob' }]), /line 5: plant name must not be empty/],
-      ['missing owner', ndjson([...good, { type: 'plant', name: 'X' }]), /line 5: plant record is missing "owner"/],
-    ];
-    for (const [label, text, pattern] of cases) {
-      const file = join(dir, `bad-${label.replaceAll(' ', '-')}.ndjson`);
-      writeFileSync(file, text);
-      await fails(db, ['import', file], pattern);
       const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
-      assert.deepEqual(users, [], `${label}: nothing may be written by a failed import`);
-    }
-    assert.deepEqual(await storedSchema(db), schemaBefore, 'failed first loads leave the schema as it was');
-    const file = join(dir, 'good.ndjson');
-    writeFileSync(file, ndjson(good));
-    const run = await ok(db, ['import', file]);
-    assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
-  });
-
-  it('imports and exports a catalogue that takes longer than the statement timeout, which bounds requests, not bulk commands', async () => {
-    const db = await freshDb();
-    const records = [
-      { type: 'user', name: 'alice' },
-      ...Array.from({ length: 10_000 }, (_, i) => ({ type: 'plant', name: `Plant ${i}`, owner: 'alice', sharedWith: ['alice'] })),
-    ];
-    // A cursor read through in many fetches is one statement to PostgreSQL: 100 ms would cut the export off.
-    const env = { PLANTSTORE_PG_STATEMENT_TIMEOUT_MS: '100' };
-    await ok(db, ['import', '-'], ndjson(records));
-    const run = await cli(db, ['export'], undefined, env);
-    assert.equal(run.code, 0, run.stderr);
-    assert.equal(run.stdout.trimEnd().split('\n').length, records.length);
-    const again = await cli(await freshDb(), ['import', '-'], run.stdout, env);
-    assert.equal(again.code, 0, again.stderr);
-  });
-
-  it('imports records that repeat or extend what is stored, record by record, whatever the backend batches', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'bob', '--admin']);
-    await ok(db, ['groups', 'add', 'g1']);
-    await ok(db, ['groups', 'add-member', 'g1', 'bob']);
-    await ok(db, ['import', '-'], ndjson([
-      { type: 'user', name: 'alice', admin: true },
-      { type: 'user', name: 'carol' },
-      // No flag keeps the one given earlier; an explicit one replaces the stored one.
-      { type: 'user', name: 'alice' },
-      { type: 'user', name: 'bob', admin: false },
-      { type: 'group', name: 'g1', members: ['alice'] },
-      { type: 'group', name: 'g2', members: ['carol'] },
-      { type: 'group', name: 'g2', members: ['alice', 'carol'] },
-      { type: 'plant', name: 'P', owner: 'alice', sharedWith: ['carol', 'carol', 'group:g2', 'group:g2', 'user:carol'] },
-      { type: 'user', name: 'dave', admin: true },
-      { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
-    ]));
-    assert.deepEqual((await ok(db, ['export'])).stdout.trimEnd().split('\n').map((l) => JSON.parse(l)), [
-      { type: 'user', name: 'bob' },
-      { type: 'user', name: 'alice', admin: true },
-      { type: 'user', name: 'carol' },
-      { type: 'user', name: 'dave', admin: true },
-      { type: 'group', name: 'g1', members: ['bob', 'alice'] },
-      { type: 'group', name: 'g2', members: ['alice', 'carol'] },
-      { type: 'plant', name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
-      { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
-    ]);
-  });
-
-  it('imports into a catalogue that has plants: ids continue after the largest ever used, owners keep their plants, the schema stays', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    await ok(db, ['users', 'add', 'bob']);
-    const schemaBefore = await storedSchema(db);
-    const plant = (name: string, owner: string) => ({ type: 'plant', name, owner, public: false, sharedWith: [owner === 'alice' ? 'bob' : 'alice'] });
-    const listed = async (owner?: string): Promise<Array<[number, string]>> =>
-      (JSON.parse((await ok(db, ['plants', 'list', '--json', ...(owner ? ['--owner', owner] : [])])).stdout) as Array<{ id: number; name: string }>).map(
-        (p) => [p.id, p.name],
+      assert.deepEqual(
+        users.map((u: { name: string; admin: boolean }) => [u.name, u.admin]),
+        [
+          ['alice', false],
+          ['root', true],
+        ],
       );
-    // Each import is larger than the catalogue it goes into, but one (SQLite writes those in bulk, and rebuilds an
-    // index); the first goes into a catalogue without plants (PostgreSQL adds the foreign keys back at the end).
-    await ok(db, ['import', '-'], ndjson(['a1', 'a2', 'a3'].map((n) => plant(n, 'alice'))));
-    const lastId = (await listed()).at(-1)![0];
-    await ok(db, ['plants', 'remove', String(lastId)]);
-    await ok(db, ['import', '-'], ndjson([plant('b1', 'bob')]));
-    await ok(db, ['import', '-'], ndjson(Array.from({ length: 40 }, (_, i) => plant(`${i % 2 ? 'a' : 'b'}${i + 10}`, i % 2 ? 'alice' : 'bob'))));
-    const all = await listed();
-    assert.deepEqual(all.slice(0, 2).map(([, name]) => name), ['a1', 'a2']);
-    assert.deepEqual(all.slice(2).map(([id]) => id), Array.from({ length: 41 }, (_, i) => lastId + 1 + i), 'a removed id is never used again');
-    assert.deepEqual(await listed('bob'), all.filter(([, name]) => name.startsWith('b')));
-    assert.deepEqual(await listed('alice'), all.filter(([, name]) => name.startsWith('a')));
-    assert.deepEqual(await storedSchema(db), schemaBefore);
-  });
+      const groups = JSON.parse((await ok(db, ['groups', 'list', '--json'])).stdout);
+      assert.deepEqual(groups[0].members, ['alice', 'root']);
+      const plants = JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout);
+      assert.deepEqual(
+        plants.map((p: { name: string; tag: string; owner: string }) => [p.name, p.tag, p.owner]),
+        [['Monstera', 'tropical', 'root']],
+      );
+      const grants = JSON.parse((await ok(db, ['grants', 'list', '--json', '--plant', id])).stdout);
+      assert.deepEqual(
+        grants.map((g: { grantee: object }) => g.grantee),
+        [{ user: 'alice' }, { group: 'gardeners' }],
+      );
+      assert.match((await ok(db, ['users', 'list'])).stdout, /^NAME\s+ADMIN\s+CREATED\nalice\s+no/);
 
-  it('loads a first catalogue with its foreign keys when another transaction holds its tables', { skip: backend.name !== 'postgres' }, async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    const schemaBefore = await storedSchema(db);
-    // A reader in the middle of a long transaction: a first load must not wait for it, nor make others queue.
-    const reader = new pg.Client({ connectionString: db.replace(/\?.*$/, '') });
-    await reader.connect();
-    try {
-      await reader.query(`BEGIN; SELECT count(*) FROM ${new URL(db).searchParams.get('schema')}.users`);
-      const load = ok(db, ['import', '-'], ndjson([{ type: 'plant', name: 'p1', owner: 'alice', public: false, sharedWith: ['alice'] }]));
-      let timer: NodeJS.Timeout | undefined;
-      const released = new Promise((resolve) => (timer = setTimeout(resolve, 20_000, 'the reader')));
-      try {
-        assert.notEqual(await Promise.race([load, released]), 'the reader', 'the load finished while the reader held its lock');
-      } finally {
-        // A pending timer would hold the test process open for the rest of its 20 s.
-        clearTimeout(timer);
+      await ok(db, ['grants', 'remove', id, '--user', 'alice']);
+      await ok(db, ['groups', 'remove-member', 'gardeners', 'alice']);
+      await fails(db, ['users', 'remove', 'root'], /owns 1 plant/);
+      await ok(db, ['users', 'remove', 'root', '--with-plants']);
+      assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout), []);
+    });
+
+    it('reports user mistakes as one line and a non-zero exit', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await fails(db, ['users', 'add', 'alice'], /^plantstore: user "alice" already exists$/);
+      await fails(db, ['users', 'add', ' spaced'], /white space/);
+      await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
+      await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);
+      await fails(db, ['grants', 'add', '1'], /exactly one of --user or --group|no plant/);
+      await fails(db, ['tokens', 'create', 'alice', '--expires-in', '10 years'], /invalid duration/);
+      await fails(db, ['tokens', 'revoke', '42'], /no token with id 42/);
+      await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
+      if (backend.name === 'sqlite') {
+        const notADb = join(dir, 'not-a-db');
+        writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
+        await fails(notADb, ['users', 'list'], /not a database/);
       }
-      await reader.query('COMMIT');
-    } finally {
-      await reader.end();
-    }
-    assert.deepEqual(await storedSchema(db), schemaBefore);
-    assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout).map((p: { name: string }) => p.name), ['p1']);
-  });
+      const unknown = await cli(db, ['frobnicate']);
+      assert.notEqual(unknown.code, 0);
+      assert.match(unknown.stderr, /unknown command/);
+    });
 
-  it('round-trips export then import, byte for byte, including odd names', async () => {
-    const source = await freshDb();
-    const records = [
-      { type: 'user', name: 'alice', admin: true },
-      { type: 'user', name: 'bob' },
-      { type: 'user', name: 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿' },
-      { type: 'group', name: 'gardeners', members: ['bob', 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿'] },
-      { type: 'group', name: 'empty group' },
-      { type: 'plant', name: 'Plain', owner: 'bob', public: false },
-      // Backslashes, \\N, line breaks and tabs: what PostgreSQL's COPY text format must escape.
-      { type: 'plant', name: 'back\\slash \\N \\\\N line\nbreak\r\ttab', tag: '\\N', owner: 'alice', public: false },
-      { type: 'plant', name: 'Tagged', tag: 'tropical', owner: 'alice', public: true, sharedWith: ['bob', 'group:gardeners'] },
-      { type: 'plant', name: 'Odd "quoted"; DROP TABLE plants; -- <script>alert(1)</script>\u0001\t', tag: '\u0007', owner: 'bob', public: false, sharedWith: ['group:empty group'] },
-    ];
-    await ok(source, ['import', '-'], ndjson(records));
-    const exported = (await ok(source, ['export'])).stdout;
-    assert.deepEqual(exported.trimEnd().split('\n').map((l) => JSON.parse(l)), records);
+    it('issues a token printed alone, which works until it is revoked', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
+      const created = await ok(db, ['tokens', 'create', 'alice', '--label', 'laptop', '--expires-in', '30d']);
+      const token = created.stdout.trim();
+      assert.match(created.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/);
 
-    const target = await freshDb();
-    const file = join(dir, 'export.ndjson');
-    await ok(source, ['export', '-o', file]);
-    assert.equal(readFileSync(file, 'utf8'), exported);
-    await ok(target, ['import', file]);
-    assert.equal((await ok(target, ['export'])).stdout, exported);
-  });
+      const server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent' }));
+      try {
+        const get = () => fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+        const before = await get();
+        assert.equal(before.status, 200);
+        assert.deepEqual(await before.json(), [{ name: 'Fern' }]);
 
-  it('imports a large catalogue in one streaming pass', async () => {
-    const db = await freshDb();
-    const lines = [JSON.stringify({ type: 'user', name: 'owner' }), JSON.stringify({ type: 'group', name: 'g', members: ['owner'] })];
-    for (let i = 0; i < 50_000; i++) {
-      lines.push(JSON.stringify({ type: 'plant', name: `plant ${i}`, ...(i % 3 ? { tag: `t${i % 7}` } : {}), owner: 'owner', public: i % 20 === 0, ...(i % 10 === 0 ? { sharedWith: ['group:g'] } : {}) }));
-    }
-    const file = join(dir, 'large.ndjson');
-    writeFileSync(file, lines.join('\n') + '\n');
-    const run = await ok(db, ['import', file]);
-    assert.match(run.stderr, /imported 1 users, 1 groups, 50000 plants, 5000 grants/);
-    const exported = (await ok(db, ['export'])).stdout;
-    assert.equal(exported, lines.join('\n') + '\n');
-  });
+        const [listed] = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout);
+        assert.equal(listed.label, 'laptop');
+        assert.equal(listed.state, 'active');
+        assert.ok(!JSON.stringify(listed).includes(token), 'token list must never show the token');
+        await ok(db, ['tokens', 'revoke', String(listed.id)]);
 
-  it('demo seeds once and prints working curl commands', async () => {
-    const db = await freshDb();
-    const first = await ok(db, ['demo']);
-    const second = await ok(db, ['demo']);
-    assert.match(first.stdout, /curl -s -H 'Authorization: Bearer pst_[A-Za-z0-9_-]{43}' 'http:\/\/127\.0\.0\.1:8080\/plants\?limit=5'/);
-    const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
-    assert.equal(users.length, 4, 'a second demo run must not duplicate the catalogue');
-    assert.notEqual(first.stdout, second.stdout, 'each run issues fresh tokens');
-  });
+        const afterRevoke = await get();
+        assert.equal(afterRevoke.status, 401);
+        assert.equal(((await afterRevoke.json()) as { error: number }).error, 40104);
+      } finally {
+        await server.stop();
+      }
+    });
 
-  it('serve answers, then drains and exits 0 on SIGTERM', async () => {
-    const db = await freshDb();
-    await ok(db, ['users', 'add', 'alice']);
-    const server = await spawnServe(db);
-    const health = await fetch(`${server.url}/healthz`);
-    assert.equal(health.status, 200);
-    assert.equal(await server.stop(), 0);
-    const out = server.output();
-    assert.match(out, /shutting down/);
+    it('imports all or nothing, naming the bad line', async () => {
+      const db = await freshDb();
+      await ok(db, ['migrate']);
+      const schemaBefore = await storedSchema(db);
+      const good = [
+        { type: 'user', name: 'alice' },
+        { type: 'user', name: 'bob' },
+        { type: 'group', name: 'gardeners', members: ['alice', 'bob'] },
+        {
+          type: 'plant',
+          name: 'Monstera deliciosa',
+          tag: 'tropical',
+          owner: 'alice',
+          public: false,
+          sharedWith: ['bob', 'group:gardeners'],
+        },
+      ];
+      const cases: [string, string, RegExp][] = [
+        ['not JSON', ndjson(good) + '{"type": "plant",\n', /^plantstore: line 5: not valid JSON/],
+        ['unknown owner', ndjson([...good, { type: 'plant', name: 'X', owner: 'carol' }]), /^plantstore: line 5: no user named "carol"/],
+        [
+          'unknown group',
+          ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', sharedWith: ['group:nope'] }]),
+          /line 5: no group named "nope"/,
+        ],
+        ['member before user', ndjson([{ type: 'group', name: 'g', members: ['zed'] }, ...good]), /line 1: no user named "zed"/],
+        ['unknown type', ndjson([...good, { type: 'tree', name: 'X' }]), /line 5: "type" must be/],
+        ['unknown field', ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', tags: 'x' }]), /line 5: unknown field "tags"/],
+        [
+          'wrong type',
+          ndjson([...good, { type: 'plant', name: 'X', owner: 'bob', public: 'yes' }]),
+          /line 5: field public must be boolean/,
+        ],
+        ['empty name', ndjson([...good, { type: 'plant', name: '', owner: 'bob' }]), /line 5: plant name must not be empty/],
+        ['missing owner', ndjson([...good, { type: 'plant', name: 'X' }]), /line 5: plant record is missing "owner"/],
+      ];
+      for (const [label, text, pattern] of cases) {
+        const file = join(dir, `bad-${label.replaceAll(' ', '-')}.ndjson`);
+        writeFileSync(file, text);
+        await fails(db, ['import', file], pattern);
+        const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
+        assert.deepEqual(users, [], `${label}: nothing may be written by a failed import`);
+      }
+      assert.deepEqual(await storedSchema(db), schemaBefore, 'failed first loads leave the schema as it was');
+      const file = join(dir, 'good.ndjson');
+      writeFileSync(file, ndjson(good));
+      const run = await ok(db, ['import', file]);
+      assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
+    });
+
+    it('imports and exports a catalogue that takes longer than the statement timeout, which bounds requests, not bulk commands', async () => {
+      const db = await freshDb();
+      const records = [
+        { type: 'user', name: 'alice' },
+        ...Array.from({ length: 10_000 }, (_, i) => ({ type: 'plant', name: `Plant ${i}`, owner: 'alice', sharedWith: ['alice'] })),
+      ];
+      // A cursor read through in many fetches is one statement to PostgreSQL: 100 ms would cut the export off.
+      const env = { PLANTSTORE_PG_STATEMENT_TIMEOUT_MS: '100' };
+      await ok(db, ['import', '-'], ndjson(records));
+      const run = await cli(db, ['export'], undefined, env);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout.trimEnd().split('\n').length, records.length);
+      const again = await cli(await freshDb(), ['import', '-'], run.stdout, env);
+      assert.equal(again.code, 0, again.stderr);
+    });
+
+    it('imports records that repeat or extend what is stored, record by record, whatever the backend batches', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'bob', '--admin']);
+      await ok(db, ['groups', 'add', 'g1']);
+      await ok(db, ['groups', 'add-member', 'g1', 'bob']);
+      await ok(
+        db,
+        ['import', '-'],
+        ndjson([
+          { type: 'user', name: 'alice', admin: true },
+          { type: 'user', name: 'carol' },
+          // No flag keeps the one given earlier; an explicit one replaces the stored one.
+          { type: 'user', name: 'alice' },
+          { type: 'user', name: 'bob', admin: false },
+          { type: 'group', name: 'g1', members: ['alice'] },
+          { type: 'group', name: 'g2', members: ['carol'] },
+          { type: 'group', name: 'g2', members: ['alice', 'carol'] },
+          { type: 'plant', name: 'P', owner: 'alice', sharedWith: ['carol', 'carol', 'group:g2', 'group:g2', 'user:carol'] },
+          { type: 'user', name: 'dave', admin: true },
+          { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
+        ]),
+      );
+      assert.deepEqual(
+        (await ok(db, ['export'])).stdout
+          .trimEnd()
+          .split('\n')
+          .map((l) => JSON.parse(l)),
+        [
+          { type: 'user', name: 'bob' },
+          { type: 'user', name: 'alice', admin: true },
+          { type: 'user', name: 'carol' },
+          { type: 'user', name: 'dave', admin: true },
+          { type: 'group', name: 'g1', members: ['bob', 'alice'] },
+          { type: 'group', name: 'g2', members: ['alice', 'carol'] },
+          { type: 'plant', name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
+          { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
+        ],
+      );
+    });
+
+    it('imports into a catalogue that has plants: ids continue after the largest ever used, owners keep their plants, the schema stays', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['users', 'add', 'bob']);
+      const schemaBefore = await storedSchema(db);
+      const plant = (name: string, owner: string) => ({
+        type: 'plant',
+        name,
+        owner,
+        public: false,
+        sharedWith: [owner === 'alice' ? 'bob' : 'alice'],
+      });
+      const listed = async (owner?: string): Promise<Array<[number, string]>> =>
+        (
+          JSON.parse((await ok(db, ['plants', 'list', '--json', ...(owner ? ['--owner', owner] : [])])).stdout) as Array<{
+            id: number;
+            name: string;
+          }>
+        ).map((p) => [p.id, p.name]);
+      // Each import is larger than the catalogue it goes into, but one (SQLite writes those in bulk, and rebuilds an
+      // index); the first goes into a catalogue without plants (PostgreSQL adds the foreign keys back at the end).
+      await ok(db, ['import', '-'], ndjson(['a1', 'a2', 'a3'].map((n) => plant(n, 'alice'))));
+      const lastId = (await listed()).at(-1)![0];
+      await ok(db, ['plants', 'remove', String(lastId)]);
+      await ok(db, ['import', '-'], ndjson([plant('b1', 'bob')]));
+      await ok(
+        db,
+        ['import', '-'],
+        ndjson(Array.from({ length: 40 }, (_, i) => plant(`${i % 2 ? 'a' : 'b'}${i + 10}`, i % 2 ? 'alice' : 'bob'))),
+      );
+      const all = await listed();
+      assert.deepEqual(
+        all.slice(0, 2).map(([, name]) => name),
+        ['a1', 'a2'],
+      );
+      assert.deepEqual(
+        all.slice(2).map(([id]) => id),
+        Array.from({ length: 41 }, (_, i) => lastId + 1 + i),
+        'a removed id is never used again',
+      );
+      assert.deepEqual(
+        await listed('bob'),
+        all.filter(([, name]) => name.startsWith('b')),
+      );
+      assert.deepEqual(
+        await listed('alice'),
+        all.filter(([, name]) => name.startsWith('a')),
+      );
+      assert.deepEqual(await storedSchema(db), schemaBefore);
+    });
+
+    it(
+      'loads a first catalogue with its foreign keys when another transaction holds its tables',
+      { skip: backend.name !== 'postgres' },
+      async () => {
+        const db = await freshDb();
+        await ok(db, ['users', 'add', 'alice']);
+        const schemaBefore = await storedSchema(db);
+        // A reader in the middle of a long transaction: a first load must not wait for it, nor make others queue.
+        const reader = new pg.Client({ connectionString: db.replace(/\?.*$/, '') });
+        await reader.connect();
+        try {
+          await reader.query(`BEGIN; SELECT count(*) FROM ${new URL(db).searchParams.get('schema')}.users`);
+          const load = ok(
+            db,
+            ['import', '-'],
+            ndjson([{ type: 'plant', name: 'p1', owner: 'alice', public: false, sharedWith: ['alice'] }]),
+          );
+          let timer: NodeJS.Timeout | undefined;
+          const released = new Promise((resolve) => (timer = setTimeout(resolve, 20_000, 'the reader')));
+          try {
+            assert.notEqual(await Promise.race([load, released]), 'the reader', 'the load finished while the reader held its lock');
+          } finally {
+            // A pending timer would hold the test process open for the rest of its 20 s.
+            clearTimeout(timer);
+          }
+          await reader.query('COMMIT');
+        } finally {
+          await reader.end();
+        }
+        assert.deepEqual(await storedSchema(db), schemaBefore);
+        assert.deepEqual(
+          JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout).map((p: { name: string }) => p.name),
+          ['p1'],
+        );
+      },
+    );
+
+    it('round-trips export then import, byte for byte, including odd names', async () => {
+      const source = await freshDb();
+      const records = [
+        { type: 'user', name: 'alice', admin: true },
+        { type: 'user', name: 'bob' },
+        { type: 'user', name: 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿' },
+        { type: 'group', name: 'gardeners', members: ['bob', 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿'] },
+        { type: 'group', name: 'empty group' },
+        { type: 'plant', name: 'Plain', owner: 'bob', public: false },
+        // Backslashes, \\N, line breaks and tabs: what PostgreSQL's COPY text format must escape.
+        { type: 'plant', name: 'back\\slash \\N \\\\N line\nbreak\r\ttab', tag: '\\N', owner: 'alice', public: false },
+        { type: 'plant', name: 'Tagged', tag: 'tropical', owner: 'alice', public: true, sharedWith: ['bob', 'group:gardeners'] },
+        {
+          type: 'plant',
+          name: 'Odd "quoted"; DROP TABLE plants; -- <script>alert(1)</script>\u0001\t',
+          tag: '\u0007',
+          owner: 'bob',
+          public: false,
+          sharedWith: ['group:empty group'],
+        },
+      ];
+      await ok(source, ['import', '-'], ndjson(records));
+      const exported = (await ok(source, ['export'])).stdout;
+      assert.deepEqual(
+        exported
+          .trimEnd()
+          .split('\n')
+          .map((l) => JSON.parse(l)),
+        records,
+      );
+
+      const target = await freshDb();
+      const file = join(dir, 'export.ndjson');
+      await ok(source, ['export', '-o', file]);
+      assert.equal(readFileSync(file, 'utf8'), exported);
+      await ok(target, ['import', file]);
+      assert.equal((await ok(target, ['export'])).stdout, exported);
+    });
+
+    it('imports a large catalogue in one streaming pass', async () => {
+      const db = await freshDb();
+      const lines = [JSON.stringify({ type: 'user', name: 'owner' }), JSON.stringify({ type: 'group', name: 'g', members: ['owner'] })];
+      for (let i = 0; i < 50_000; i++) {
+        lines.push(
+          JSON.stringify({
+            type: 'plant',
+            name: `plant ${i}`,
+            ...(i % 3 ? { tag: `t${i % 7}` } : {}),
+            owner: 'owner',
+            public: i % 20 === 0,
+            ...(i % 10 === 0 ? { sharedWith: ['group:g'] } : {}),
+          }),
+        );
+      }
+      const file = join(dir, 'large.ndjson');
+      writeFileSync(file, lines.join('\n') + '\n');
+      const run = await ok(db, ['import', file]);
+      assert.match(run.stderr, /imported 1 users, 1 groups, 50000 plants, 5000 grants/);
+      const exported = (await ok(db, ['export'])).stdout;
+      assert.equal(exported, lines.join('\n') + '\n');
+    });
+
+    it('demo seeds once and prints working curl commands', async () => {
+      const db = await freshDb();
+      const first = await ok(db, ['demo']);
+      const second = await ok(db, ['demo']);
+      assert.match(first.stdout, /curl -s -H 'Authorization: Bearer pst_[A-Za-z0-9_-]{43}' 'http:\/\/127\.0\.0\.1:8080\/plants\?limit=5'/);
+      const users = JSON.parse((await ok(db, ['users', 'list', '--json'])).stdout);
+      assert.equal(users.length, 4, 'a second demo run must not duplicate the catalogue');
+      assert.notEqual(first.stdout, second.stdout, 'each run issues fresh tokens');
+    });
+
+    it('serve answers, then drains and exits 0 on SIGTERM', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      const server = await spawnServe(db);
+      const health = await fetch(`${server.url}/healthz`);
+      assert.equal(health.status, 200);
+      assert.equal(await server.stop(), 0);
+      const out = server.output();
+      assert.match(out, /shutting down/);
+    });
   });
-});

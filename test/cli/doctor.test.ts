@@ -76,9 +76,15 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const lines = run.stdout.trimEnd().split('\n');
     for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts']) {
-      assert.ok(lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)), `no ok line for ${name}:\n${run.stdout}`);
+      assert.ok(
+        lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)),
+        `no ok line for ${name}:\n${run.stdout}`,
+      );
     }
-    assert.ok(lines.slice(0, -1).every((l) => /^(ok|skip)\s/.test(l)), run.stdout);
+    assert.ok(
+      lines.slice(0, -1).every((l) => /^(ok|skip)\s/.test(l)),
+      run.stdout,
+    );
     assert.match(lines.at(-1)!, /^\d+ ok, 0 warning\(s\), 0 failure\(s\)$/);
 
     const { code, checks } = await doctor(db);
@@ -124,7 +130,11 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       const stillPending = sqlite.prepare("SELECT count(*) FROM kysely_migration WHERE name = '0002-change-notifications'").pluck().get();
       assert.equal(stillPending, 0, 'doctor must not migrate');
 
-      sqlite.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('0002-change-notifications', '2026-01-01'), ('0099-from-the-future', '2030-01-01')").run();
+      sqlite
+        .prepare(
+          "INSERT INTO kysely_migration (name, timestamp) VALUES ('0002-change-notifications', '2026-01-01'), ('0099-from-the-future', '2030-01-01')",
+        )
+        .run();
       const newer = await doctor(db);
       assert.equal(newer.code, 1);
       assert.equal(byName(newer.checks, 'schema').status, 'fail');
@@ -136,7 +146,10 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
 
   it('warns when the JWT user claim is one users can change themselves', async () => {
     const db = join(dir, 'claim.db');
-    await prepare(() => SqliteStore.open({ path: db }), (store) => store.addUser('alice', false));
+    await prepare(
+      () => SqliteStore.open({ path: db }),
+      (store) => store.addUser('alice', false),
+    );
     const secret = join(dir, 'secret');
     writeFileSync(secret, 'a-secret-of-at-least-thirty-two-bytes!!');
     const flags = ['--jwt-secret-file', secret, '--jwt-issuer', ISSUER, '--jwt-audience', AUDIENCE];
@@ -153,7 +166,10 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
 
   it('checks that a configured JWKS answers with usable keys', async () => {
     const db = join(dir, 'jwks.db');
-    await prepare(() => SqliteStore.open({ path: db }), (store) => store.addUser('alice', false));
+    await prepare(
+      () => SqliteStore.open({ path: db }),
+      (store) => store.addUser('alice', false),
+    );
     const key = await signingKey('ES256', 'k1');
     const jwks = await startJwksServer([key.publicJwk]);
     const flags = ['--jwks-url', jwks.url, '--jwt-issuer', ISSUER, '--jwt-audience', AUDIENCE];
@@ -182,7 +198,13 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const port = await closedPort();
     const run = await runCli(`postgres://plantstore@127.0.0.1:${port}/plantstore`, ['doctor']);
     assert.equal(run.code, 1);
-    assert.match(run.stdout, new RegExp(`^fail\\s+database\\s+cannot reach PostgreSQL at 127\\.0\\.0\\.1:${port}/plantstore: .*ECONNREFUSED.* -> start PostgreSQL`, 'm'));
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^fail\\s+database\\s+cannot reach PostgreSQL at 127\\.0\\.0\\.1:${port}/plantstore: .*ECONNREFUSED.* -> start PostgreSQL`,
+        'm',
+      ),
+    );
     assert.match(run.stdout, /^skip\s+schema\s/m);
   });
 });
@@ -196,10 +218,16 @@ describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQ
     assert.match(byName(empty.checks, 'database').detail, /^PostgreSQL \d+(\.\d+)? at \S+, schema pstest_/);
     assert.equal(byName(empty.checks, 'schema').status, 'warn', 'a schema that does not exist yet is a warning');
 
-    await prepare(() => PostgresStore.open({ url: db }), (store) => store.addUser('root', true));
+    await prepare(
+      () => PostgresStore.open({ url: db }),
+      (store) => store.addUser('root', true),
+    );
     const ready = await doctor(db);
     assert.equal(ready.code, 0, JSON.stringify(ready.checks));
-    assert.ok(ready.checks.every((c) => c.status === 'ok' || c.status === 'skip'), JSON.stringify(ready.checks));
+    assert.ok(
+      ready.checks.every((c) => c.status === 'ok' || c.status === 'skip'),
+      JSON.stringify(ready.checks),
+    );
     assert.match(byName(ready.checks, 'pool').detail, /^pool of 10 x 1 worker\(s\) = 10 connections; server allows \d+/);
     assert.match(byName(ready.checks, 'schema').detail, /^up to date/);
     assert.match(byName(ready.checks, 'counts').detail, /^1 users \(1 admins\), 0 plants, 0 tokens/);

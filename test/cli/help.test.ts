@@ -45,7 +45,17 @@ it('every command and sub-command has a description and --help with examples', a
   await visit([]);
 
   // The walk must really have reached the leaves, or a broken parser would pass vacuously.
-  for (const expected of ['users add', 'groups add-member', 'plants list', 'grants remove', 'tokens revoke', 'import', 'export', 'doctor', 'serve']) {
+  for (const expected of [
+    'users add',
+    'groups add-member',
+    'plants list',
+    'grants remove',
+    'tokens revoke',
+    'import',
+    'export',
+    'doctor',
+    'serve',
+  ]) {
     assert.ok(seen.includes(expected), `the walk did not reach "${expected}"; saw ${seen.join(', ')}`);
   }
   assert.ok(seen.length >= 25, `only ${seen.length} commands walked`);

@@ -56,7 +56,13 @@ describe('import reader', () => {
   it('gives the same numbered records wherever the input is cut (property)', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.oneof(fc.constant(''), fc.array(fc.constantFrom('a', 'z', '7', 'é', '🌵', ' ', '"'), { minLength: 1, maxLength: 8 }).map((c) => `u${c.join('')}x`)), { maxLength: 30 }),
+        fc.array(
+          fc.oneof(
+            fc.constant(''),
+            fc.array(fc.constantFrom('a', 'z', '7', 'é', '🌵', ' ', '"'), { minLength: 1, maxLength: 8 }).map((c) => `u${c.join('')}x`),
+          ),
+          { maxLength: 30 },
+        ),
         fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 8 }),
         fc.constantFrom('\n', '\r\n'),
         async (names, at, eol) => {

@@ -66,11 +66,20 @@ describe('plantstore list output, progress and summaries', () => {
 
   it('--json is an array with the data, and piped output is the same rows tab-separated under a header', async () => {
     const lists: [string[], string[]][] = [
-      [['users', 'list'], ['name', 'admin']],
+      [
+        ['users', 'list'],
+        ['name', 'admin'],
+      ],
       [['groups', 'list'], ['name']],
-      [['plants', 'list'], ['name', 'tag', 'owner']],
+      [
+        ['plants', 'list'],
+        ['name', 'tag', 'owner'],
+      ],
       [['grants', 'list'], ['plantName']],
-      [['tokens', 'list'], ['user', 'label', 'state']],
+      [
+        ['tokens', 'list'],
+        ['user', 'label', 'state'],
+      ],
     ];
     await Promise.all(
       lists.map(async ([command, fields]) => {
@@ -80,16 +89,29 @@ describe('plantstore list output, progress and summaries', () => {
         const rows = JSON.parse(json.stdout) as Record<string, unknown>[];
         assert.ok(Array.isArray(rows) && rows.length > 0, `${command.join(' ')} --json: ${json.stdout}`);
 
-        const [header, ...lines] = plain.stdout.split('\n').slice(0, -1).map((line) => line.split('\t').map(unescapeTsv));
+        const [header, ...lines] = plain.stdout
+          .split('\n')
+          .slice(0, -1)
+          .map((line) => line.split('\t').map(unescapeTsv));
         assert.equal(lines.length, rows.length, `${command.join(' ')}: one line per row`);
-        assert.ok(lines.every((l) => l.length === header!.length), `${command.join(' ')}: every line has ${header!.length} fields`);
+        assert.ok(
+          lines.every((l) => l.length === header!.length),
+          `${command.join(' ')}: every line has ${header!.length} fields`,
+        );
         if (command[0] === 'plants') {
-          assert.deepEqual(rows.map((p) => [p.name, p.tag, p.public]), [[oddName, oddTag, true], ['Cactus', undefined, false]]);
+          assert.deepEqual(
+            rows.map((p) => [p.name, p.tag, p.public]),
+            [
+              [oddName, oddTag, true],
+              ['Cactus', undefined, false],
+            ],
+          );
         }
         for (const field of fields) {
           const column = header!.indexOf(field === 'plantName' ? 'NAME' : field.toUpperCase());
           assert.notEqual(column, -1, `${command.join(' ')}: no ${field} column in ${header!.join(',')}`);
-          const shown = (v: unknown) => (v === undefined ? '-' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : typeof v === 'string' ? v : JSON.stringify(v));
+          const shown = (v: unknown) =>
+            v === undefined ? '-' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : typeof v === 'string' ? v : JSON.stringify(v);
           assert.deepEqual(
             lines.map((l) => l[column]),
             rows.map((r) => shown(r[field])),
@@ -109,39 +131,46 @@ describe('plantstore list output, progress and summaries', () => {
     assert.doesNotMatch(screen, /[\u0001\u0007\t]/, 'control characters must not reach the terminal');
     // Every OWNER value starts under the OWNER header, counting display columns (the emoji is two wide).
     const ownerAt = header!.indexOf('OWNER');
-    for (const [row, owner] of [[rows[0]!, 'alice'], [rows[1]!, 'ünïcødé-🌵']] as const) {
+    for (const [row, owner] of [
+      [rows[0]!, 'alice'],
+      [rows[1]!, 'ünïcødé-🌵'],
+    ] as const) {
       assert.equal(stringWidth(row.slice(0, row.indexOf(owner))), ownerAt, `misaligned row: ${row}`);
     }
     assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\ back?slash'), rows[0]);
   });
 
-  it('import and export show a progress bar only on a terminal stderr, and always end with one summary line', { skip: NO_PTY }, async () => {
-    // Piped: stdout is exactly the data and stderr exactly the summary.
-    const piped = await runCli(db, ['export']);
-    assert.equal(piped.code, 0);
-    assert.equal(piped.stdout.split('\n').length, 6, 'two users, one group and two plants, one a line');
-    const summary = piped.stderr.trimEnd().split('\n');
-    assert.equal(summary.length, 1, piped.stderr);
-    assert.match(summary[0]!, SUMMARY);
+  it(
+    'import and export show a progress bar only on a terminal stderr, and always end with one summary line',
+    { skip: NO_PTY },
+    async () => {
+      // Piped: stdout is exactly the data and stderr exactly the summary.
+      const piped = await runCli(db, ['export']);
+      assert.equal(piped.code, 0);
+      assert.equal(piped.stdout.split('\n').length, 6, 'two users, one group and two plants, one a line');
+      const summary = piped.stderr.trimEnd().split('\n');
+      assert.equal(summary.length, 1, piped.stderr);
+      assert.match(summary[0]!, SUMMARY);
 
-    // On a terminal with stdout to a file: the bar is drawn on the terminal and the file holds only data.
-    const file = join(dir, 'export.ndjson');
-    const shown = await onTerminal(db, ['export'], ` > ${quote(file)}`);
-    assert.equal(shown.code, 0, shown.screen);
-    assert.match(shown.screen, /exporting \|/);
-    assert.match(shown.screen, /exported 5 records in \d+\.\d s \(\d+ records\/s\)\n$/);
-    assert.equal(readFileSync(file, 'utf8'), piped.stdout);
+      // On a terminal with stdout to a file: the bar is drawn on the terminal and the file holds only data.
+      const file = join(dir, 'export.ndjson');
+      const shown = await onTerminal(db, ['export'], ` > ${quote(file)}`);
+      assert.equal(shown.code, 0, shown.screen);
+      assert.match(shown.screen, /exporting \|/);
+      assert.match(shown.screen, /exported 5 records in \d+\.\d s \(\d+ records\/s\)\n$/);
+      assert.equal(readFileSync(file, 'utf8'), piped.stdout);
 
-    const target = join(dir, 'target.db');
-    const imported = await onTerminal(target, ['import', file]);
-    assert.equal(imported.code, 0, imported.screen);
-    assert.match(imported.screen, /importing \|/);
-    assert.match(imported.screen, /imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)/);
+      const target = join(dir, 'target.db');
+      const imported = await onTerminal(target, ['import', file]);
+      assert.equal(imported.code, 0, imported.screen);
+      assert.match(imported.screen, /importing \|/);
+      assert.match(imported.screen, /imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)/);
 
-    const again = join(dir, 'again.db');
-    const quiet = await runCli(again, ['import', file]);
-    assert.equal(quiet.code, 0, quiet.stderr);
-    assert.equal(quiet.stdout, '');
-    assert.match(quiet.stderr, /^imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)\n$/);
-  });
+      const again = join(dir, 'again.db');
+      const quiet = await runCli(again, ['import', file]);
+      assert.equal(quiet.code, 0, quiet.stderr);
+      assert.equal(quiet.stdout, '');
+      assert.match(quiet.stderr, /^imported 2 users, 1 groups, 2 plants, 1 grants in \d+\.\d s \(\d+ records\/s\)\n$/);
+    },
+  );
 });

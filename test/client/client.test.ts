@@ -90,7 +90,10 @@ describe(`typed client [${backend.name}]`, () => {
     });
     const first = await rotating.GET('/plants');
     const second = await rotating.GET('/plants');
-    assert.deepEqual(first.data?.map((p) => p.name), ['Aloe vera', 'Sansevieria trifasciata', 'Lavandula angustifolia']);
+    assert.deepEqual(
+      first.data?.map((p) => p.name),
+      ['Aloe vera', 'Sansevieria trifasciata', 'Lavandula angustifolia'],
+    );
     assert.equal(second.data?.length, 10, 'ada is an admin and sees the whole demo catalogue');
     assert.equal(calls, 2);
   });
@@ -122,7 +125,10 @@ describe(`typed client [${backend.name}]`, () => {
       const seen: string[] = [];
       const erin = createPlantStoreClient({ baseUrl: bigServer.url, token: own.erin!, fetch: recordingFetch(urls) });
       for await (const plant of listAllPlants(erin, { pageSize: 16 })) seen.push(plant.name);
-      assert.deepEqual(seen, names.filter((_, i) => i % 3 === 0 || i % 5 === 0));
+      assert.deepEqual(
+        seen,
+        names.filter((_, i) => i % 3 === 0 || i % 5 === 0),
+      );
       assert.ok(urls.length >= Math.ceil(seen.length / 16), `${urls.length} pages`);
     } finally {
       await bigServer.close();
@@ -156,10 +162,10 @@ describe('nextPageQuery', () => {
   it('reads the rel="next" target of an RFC 8288 Link header', () => {
     assert.deepEqual(nextPageQuery('</plants?limit=7&cursor=abc_-9>; rel="next"'), { limit: 7, cursor: 'abc_-9' });
     assert.deepEqual(nextPageQuery('</plants?limit=7&cursor=x>;rel=next'), { limit: 7, cursor: 'x' });
-    assert.deepEqual(
-      nextPageQuery('</plants?limit=1>; rel="prev", </plants?limit=2&cursor=y>; title="more"; rel="item next"'),
-      { limit: 2, cursor: 'y' },
-    );
+    assert.deepEqual(nextPageQuery('</plants?limit=1>; rel="prev", </plants?limit=2&cursor=y>; title="more"; rel="item next"'), {
+      limit: 2,
+      cursor: 'y',
+    });
   });
 
   it('is undefined on the last page', () => {

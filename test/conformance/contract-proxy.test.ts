@@ -124,7 +124,8 @@ describe('the server behind a Prism validation proxy for the contract document',
     return { status: res.status, contentType: res.headers.get('content-type') ?? '', body, text, headers: res.headers, violations };
   };
   const as = (user: string): Record<string, string> => ({ authorization: `Bearer ${tokens[user]}` });
-  const describeOutcome = (o: Outcome): string => `status ${o.status} (${o.contentType}): ${o.text.slice(0, 400)}\nviolations: ${JSON.stringify(o.violations)}`;
+  const describeOutcome = (o: Outcome): string =>
+    `status ${o.status} (${o.contentType}): ${o.text.slice(0, 400)}\nviolations: ${JSON.stringify(o.violations)}`;
 
   /** Forwarded, answered by the server with a status the contract documents, and not a single violation. */
   const assertConforms = (o: Outcome, status: 200 | 400): void => {
@@ -190,7 +191,13 @@ describe('the server behind a Prism validation proxy for the contract document',
     });
 
     it('limit=0, 1, 3, the int32 maximum, and with leading zeros', async () => {
-      for (const [limit, count] of [['0', 0], ['1', 1], ['3', 3], ['2147483647', 4], ['002', 2]] as const) {
+      for (const [limit, count] of [
+        ['0', 0],
+        ['1', 1],
+        ['3', 3],
+        ['2147483647', 4],
+        ['002', 2],
+      ] as const) {
         const o = await send(`/plants?limit=${limit}`, as('alice'));
         assertConforms(o, 200);
         assert.equal((o.body as unknown[]).length, count, `limit=${limit}`);

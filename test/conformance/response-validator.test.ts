@@ -47,11 +47,17 @@ describe('response validator against the served OpenAPI document', () => {
   it('accepts responses that conform', () => {
     const good: CheckedResponse[] = [
       response({ body: [{ name: 'Fern' }, { name: 'Mint', tag: 'herb' }] }),
-      response({ target: '/plants?limit=1', headers: headers({ link: '</plants?limit=1&cursor=cDE>; rel="next"' }), body: [{ name: 'Fern' }] }),
+      response({
+        target: '/plants?limit=1',
+        headers: headers({ link: '</plants?limit=1&cursor=cDE>; rel="next"' }),
+        body: [{ name: 'Fern' }],
+      }),
       response({ status: 400, body: { error: 40001, message: 'bad limit' } }),
       response({
         status: 401,
-        headers: headers({ 'www-authenticate': 'Bearer realm="plantstore", error="invalid_token", error_description="The access token is malformed"' }),
+        headers: headers({
+          'www-authenticate': 'Bearer realm="plantstore", error="invalid_token", error_description="The access token is malformed"',
+        }),
         body: { error: 40102, message: 'The access token is malformed' },
       }),
       response({ method: 'HEAD', text: '' }),
@@ -67,11 +73,23 @@ describe('response validator against the served OpenAPI document', () => {
     ['a non-string tag', response({ body: [{ name: 'Fern', tag: 5 }] }), /body\/0\/tag must be string/],
     ['an object where the array belongs', response({ body: { name: 'Fern' } }), /body must be array/],
     ['a body that is not JSON', response({ text: '[{"name":' }), /body is not JSON/],
-    ['an undescribed content type', response({ headers: { 'content-type': 'text/html' }, text: '<p>' }), /Content-Type text\/html is not described/],
+    [
+      'an undescribed content type',
+      response({ headers: { 'content-type': 'text/html' }, text: '<p>' }),
+      /Content-Type text\/html is not described/,
+    ],
     ['no content type at all', response({ headers: {} }), /no Content-Type/],
-    ['an undescribed status', response({ status: 418, body: { error: 41801, message: 'teapot' } }), /status 418 is not described for GET \/plants/],
+    [
+      'an undescribed status',
+      response({ status: 418, body: { error: 41801, message: 'teapot' } }),
+      /status 418 is not described for GET \/plants/,
+    ],
     ['an Error whose code is a string', response({ status: 400, body: { error: '40001', message: 'x' } }), /body\/error must be integer/],
-    ['an Error code beyond int32', response({ status: 400, body: { error: 2 ** 31, message: 'x' } }), /body\/error must match format "int32"/],
+    [
+      'an Error code beyond int32',
+      response({ status: 400, body: { error: 2 ** 31, message: 'x' } }),
+      /body\/error must match format "int32"/,
+    ],
     ['an Error without a message', response({ status: 401, body: { error: 40101 } }), /must have required property 'message'/],
     [
       'a Link header of another form',
@@ -84,9 +102,21 @@ describe('response validator against the served OpenAPI document', () => {
       /header WWW-Authenticate .* must match pattern/,
     ],
     ['a HEAD response with a body', response({ method: 'HEAD' }), /HEAD or 200 response has a body/],
-    ['200 on an undescribed path', response({ target: '/admin' }), /GET \/admin is not described by the document, so it should be answered with a 4xx error, not 200/],
-    ['a 404 without the Error body', response({ target: '/nope', status: 404, body: { message: 'gone' } }), /must have required property 'error'/],
-    ['200 for an undescribed method', response({ method: 'DELETE', body: [] }), /has no DELETE operation, so the answer should be 405, not 200/],
+    [
+      '200 on an undescribed path',
+      response({ target: '/admin' }),
+      /GET \/admin is not described by the document, so it should be answered with a 4xx error, not 200/,
+    ],
+    [
+      'a 404 without the Error body',
+      response({ target: '/nope', status: 404, body: { message: 'gone' } }),
+      /must have required property 'error'/,
+    ],
+    [
+      '200 for an undescribed method',
+      response({ method: 'DELETE', body: [] }),
+      /has no DELETE operation, so the answer should be 405, not 200/,
+    ],
     [
       '405 with an Allow header that omits GET',
       response({ method: 'POST', status: 405, headers: headers({ allow: 'HEAD' }), body: { error: 40501, message: 'no' } }),

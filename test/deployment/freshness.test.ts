@@ -91,7 +91,9 @@ describe('SQLite: a change by any writer applies to the very next request', () =
       const sql = new BetterSqlite3(db);
       sql.pragma('busy_timeout = 5000');
       const load = steadyWrites(async (i) => {
-        sql.prepare("INSERT INTO plants (name, owner_id, is_public, created_at) SELECT ?, id, 0, 0 FROM users WHERE name = 'carol'").run(`noise ${i}`);
+        sql
+          .prepare("INSERT INTO plants (name, owner_id, is_public, created_at) SELECT ?, id, 0, 0 FROM users WHERE name = 'carol'")
+          .run(`noise ${i}`);
         sql.prepare('DELETE FROM plants WHERE name = ?').run(`noise ${i}`);
       });
       // Every request after the writer returned must see the change: several, so that every worker answers.
@@ -195,7 +197,9 @@ describe('PostgreSQL: a change by any writer applies within one second on every 
     await writer.connect();
     await writer.query(`SET search_path = ${schema}`);
     const load = steadyWrites(async (i) => {
-      await writer.query("INSERT INTO plants (name, owner_id, is_public, created_at) SELECT $1, id, 0, 0 FROM users WHERE name = 'carol'", [`noise ${i}`]);
+      await writer.query("INSERT INTO plants (name, owner_id, is_public, created_at) SELECT $1, id, 0, 0 FROM users WHERE name = 'carol'", [
+        `noise ${i}`,
+      ]);
       await writer.query('DELETE FROM plants WHERE name = $1', [`noise ${i}`]);
     });
     try {
@@ -231,7 +235,9 @@ describe('PostgreSQL: a change by any writer applies within one second on every 
     // While it is down nothing is cached, and once it is back the log is read from where it stood.
     await ok(url, ['grants', 'remove', hostaId, '--group', 'gardeners']);
     await everywhereWithinOneSecond(token, { status: 200, names: ['Basil the second'] });
-    await eventually('every instance follows the log again', () => servers.every((s) => /following the change log[\s\S]*following the change log/.test(s.output())));
+    await eventually('every instance follows the log again', () =>
+      servers.every((s) => /following the change log[\s\S]*following the change log/.test(s.output())),
+    );
     await warm(servers, token);
     await ok(url, ['grants', 'add', hostaId, '--group', 'gardeners']);
     await everywhereWithinOneSecond(token, { status: 200, names: ['Basil the second', 'Hosta'] });
@@ -239,7 +245,9 @@ describe('PostgreSQL: a change by any writer applies within one second on every 
 
   it('a change connection silently black-holed is noticed: changes still apply within one second, readiness holds', async () => {
     const token = await ok(url, ['tokens', 'create', 'alice']);
-    const tokenId = Math.max(...(JSON.parse(await ok(url, ['tokens', 'list', '--json', '--user', 'alice'])) as { id: number }[]).map((t) => t.id));
+    const tokenId = Math.max(
+      ...(JSON.parse(await ok(url, ['tokens', 'list', '--json', '--user', 'alice'])) as { id: number }[]).map((t) => t.id),
+    );
     assert.deepEqual(await warm([proxied], token), { status: 200, names: ['Basil the second'] });
     assert.equal(proxy.blackhole(`${appName}-changes`), 1, 'the proxied instance had one change connection');
     await ok(url, ['tokens', 'revoke', String(tokenId)]);
@@ -252,7 +260,9 @@ describe('PostgreSQL: a change by any writer applies within one second on every 
     });
     const fresh = await ok(url, ['tokens', 'create', 'alice']);
     await warm([proxied], fresh);
-    const sqlRevoke = await sql.query("UPDATE tokens SET revoked_at = 1 WHERE revoked_at IS NULL AND user_id = (SELECT id FROM users WHERE name = 'alice')");
+    const sqlRevoke = await sql.query(
+      "UPDATE tokens SET revoked_at = 1 WHERE revoked_at IS NULL AND user_id = (SELECT id FROM users WHERE name = 'alice')",
+    );
     assert.ok(sqlRevoke.rowCount! >= 1);
     await everywhereWithinOneSecond(fresh, { status: 401, names: [] }, [proxied]);
   });

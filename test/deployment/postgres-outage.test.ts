@@ -65,7 +65,10 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
       },
       { timeoutMs: 5_000 },
     );
-    assert.ok(statuses.every((s) => s === 200 || s === 503), `only 200 or 503 while recovering, got ${statuses.join(',')}`);
+    assert.ok(
+      statuses.every((s) => s === 200 || s === 503),
+      `only 200 or 503 while recovering, got ${statuses.join(',')}`,
+    );
   });
 
   it('answers 503 with an Error body while the database is unreachable, and /readyz fails', async () => {

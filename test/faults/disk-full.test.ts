@@ -17,8 +17,11 @@ function runCliWithFileSizeLimit(db: string, limitBytes: number, args: string[])
   const blocks = Math.ceil(limitBytes / 1024); // bash counts ulimit -f in 1024-byte blocks
   const script = `trap '' XFSZ; ulimit -f ${blocks}; exec "$0" "$@"`;
   return new Promise((resolve) => {
-    execFile('bash', ['-c', script, process.execPath, BIN, '--db', db, ...args], { env: { ...process.env, PLANTSTORE_DB: '' } }, (error, _stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
+    execFile(
+      'bash',
+      ['-c', script, process.execPath, BIN, '--db', db, ...args],
+      { env: { ...process.env, PLANTSTORE_DB: '' } },
+      (error, _stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
     );
   });
 }
@@ -35,7 +38,8 @@ describe('SQLite on a full disk', () => {
 
     const big = join(dir, 'big.ndjson');
     const lines: string[] = [];
-    for (let p = 0; p < 20_000; p++) lines.push(JSON.stringify({ type: 'plant', name: `Bulk plant #${p}`, tag: 'bulk', owner: 'alice', public: false }));
+    for (let p = 0; p < 20_000; p++)
+      lines.push(JSON.stringify({ type: 'plant', name: `Bulk plant #${p}`, tag: 'bulk', owner: 'alice', public: false }));
     writeFileSync(big, `${lines.join('\n')}\n`);
 
     // Room for about 100 KiB more than the database holds now; the import needs megabytes.

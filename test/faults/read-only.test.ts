@@ -20,8 +20,11 @@ const COMMAND = AS_ROOT ? [...WITHOUT_OVERRIDE, process.execPath, BIN] : [proces
 
 function runReadOnly(db: string, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = execFile(COMMAND[0]!, [...COMMAND.slice(1), '--db', db, ...args], { env: { ...process.env, PLANTSTORE_DB: '' }, timeout: 30_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    const child = execFile(
+      COMMAND[0]!,
+      [...COMMAND.slice(1), '--db', db, ...args],
+      { env: { ...process.env, PLANTSTORE_DB: '' }, timeout: 30_000 },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin!.on('error', () => {});
     child.stdin!.end(stdin ?? '');
@@ -65,7 +68,8 @@ function counts(db: string): { users: number; plants: number; integrity: unknown
   }
 }
 
-const ONE_CLEAR_LINE = /^plantstore: cannot write the database: attempt to write a readonly database \(SQLITE_READONLY\w*\); the database file and its folder must be writable by this user$/;
+const ONE_CLEAR_LINE =
+  /^plantstore: cannot write the database: attempt to write a readonly database \(SQLITE_READONLY\w*\); the database file and its folder must be writable by this user$/;
 
 describe('SQLite database that is read-only to the process', () => {
   const root = mkdtempSync(join(tmpdir(), 'plantstore-readonly-'));
@@ -117,18 +121,22 @@ describe('SQLite database that is read-only to the process', () => {
     assert.deepEqual(counts(db), before, 'nothing was written and the database is intact');
   });
 
-  it('file read-only, folder writable: writes fail with one clear line; serve serves it read-only and exits 0', { timeout: 60_000 }, async (t) => {
-    chmodSync(db, 0o444);
-    try {
-      await refusedWrites(t, false);
-      const served = await serveReadOnly(db, token);
-      assert.deepEqual(served.listed, { status: 200, body: [{ name: 'Fern' }] }, served.output);
-      assert.equal(served.code, 0, served.output);
-    } finally {
-      chmodSync(db, 0o644);
-    }
-    assert.deepEqual(counts(db), before, 'nothing was written and the database is intact');
-  });
+  it(
+    'file read-only, folder writable: writes fail with one clear line; serve serves it read-only and exits 0',
+    { timeout: 60_000 },
+    async (t) => {
+      chmodSync(db, 0o444);
+      try {
+        await refusedWrites(t, false);
+        const served = await serveReadOnly(db, token);
+        assert.deepEqual(served.listed, { status: 200, body: [{ name: 'Fern' }] }, served.output);
+        assert.equal(served.code, 0, served.output);
+      } finally {
+        chmodSync(db, 0o644);
+      }
+      assert.deepEqual(counts(db), before, 'nothing was written and the database is intact');
+    },
+  );
 
   it('writable again: the same database serves without repair', { timeout: 30_000 }, async () => {
     await assertServes(db, token, [{ name: 'Fern' }]);

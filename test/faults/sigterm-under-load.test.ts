@@ -35,33 +35,39 @@ function get(url: string, token: string, agent: http.Agent, signalled: () => boo
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, body, reusedSocket: req.reusedSocket, startedAfterSignal }));
-      res.on('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }));
+      res.on('error', (err) =>
+        resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }),
+      );
     });
-    req.on('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }));
+    req.on('error', (err) =>
+      resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message, reusedSocket: req.reusedSocket, startedAfterSignal }),
+    );
   });
 }
 
 /** Reads a response a little at a time, so the server's streamed listing is held back by a slow client. */
 function slowFullListing(url: string, token: string): Promise<{ status: number; body: string; endedAt: number }> {
   return new Promise((resolve, reject) => {
-    http.get(url, { agent: false, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.pause();
-      const timer = setInterval(() => {
-        let chunk: Buffer | null;
-        // 8 KiB every 10 ms: the whole listing takes a few seconds to read.
-        if ((chunk = res.read(8192) as Buffer | null) !== null) chunks.push(chunk);
-      }, 10);
-      res.on('readable', () => {});
-      res.on('end', () => {
-        clearInterval(timer);
-        resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8'), endedAt: Date.now() });
-      });
-      res.on('error', (err) => {
-        clearInterval(timer);
-        reject(err);
-      });
-    }).on('error', reject);
+    http
+      .get(url, { agent: false, headers: { authorization: `Bearer ${token}` } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.pause();
+        const timer = setInterval(() => {
+          let chunk: Buffer | null;
+          // 8 KiB every 10 ms: the whole listing takes a few seconds to read.
+          if ((chunk = res.read(8192) as Buffer | null) !== null) chunks.push(chunk);
+        }, 10);
+        res.on('readable', () => {});
+        res.on('end', () => {
+          clearInterval(timer);
+          resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8'), endedAt: Date.now() });
+        });
+        res.on('error', (err) => {
+          clearInterval(timer);
+          reject(err);
+        });
+      })
+      .on('error', reject);
   });
 }
 
@@ -96,7 +102,8 @@ describe('SIGTERM under load', () => {
   it('answers every received request in full, refuses only new connections, and exits 0', { timeout: 90_000 }, async (t) => {
     const db = join(dir, 'plantstore.db');
     const records = [JSON.stringify({ type: 'user', name: 'alice' })];
-    for (let p = 0; p < PLANTS; p++) records.push(JSON.stringify({ type: 'plant', name: `Plant #${p}`, tag: 'green', owner: 'alice', public: false }));
+    for (let p = 0; p < PLANTS; p++)
+      records.push(JSON.stringify({ type: 'plant', name: `Plant #${p}`, tag: 'green', owner: 'alice', public: false }));
     writeFileSync(join(dir, 'catalogue.ndjson'), `${records.join('\n')}\n`);
     const imported = await runCli(db, ['import', join(dir, 'catalogue.ndjson')]);
     assert.equal(imported.code, 0, imported.stderr);
@@ -157,7 +164,9 @@ describe('SIGTERM under load', () => {
       'the only failures are new connections refused after shutdown began',
     );
     assert.ok(answered.length > CONNECTIONS * 4, `requests answered: ${answered.length} (${answeredAfter} started after SIGTERM)`);
-    t.diagnostic(`answered ${answered.length} (${answeredAfter} sent after SIGTERM), refused ${refusedNew.length}, exit after ${at - signalledAt} ms`);
+    t.diagnostic(
+      `answered ${answered.length} (${answeredAfter} sent after SIGTERM), refused ${refusedNew.length}, exit after ${at - signalledAt} ms`,
+    );
     assert.ok(refusedNew.length > 0, 'new connections were refused once the listener closed');
   });
 

@@ -14,7 +14,10 @@ import { runCli, spawnServe, type ServeProcess } from '../helpers/processes.js';
  */
 
 async function seed(db: string, plants: string[]): Promise<string> {
-  const lines = ['{"type":"user","name":"alice"}', ...plants.map((name) => JSON.stringify({ type: 'plant', name, owner: 'alice', public: false }))];
+  const lines = [
+    '{"type":"user","name":"alice"}',
+    ...plants.map((name) => JSON.stringify({ type: 'plant', name, owner: 'alice', public: false })),
+  ];
   const imported = await runCli(db, ['import', '-'], `${lines.join('\n')}\n`);
   assert.equal(imported.code, 0, imported.stderr);
   return (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
@@ -66,7 +69,10 @@ describe('SQLite database file removed or replaced under a running server', () =
       renameSync(join(dir, 'junk'), db);
       await eventually('503 for a file that is not a database', () => list(server, replacementToken), { until: (r) => r.status === 503 });
       await new Promise((r) => setTimeout(r, 1500));
-      const failures = server.output().split('\n').filter((line) => line.includes('cannot be opened'));
+      const failures = server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('cannot be opened'));
       assert.equal(failures.length, 1, `said once:\n${failures.join('\n')}`);
       t.diagnostic(failures[0]!.slice(0, 300));
     } finally {

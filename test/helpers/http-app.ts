@@ -132,7 +132,12 @@ export async function rawRequest(
 }
 
 /** The same request, unchecked: for listeners that serve no API document (the metrics admin port). */
-export function uncheckedRequest(baseUrl: string, rawPathAndQuery: string, headers: OutgoingHttpHeaders = {}, method = 'GET'): Promise<RawResponse> {
+export function uncheckedRequest(
+  baseUrl: string,
+  rawPathAndQuery: string,
+  headers: OutgoingHttpHeaders = {},
+  method = 'GET',
+): Promise<RawResponse> {
   return sendRequest(baseUrl, rawPathAndQuery, headers, method);
 }
 

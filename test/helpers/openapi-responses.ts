@@ -118,7 +118,9 @@ export function createResponseValidator(doc: Json, options: ResponseValidatorOpt
     const responses: Json = operation.responses ?? {};
     const statusKey = [String(res.status), `${String(res.status)[0]}XX`, 'default'].find((k) => responses[k] !== undefined);
     if (statusKey === undefined) {
-      return [`status ${res.status} is not described for ${opMethod.toUpperCase()} ${path} (described: ${Object.keys(responses).join(', ')})`];
+      return [
+        `status ${res.status} is not described for ${opMethod.toUpperCase()} ${path} (described: ${Object.keys(responses).join(', ')})`,
+      ];
     }
     let response: Json = responses[statusKey];
     let responsePointer = pointer('paths', path!, opMethod, 'responses', statusKey);
@@ -138,11 +140,15 @@ export function createResponseValidator(doc: Json, options: ResponseValidatorOpt
     const violations: string[] = [];
     if (item !== undefined) {
       // The path is described, the method is not: 405, and Allow names the methods the document describes.
-      if (res.status !== 405) violations.push(`${what}: ${path} has no ${res.method.toUpperCase()} operation, so the answer should be 405, not ${res.status}`);
+      if (res.status !== 405)
+        violations.push(`${what}: ${path} has no ${res.method.toUpperCase()} operation, so the answer should be 405, not ${res.status}`);
       const described = METHODS.filter((m) => item[m] !== undefined).map((m) => m.toUpperCase());
-      const allow = String(res.headers.allow ?? '').split(',').map((m) => m.trim().toUpperCase());
+      const allow = String(res.headers.allow ?? '')
+        .split(',')
+        .map((m) => m.trim().toUpperCase());
       const missing = described.filter((m) => !allow.includes(m));
-      if (res.status === 405 && missing.length > 0) violations.push(`${what}: Allow "${res.headers.allow ?? ''}" lacks ${missing.join(', ')}`);
+      if (res.status === 405 && missing.length > 0)
+        violations.push(`${what}: Allow "${res.headers.allow ?? ''}" lacks ${missing.join(', ')}`);
     } else if (res.status < 400 || res.status >= 500) {
       violations.push(`${what} is not described by the document, so it should be answered with a 4xx error, not ${res.status}`);
     }

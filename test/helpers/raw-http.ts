@@ -55,7 +55,11 @@ export function sendRaw(port: number, request: Buffer | string, opts: { head?: b
     const chunks: Buffer[] = [];
     socket.setTimeout(opts.timeoutMs ?? 15_000, () => {
       socket.destroy();
-      reject(new Error(`no complete answer within the timeout; got ${JSON.stringify(Buffer.concat(chunks).subarray(0, 300).toString('latin1'))}`));
+      reject(
+        new Error(
+          `no complete answer within the timeout; got ${JSON.stringify(Buffer.concat(chunks).subarray(0, 300).toString('latin1'))}`,
+        ),
+      );
     });
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     // A reset after the answer was written (the server closes on a request it refused) still leaves the answer.

@@ -44,7 +44,11 @@ describe('hostile requests (fuzz)', () => {
 
   before(async () => {
     store = await SqliteStore.open({ path: ':memory:' });
-    const plants = Array.from({ length: PLANTS }, (_, i) => ({ name: `Plant ${i}`, owner: i % 3 === 0 ? 'alice' : 'bob', public: i % 2 === 0 }));
+    const plants = Array.from({ length: PLANTS }, (_, i) => ({
+      name: `Plant ${i}`,
+      owner: i % 3 === 0 ? 'alice' : 'bob',
+      public: i % 2 === 0,
+    }));
     const { tokens } = await seed(store, { users: [{ name: 'alice' }, { name: 'bob' }], plants });
     token = tokens.alice!;
     visible = plants.filter((p) => p.owner === 'alice' || p.public).length;
@@ -77,21 +81,89 @@ describe('hostile requests (fuzz)', () => {
       {
         weight: 4,
         arbitrary: fc.constantFrom(
-          '/plants/', '/PLANTS', '/Plants', '//plants', '/./plants', '/x/../plants', '/plants/..', '/plants%2F', '/%70lants',
-          '/plants%00', '/plants%zz', '/plants;x', '/plants/%2e%2e/healthz', '/%2Fplants', '/plants#frag', '*', 'http://evil.example/plants',
-          '/', '/healthz', '/readyz', '/openapi.json', '/docs', '/docs/', '/docs/static/..%2f..%2fpackage.json', '/\u00e9', `/${'a'.repeat(4000)}`,
-          `/plants${'/x'.repeat(2000)}`, '/plants\u0000', '/pl ants', '/*.+', '/plants/:id', '/a/:b(', '/docs/*', '/(.*)',
+          '/plants/',
+          '/PLANTS',
+          '/Plants',
+          '//plants',
+          '/./plants',
+          '/x/../plants',
+          '/plants/..',
+          '/plants%2F',
+          '/%70lants',
+          '/plants%00',
+          '/plants%zz',
+          '/plants;x',
+          '/plants/%2e%2e/healthz',
+          '/%2Fplants',
+          '/plants#frag',
+          '*',
+          'http://evil.example/plants',
+          '/',
+          '/healthz',
+          '/readyz',
+          '/openapi.json',
+          '/docs',
+          '/docs/',
+          '/docs/static/..%2f..%2fpackage.json',
+          '/\u00e9',
+          `/${'a'.repeat(4000)}`,
+          `/plants${'/x'.repeat(2000)}`,
+          '/plants\u0000',
+          '/pl ants',
+          '/*.+',
+          '/plants/:id',
+          '/a/:b(',
+          '/docs/*',
+          '/(.*)',
         ),
       },
-      { weight: 1, arbitrary: fc.string({ unit: fc.constantFrom(...'/.%a2Fz~-_;:@!$&*+,=?'.split('')), maxLength: 40 }).map((p) => `/${p}`) },
+      {
+        weight: 1,
+        arbitrary: fc.string({ unit: fc.constantFrom(...'/.%a2Fz~-_;:@!$&*+,=?'.split('')), maxLength: 40 }).map((p) => `/${p}`),
+      },
     );
     const limitValue = fc.oneof(
       fc.nat({ max: 40 }).map(String),
       fc.constantFrom(
-        '', ' ', '-1', '-0', '+5', '1.5', '1.0', '0x10', '1e3', '1E1', '010', '00000000000000000000001', '2147483647', '2147483648',
-        '99999999999999999999999999', 'Infinity', 'NaN', 'null', 'true', '%00', '5%00', '%zz', '%', '%2', '5%20', '%35', '%2B5', '5;',
-        encodeURIComponent('\u0663'), encodeURIComponent('\uff15'), utf8Bytes('\u0663'), utf8Bytes('\uff15\uff10'), '\u00b9', '1'.repeat(3000),
-        '%F0%9F%8C%B1', '%C0%AE', '\u00ff\u00fe', "5' OR '1'='1", '<script>',
+        '',
+        ' ',
+        '-1',
+        '-0',
+        '+5',
+        '1.5',
+        '1.0',
+        '0x10',
+        '1e3',
+        '1E1',
+        '010',
+        '00000000000000000000001',
+        '2147483647',
+        '2147483648',
+        '99999999999999999999999999',
+        'Infinity',
+        'NaN',
+        'null',
+        'true',
+        '%00',
+        '5%00',
+        '%zz',
+        '%',
+        '%2',
+        '5%20',
+        '%35',
+        '%2B5',
+        '5;',
+        encodeURIComponent('\u0663'),
+        encodeURIComponent('\uff15'),
+        utf8Bytes('\u0663'),
+        utf8Bytes('\uff15\uff10'),
+        '\u00b9',
+        '1'.repeat(3000),
+        '%F0%9F%8C%B1',
+        '%C0%AE',
+        '\u00ff\u00fe',
+        "5' OR '1'='1",
+        '<script>',
       ),
       fc.integer({ min: -(2 ** 40), max: 2 ** 40 }).map(String),
       fc.double({ noNaN: false }).map(String),
@@ -102,10 +174,25 @@ describe('hostile requests (fuzz)', () => {
       { weight: 6, arbitrary: limitValue.map((v) => `?limit=${v}`) },
       {
         weight: 3,
-        arbitrary: fc.tuple(limitValue, limitValue).chain(([a, b]) =>
-          fc.constantFrom(`?limit=${a}&limit=${b}`, `?limit[]=${a}`, `?limit[0]=${a}`, `?limit=${a}&limit[]=${b}`, `?limit`, `?limit=${a}&`,
-            `?&&&limit=${a}`, `?LIMIT=${a}`, `?limit=${a}&cursor=${b}`, `?cursor=${b}`, `?__proto__[limit]=${a}`, `?limit=${a}#${b}`, `??limit=${a}`),
-        ),
+        arbitrary: fc
+          .tuple(limitValue, limitValue)
+          .chain(([a, b]) =>
+            fc.constantFrom(
+              `?limit=${a}&limit=${b}`,
+              `?limit[]=${a}`,
+              `?limit[0]=${a}`,
+              `?limit=${a}&limit[]=${b}`,
+              `?limit`,
+              `?limit=${a}&`,
+              `?&&&limit=${a}`,
+              `?LIMIT=${a}`,
+              `?limit=${a}&cursor=${b}`,
+              `?cursor=${b}`,
+              `?__proto__[limit]=${a}`,
+              `?limit=${a}#${b}`,
+              `??limit=${a}`,
+            ),
+          ),
       },
     );
     const authorization = fc.oneof(
@@ -115,12 +202,32 @@ describe('hostile requests (fuzz)', () => {
         weight: 6,
         arbitrary: fc
           .constantFrom(
-            () => '', () => 'Bearer', () => 'Bearer ', () => `bearer ${token}`, () => `BEARER ${token}`, () => `Bearer  ${token}`,
-            () => `Bearer\t${token}`, () => `Bearer ${token} `, () => `  Bearer ${token}`, () => `Bearer ${token}x`, () => `Bearer ${token.slice(0, -1)}`,
-            () => 'Basic dXNlcjpwYXNz', () => `Token ${token}`, () => `Bearer ${token}, Bearer ${token}`, () => `Bearer ${'a'.repeat(8000)}`,
-            () => `Bearer ${'\u00ff\u00e9\u0080'}`, () => `Bearer ${utf8Bytes('t\u00f6ken\u{1f331}')}`, () => `Bearer ${jwt}`, () => `Bearer ${tamperedJwt}`,
-            () => 'Bearer a.b.c', () => 'Bearer ..', () => 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.', () => `Bearer ${jwt}.${jwt}`,
-            () => `Bearer ${jwt.split('.').slice(0, 2).join('.')}.`, () => 'Bearer \u0001', () => `Bearer ${token}\u0000`,
+            () => '',
+            () => 'Bearer',
+            () => 'Bearer ',
+            () => `bearer ${token}`,
+            () => `BEARER ${token}`,
+            () => `Bearer  ${token}`,
+            () => `Bearer\t${token}`,
+            () => `Bearer ${token} `,
+            () => `  Bearer ${token}`,
+            () => `Bearer ${token}x`,
+            () => `Bearer ${token.slice(0, -1)}`,
+            () => 'Basic dXNlcjpwYXNz',
+            () => `Token ${token}`,
+            () => `Bearer ${token}, Bearer ${token}`,
+            () => `Bearer ${'a'.repeat(8000)}`,
+            () => `Bearer ${'\u00ff\u00e9\u0080'}`,
+            () => `Bearer ${utf8Bytes('t\u00f6ken\u{1f331}')}`,
+            () => `Bearer ${jwt}`,
+            () => `Bearer ${tamperedJwt}`,
+            () => 'Bearer a.b.c',
+            () => 'Bearer ..',
+            () => 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.',
+            () => `Bearer ${jwt}.${jwt}`,
+            () => `Bearer ${jwt.split('.').slice(0, 2).join('.')}.`,
+            () => 'Bearer \u0001',
+            () => `Bearer ${token}\u0000`,
           )
           .map((make) => [make()]),
       },
@@ -129,8 +236,22 @@ describe('hostile requests (fuzz)', () => {
       { weight: 1, arbitrary: fc.constant(0).map(() => [`Bearer ${token}`, 'Bearer nope']) },
     );
     const accept = fc.option(
-      fc.constantFrom('application/json', '*/*', 'application/*', 'text/html', 'application/json;q=0', 'application/json; charset=utf-8', 'text/*;q=0.1',
-        '', ',,,;;;===', 'application/xml, text/html;q=0.9', '*/*;q=0', 'application/json;q=abc', `application/json${', a/b'.repeat(500)}`, 'application/\u00e9'),
+      fc.constantFrom(
+        'application/json',
+        '*/*',
+        'application/*',
+        'text/html',
+        'application/json;q=0',
+        'application/json; charset=utf-8',
+        'text/*;q=0.1',
+        '',
+        ',,,;;;===',
+        'application/xml, text/html;q=0.9',
+        '*/*;q=0',
+        'application/json;q=abc',
+        `application/json${', a/b'.repeat(500)}`,
+        'application/\u00e9',
+      ),
       { nil: undefined },
     );
     const body = fc.oneof(
@@ -149,33 +270,69 @@ describe('hostile requests (fuzz)', () => {
       {
         weight: 1,
         arbitrary: fc.constantFrom(
-          [`X-Big: ${'b'.repeat(20_000)}`], ['Expect: 100-continue'], ['Expect: tea'], ['Upgrade: websocket', 'Connection: Upgrade'],
-          ['Host: a', 'Host: b'], ['Origin: https://evil.example', 'Access-Control-Request-Method: GET'], ['X-Nul: a\u0000b'],
-          ['Bad Header: x'], [': empty'], ['X-Folded: a', ' folded'], ['Content-Type: \u00e9'], Array.from({ length: 150 }, (_, i) => `X-H${i}: v`),
+          [`X-Big: ${'b'.repeat(20_000)}`],
+          ['Expect: 100-continue'],
+          ['Expect: tea'],
+          ['Upgrade: websocket', 'Connection: Upgrade'],
+          ['Host: a', 'Host: b'],
+          ['Origin: https://evil.example', 'Access-Control-Request-Method: GET'],
+          ['X-Nul: a\u0000b'],
+          ['Bad Header: x'],
+          [': empty'],
+          ['X-Folded: a', ' folded'],
+          ['Content-Type: \u00e9'],
+          Array.from({ length: 150 }, (_, i) => `X-H${i}: v`),
         ),
       },
     );
-    const version = fc.oneof({ weight: 8, arbitrary: fc.constant('HTTP/1.1') }, { weight: 1, arbitrary: fc.constantFrom('HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1 x', 'HTTX/1.1') });
+    const version = fc.oneof(
+      { weight: 8, arbitrary: fc.constant('HTTP/1.1') },
+      { weight: 1, arbitrary: fc.constantFrom('HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1 x', 'HTTX/1.1') },
+    );
 
     let statuses = new Map<number, number>();
     await fc.assert(
-      fc.asyncProperty(method, path, query, authorization, accept, body, extra, version, async (m, p, q, auths, acc, bodyLines, more, v) => {
-        const [bodyHeaders, bodyText] = bodyLines.length === 0 ? [[], ''] : [bodyLines.slice(0, bodyLines.indexOf('')), bodyLines.slice(bodyLines.indexOf('') + 1).join('\r\n')];
-        const head = [`${m} ${p}${q} ${v}`, 'Host: 127.0.0.1', ...auths.map((a) => `Authorization: ${a}`), ...(acc === undefined ? [] : [`Accept: ${acc}`]), ...more, ...bodyHeaders, 'Connection: close'];
-        const request = `${head.join('\r\n')}\r\n\r\n${bodyText}`;
-        const context = JSON.stringify(request.slice(0, 300));
-        const res = await sendRaw(port, request, { head: m === 'HEAD', timeoutMs: 5000 });
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-        assert.ok(res.status >= 100 && res.status < 500, `${context}: status ${res.status} ${res.text.slice(0, 200)}`);
-        assert.equal(res.headers['x-content-type-options'], 'nosniff', `${context}: nosniff`);
-        if (res.status >= 400) assertErrorShape(res, m === 'HEAD', context);
-        if (res.status === 405) assert.ok(res.headers.allow, `${context}: 405 carries Allow`);
-        if (res.status === 200 && m === 'GET' && p === '/plants') {
-          const plants = JSON.parse(res.text) as unknown[];
-          const limit = /^\?limit=(\d+)$/.exec(q)?.[1];
-          assert.ok(Array.isArray(plants) && plants.length <= (limit === undefined ? visible : Number(limit)), `${context}: at most limit plants`);
-        }
-      }),
+      fc.asyncProperty(
+        method,
+        path,
+        query,
+        authorization,
+        accept,
+        body,
+        extra,
+        version,
+        async (m, p, q, auths, acc, bodyLines, more, v) => {
+          const [bodyHeaders, bodyText] =
+            bodyLines.length === 0
+              ? [[], '']
+              : [bodyLines.slice(0, bodyLines.indexOf('')), bodyLines.slice(bodyLines.indexOf('') + 1).join('\r\n')];
+          const head = [
+            `${m} ${p}${q} ${v}`,
+            'Host: 127.0.0.1',
+            ...auths.map((a) => `Authorization: ${a}`),
+            ...(acc === undefined ? [] : [`Accept: ${acc}`]),
+            ...more,
+            ...bodyHeaders,
+            'Connection: close',
+          ];
+          const request = `${head.join('\r\n')}\r\n\r\n${bodyText}`;
+          const context = JSON.stringify(request.slice(0, 300));
+          const res = await sendRaw(port, request, { head: m === 'HEAD', timeoutMs: 5000 });
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          assert.ok(res.status >= 100 && res.status < 500, `${context}: status ${res.status} ${res.text.slice(0, 200)}`);
+          assert.equal(res.headers['x-content-type-options'], 'nosniff', `${context}: nosniff`);
+          if (res.status >= 400) assertErrorShape(res, m === 'HEAD', context);
+          if (res.status === 405) assert.ok(res.headers.allow, `${context}: 405 carries Allow`);
+          if (res.status === 200 && m === 'GET' && p === '/plants') {
+            const plants = JSON.parse(res.text) as unknown[];
+            const limit = /^\?limit=(\d+)$/.exec(q)?.[1];
+            assert.ok(
+              Array.isArray(plants) && plants.length <= (limit === undefined ? visible : Number(limit)),
+              `${context}: at most limit plants`,
+            );
+          }
+        },
+      ),
       { seed: SEED, numRuns: RUNS, endOnFailure: true, includeErrorInReport: true },
     );
     t.diagnostic(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort(([a], [b]) => a - b)))}`);
@@ -187,14 +344,21 @@ describe('hostile requests (fuzz)', () => {
     const ok = await rawRequest(server.url, '/plants?limit=3', bearer(token));
     assert.equal(ok.status, 200);
     assert.equal((ok.body as unknown[]).length, 3);
-    const failures = server.logs().split('\n').filter((line) => line !== '' && (JSON.parse(line) as { level: number }).level >= 50);
+    const failures = server
+      .logs()
+      .split('\n')
+      .filter((line) => line !== '' && (JSON.parse(line) as { level: number }).level >= 50);
     assert.deepEqual(failures, []);
   });
 
   it('HEAD /plants answers with the same headers as GET and no body', async () => {
     for (const q of ['', '?limit=2', '?limit=-1']) {
       const get = await sendRaw(port, `GET /plants${q} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
-      const head = await sendRaw(port, `HEAD /plants${q} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`, { head: true });
+      const head = await sendRaw(
+        port,
+        `HEAD /plants${q} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+        { head: true },
+      );
       assert.equal(head.status, get.status);
       assert.equal(head.text, '');
       for (const name of ['content-type', 'cache-control', 'x-content-type-options', 'link', 'allow', 'www-authenticate']) {
@@ -213,7 +377,10 @@ describe('hostile requests (fuzz)', () => {
 
   it('two Authorization headers are refused with 400, even when both are valid (regression)', async () => {
     for (const second of [token, 'nope']) {
-      const res = await sendRaw(port, `GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nauthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`);
+      const res = await sendRaw(
+        port,
+        `GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nauthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`,
+      );
       assert.equal(res.status, 400);
       assert.equal((JSON.parse(res.text) as { error: number }).error, 40003);
     }
@@ -236,7 +403,10 @@ describe('hostile requests (fuzz)', () => {
     // With a large body the socket used to stay open (paused, never read), so closing the server hung.
     const withBody = await sendRaw(port, `CONNECT /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n${'x'.repeat(70_000)}`);
     assert.equal(withBody.status, 400);
-    const expectRes = await sendRaw(port, `GET /plants HTTP/1.1\r\nHost: x\r\nExpect: tea\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
+    const expectRes = await sendRaw(
+      port,
+      `GET /plants HTTP/1.1\r\nHost: x\r\nExpect: tea\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+    );
     assert.equal(expectRes.status, 417);
     assertErrorShape(expectRes, false, 'Expect');
     assert.equal((JSON.parse(expectRes.text) as { error: number }).error, 41701);

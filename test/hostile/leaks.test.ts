@@ -26,11 +26,14 @@ const JWT_ENV = { PLANTSTORE_JWT_SECRET: SECRET, PLANTSTORE_JWT_ISSUER: ISSUER, 
 async function dumpDatabase(db: string): Promise<string> {
   if (db.startsWith('postgres')) {
     const schema = new URL(db).searchParams.get('schema')!;
-    const tables = await adminQuery<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [schema]);
+    const tables = await adminQuery<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [
+      schema,
+    ]);
     assert.ok(tables.length >= 5, `tables of ${schema}`);
     const rows: string[] = [];
     for (const { table_name } of tables) {
-      for (const row of await adminQuery<{ j: string }>(`SELECT row_to_json(t)::text AS j FROM "${schema}"."${table_name}" t`)) rows.push(row.j);
+      for (const row of await adminQuery<{ j: string }>(`SELECT row_to_json(t)::text AS j FROM "${schema}"."${table_name}" t`))
+        rows.push(row.j);
     }
     return rows.join('\n');
   }
@@ -66,7 +69,8 @@ for (const backend of BACKENDS) {
         assert.match(token, /^pst_[A-Za-z0-9_-]{43}$/);
         const secret = token.slice(4);
         const raw = Buffer.from(secret, 'base64url');
-        for (const needle of [token, secret, raw.toString('hex'), secret.slice(0, 16)]) assert.ok(!dump.includes(needle), `a token leaks into the tables`);
+        for (const needle of [token, secret, raw.toString('hex'), secret.slice(0, 16)])
+          assert.ok(!dump.includes(needle), `a token leaks into the tables`);
         // The raw file bytes too (free pages and the WAL keep data the tables no longer show).
         for (const file of files) {
           assert.equal(file.indexOf(token), -1, 'token in the database file');
@@ -112,7 +116,8 @@ describe('secrets never reach the logs', () => {
     const call = async (path: string, headers: OutgoingHttpHeaders = {}, method = 'GET') => {
       statuses.push((await rawRequest(server.url, path, headers, method)).status);
     };
-    for (const token of [alice, expired, revoked.token, unknown, jwt, wrongKey, expiredJwt, strangerJwt]) await call('/plants?limit=1', bearer(token));
+    for (const token of [alice, expired, revoked.token, unknown, jwt, wrongKey, expiredJwt, strangerJwt])
+      await call('/plants?limit=1', bearer(token));
     await call('/plants', { authorization: `Bearer ${alice}x` });
     await call('/plants', { authorization: `bearer\t${alice}` });
     await call('/plants', { authorization: `Basic ${Buffer.from(`alice:${alice}`).toString('base64')}` });
@@ -135,11 +140,15 @@ describe('secrets never reach the logs', () => {
     const lines = logs.split('\n').filter((l) => l !== '');
     // The capture really holds the run: request lines and the server-side error.
     assert.ok(lines.filter((l) => l.includes('incoming request')).length >= statuses.length, 'request lines were logged');
-    assert.ok(lines.some((l) => (JSON.parse(l) as { level: number }).level >= 50), 'the failure was logged');
+    assert.ok(
+      lines.some((l) => (JSON.parse(l) as { level: number }).level >= 50),
+      'the failure was logged',
+    );
     for (const secret of secrets) {
       assert.ok(!logs.includes(secret), `a secret (${secret.slice(0, 6)}…) appears in the logs`);
       // Neither part of a JWT (its claims name the user and are base64url of JSON), nor a token's random part.
-      for (const part of secret.startsWith('pst_') ? [secret.slice(4)] : secret.split('.').slice(1)) assert.ok(!logs.includes(part), 'part of a secret in the logs');
+      for (const part of secret.startsWith('pst_') ? [secret.slice(4)] : secret.split('.').slice(1))
+        assert.ok(!logs.includes(part), 'part of a secret in the logs');
     }
     assert.ok(!logs.includes(Buffer.from(`alice:${alice}`).toString('base64')), 'Basic credentials in the logs');
   });
@@ -151,7 +160,9 @@ describe('response headers', () => {
   let token: string;
   before(async () => {
     store = await SqliteStore.open({ path: ':memory:' });
-    ({ tokens: { alice: token = '' } } = await seed(store, { users: [{ name: 'alice' }], plants: [{ name: 'Fern', owner: 'alice' }] }));
+    ({
+      tokens: { alice: token = '' },
+    } = await seed(store, { users: [{ name: 'alice' }], plants: [{ name: 'Fern', owner: 'alice' }] }));
     server = await startApp(store);
   });
   after(async () => {
@@ -202,10 +213,19 @@ describe('response headers', () => {
     const responses: RawResponse[] = [
       await rawRequest(server.url, '/plants', { ...bearer(token), ...origin }),
       await rawRequest(server.url, '/plants', origin),
-      await rawRequest(server.url, '/plants', { ...origin, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' }, 'OPTIONS'),
+      await rawRequest(
+        server.url,
+        '/plants',
+        { ...origin, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+        'OPTIONS',
+      ),
     ];
     for (const res of responses) {
-      assert.deepEqual(Object.keys(res.headers).filter((h) => h.startsWith('access-control-')), [], JSON.stringify(res.headers));
+      assert.deepEqual(
+        Object.keys(res.headers).filter((h) => h.startsWith('access-control-')),
+        [],
+        JSON.stringify(res.headers),
+      );
     }
     assertError(responses[2]!, 405, 40501);
     assert.equal(responses[2]!.headers.allow, 'GET, HEAD');
@@ -219,8 +239,13 @@ describe('CORS when configured', () => {
   const ALLOWED = 'https://app.example';
   before(async () => {
     store = await SqliteStore.open({ path: ':memory:' });
-    const plants = [{ name: 'Fern', owner: 'alice' }, { name: 'Ivy', owner: 'alice' }];
-    ({ tokens: { alice: token = '' } } = await seed(store, { users: [{ name: 'alice' }], plants }));
+    const plants = [
+      { name: 'Fern', owner: 'alice' },
+      { name: 'Ivy', owner: 'alice' },
+    ];
+    ({
+      tokens: { alice: token = '' },
+    } = await seed(store, { users: [{ name: 'alice' }], plants }));
     server = await startApp(store, { env: { PLANTSTORE_CORS_ORIGINS: ` ${ALLOWED}, http://localhost:3000 ` } });
   });
   after(async () => {
@@ -232,9 +257,12 @@ describe('CORS when configured', () => {
     const ok = await rawRequest(server.url, '/plants?limit=1', { ...bearer(token), origin: ALLOWED });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers['access-control-allow-origin'], ALLOWED);
-    const exposed = String(ok.headers['access-control-expose-headers']).toLowerCase().split(/\s*,\s*/);
+    const exposed = String(ok.headers['access-control-expose-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/);
     // What a page needs to read: the next page, the rate limit, when to retry, which release answered.
-    for (const header of ['link', 'ratelimit', 'ratelimit-policy', 'retry-after', 'plantstore-version']) assert.ok(exposed.includes(header), header);
+    for (const header of ['link', 'ratelimit', 'ratelimit-policy', 'retry-after', 'plantstore-version'])
+      assert.ok(exposed.includes(header), header);
     assert.match(String(ok.headers.vary), /\bOrigin\b/i);
     assert.ok(ok.headers.link, 'a next link to read');
     assert.equal(ok.headers['access-control-allow-credentials'], undefined, 'bearer tokens, not cookies');
@@ -248,13 +276,22 @@ describe('CORS when configured', () => {
     const ok = await rawRequest(server.url, '/plants', { ...preflight, origin: ALLOWED }, 'OPTIONS');
     assert.equal(ok.status, 204);
     assert.equal(ok.headers['access-control-allow-origin'], ALLOWED);
-    assert.deepEqual(String(ok.headers['access-control-allow-methods']).split(/\s*,\s*/).sort(), ['GET', 'HEAD']);
+    assert.deepEqual(
+      String(ok.headers['access-control-allow-methods'])
+        .split(/\s*,\s*/)
+        .sort(),
+      ['GET', 'HEAD'],
+    );
     assert.match(String(ok.headers['access-control-allow-headers']), /authorization/i);
     assert.equal(ok.headers['cache-control'], 'no-store');
     for (const origin of ['https://evil.example', 'https://app.example.evil.example', 'null', `${ALLOWED}/`]) {
       const refused = await rawRequest(server.url, '/plants', { ...preflight, origin }, 'OPTIONS');
       assertError(refused, 405, 40501);
-      assert.deepEqual(Object.keys(refused.headers).filter((h) => h.startsWith('access-control-')), [], origin);
+      assert.deepEqual(
+        Object.keys(refused.headers).filter((h) => h.startsWith('access-control-')),
+        [],
+        origin,
+      );
       const get = await rawRequest(server.url, '/plants', { ...bearer(token), origin });
       assert.equal(get.status, 200);
       assert.equal(get.headers['access-control-allow-origin'], undefined, origin);
@@ -265,7 +302,9 @@ describe('CORS when configured', () => {
 
   it('takes exact origins from --cors-origins or PLANTSTORE_CORS_ORIGINS, the flag first, and refuses anything else', () => {
     assert.deepEqual(loadConfig({}).corsOrigins, []);
-    assert.deepEqual(loadConfig({ corsOrigins: 'https://a.example' }, { PLANTSTORE_CORS_ORIGINS: 'https://b.example' }).corsOrigins, ['https://a.example']);
+    assert.deepEqual(loadConfig({ corsOrigins: 'https://a.example' }, { PLANTSTORE_CORS_ORIGINS: 'https://b.example' }).corsOrigins, [
+      'https://a.example',
+    ]);
     assert.deepEqual(loadConfig({}, { PLANTSTORE_CORS_ORIGINS: 'https://b.example,*' }).corsOrigins, ['https://b.example', '*']);
     for (const bad of ['https://a.example/', 'https://a.example/app', 'ftp://a.example', 'a.example', 'https://*.example', 'null']) {
       assert.throws(() => loadConfig({ corsOrigins: bad }), /invalid CORS origin/, bad);
@@ -313,14 +352,20 @@ describe('hostile plant names', () => {
     assert.equal(res.status, 200);
     assert.match(String(res.headers['content-type']), /^application\/json; charset=utf-8$/);
     assert.equal(res.headers['x-content-type-options'], 'nosniff');
-    assert.deepEqual(res.body, NAMES.map((name) => ({ name, tag: name })));
+    assert.deepEqual(
+      res.body,
+      NAMES.map((name) => ({ name, tag: name })),
+    );
     // Control characters travel escaped: the raw body has none.
     assert.doesNotMatch(res.text, /[\u0000-\u001f]/);
   });
 
   it('a NUL or a lone surrogate (which PostgreSQL text or UTF-8 cannot hold) is refused with a clear message', async () => {
     // JSON can carry both; the import refuses the whole file and says why.
-    for (const [name, reason] of [['nul\u0000name', /NUL/], ['lone \ud800 surrogate', /surrogate/]] as const) {
+    for (const [name, reason] of [
+      ['nul\u0000name', /NUL/],
+      ['lone \ud800 surrogate', /surrogate/],
+    ] as const) {
       const run = await runCli(db, ['import', '-'], JSON.stringify({ type: 'plant', name, owner: 'alice' }));
       assert.notEqual(run.code, 0);
       assert.match(run.stderr, reason);

@@ -22,7 +22,8 @@ function catalogue(plants: number, nameLength = 1000): CatalogueRecord[] {
     { type: 'user', name: 'root3', admin: true },
     { type: 'user', name: 'alice' },
   ];
-  for (let i = 0; i < plants; i++) records.push({ type: 'plant', name: `plant ${i} `.padEnd(nameLength, 'x'), owner: 'alice', public: i % 2 === 0 });
+  for (let i = 0; i < plants; i++)
+    records.push({ type: 'plant', name: `plant ${i} `.padEnd(nameLength, 'x'), owner: 'alice', public: i % 2 === 0 });
   return records;
 }
 
@@ -89,7 +90,9 @@ for (const backend of BACKENDS) {
     it('past the bounds a listing is refused at once with 429 or 503 and Retry-After; pages still answer', async () => {
       const store = await backend.open();
       await store.importRecords(recordBatch(catalogue(10_000)));
-      const tokens = Object.fromEntries(await Promise.all(['root', 'root2', 'root3'].map(async (u) => [u, (await mintToken(store, u)).token])));
+      const tokens = Object.fromEntries(
+        await Promise.all(['root', 'root2', 'root3'].map(async (u) => [u, (await mintToken(store, u)).token])),
+      );
       const server = await startApp(store, { config: { maxListings: 3, maxListingsPerUser: 2 } });
       const held: Socket[] = [];
       try {
@@ -104,9 +107,13 @@ for (const backend of BACKENDS) {
         // A page is no full listing, and a listing that fits in its first chunk takes no slot.
         assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3))).status, 200);
         for (const socket of held.splice(0)) socket.destroy();
-        await eventually('the slots are free again', async () => (await rawRequest(server.url, '/plants?limit=5000', bearer(tokens.root))).status, {
-          until: (status) => status === 200,
-        });
+        await eventually(
+          'the slots are free again',
+          async () => (await rawRequest(server.url, '/plants?limit=5000', bearer(tokens.root))).status,
+          {
+            until: (status) => status === 200,
+          },
+        );
       } finally {
         for (const socket of held) socket.destroy();
         await server.close();
@@ -125,11 +132,21 @@ describe('slow readers of full listings', () => {
   it('memory stays flat however many connect, and readers below the minimum rate are cut off', { timeout: 120_000 }, async () => {
     const db = join(dir, 'slow.db');
     const file = join(dir, 'catalogue.ndjson');
-    writeFileSync(file, catalogue(10_000).map((r) => JSON.stringify(r)).join('\n'));
+    writeFileSync(
+      file,
+      catalogue(10_000)
+        .map((r) => JSON.stringify(r))
+        .join('\n'),
+    );
     assert.equal((await runCli(db, ['import', file])).code, 0);
     const token = (await runCli(db, ['tokens', 'create', 'root'])).stdout.trim();
     // A 2 s window and 100 KB/s: a reader that takes nothing is cut off within seconds.
-    const env = { PLANTSTORE_LISTING_RATE_WINDOW: '2', PLANTSTORE_LISTING_MIN_RATE: '100000', PLANTSTORE_MAX_LISTINGS_PER_USER: '1000', PLANTSTORE_RATE_LIMIT: 'off' };
+    const env = {
+      PLANTSTORE_LISTING_RATE_WINDOW: '2',
+      PLANTSTORE_LISTING_MIN_RATE: '100000',
+      PLANTSTORE_MAX_LISTINGS_PER_USER: '1000',
+      PLANTSTORE_RATE_LIMIT: 'off',
+    };
     const server = await spawnServe(db, [], env);
     const sockets: Socket[] = [];
     const full = async () => (await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } })).status;

@@ -78,7 +78,13 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
       [],
       'no path parameters',
     );
-    assert.equal(Object.keys(doc.paths['/plants']).filter((m) => m !== 'parameters').join(), 'get', 'only GET is described on /plants');
+    assert.equal(
+      Object.keys(doc.paths['/plants'])
+        .filter((m) => m !== 'parameters')
+        .join(),
+      'get',
+      'only GET is described on /plants',
+    );
   });
 
   it('GET /plants answers 200 with an array of Plant and 400 with Error, both application/json', () => {
@@ -89,7 +95,11 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     assert.deepEqual(responses['400'].content['application/json'].schema, { $ref: '#/components/schemas/Error' });
     for (const [status, response] of Object.entries(responses)) {
       if (status === '200') continue;
-      assert.deepEqual(response.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' }, `${status} has the Error body`);
+      assert.deepEqual(
+        response.content?.['application/json']?.schema,
+        { $ref: '#/components/schemas/Error' },
+        `${status} has the Error body`,
+      );
     }
   });
 

@@ -132,7 +132,8 @@ for (const backend of BACKENDS) {
       const before = (await get('/plants?limit=1000', 'bob')).body as Plant[];
       const plant = await store.addPlant({ name: 'late arrival', owner: 'root', public: false });
       await store.addGrant(plant.id, { user: 'bob' });
-      const after = (await get(`/plants?limit=1000&cursor=${Buffer.from(`p${plant.id - 1}`).toString('base64url')}`, 'bob')).body as Plant[];
+      const after = (await get(`/plants?limit=1000&cursor=${Buffer.from(`p${plant.id - 1}`).toString('base64url')}`, 'bob'))
+        .body as Plant[];
       assert.deepEqual(after, [{ name: 'late arrival' }]);
       assert.deepEqual((await get('/plants?limit=1000', 'bob')).body, before, 'the first page is unchanged (the plant is last)');
       await store.removeGrant(plant.id, { user: 'bob' });

@@ -89,7 +89,10 @@ for (const backend of BACKENDS) {
         assertPlants(await asUser('alice'), ALICE);
         assertPlants(await asUser('carol'), CAROL);
         assertPlants(await asUser('dave'), DAVE);
-        assertPlants(await asUser('bob'), ALL.filter((p) => !['Basil', 'Yucca'].includes(p.name)));
+        assertPlants(
+          await asUser('bob'),
+          ALL.filter((p) => !['Basil', 'Yucca'].includes(p.name)),
+        );
         assertPlants(await asUser('root'), ALL);
       });
 
@@ -104,9 +107,14 @@ for (const backend of BACKENDS) {
         assert.doesNotMatch(res.text, /"tag"\s*:\s*null/);
         for (const plant of res.body as Array<Record<string, unknown>>) {
           const expected = ALL.find((p) => p.name === plant.name)!;
-          if (expected.tag === undefined) assert.ok(!Object.hasOwn(plant, 'tag'), `${plant.name} has a tag field: ${JSON.stringify(plant)}`);
+          if (expected.tag === undefined)
+            assert.ok(!Object.hasOwn(plant, 'tag'), `${plant.name} has a tag field: ${JSON.stringify(plant)}`);
           else assert.equal(plant.tag, expected.tag);
-          assert.deepEqual(Object.keys(plant).filter((k) => k !== 'name' && k !== 'tag'), [], 'no other fields (no id)');
+          assert.deepEqual(
+            Object.keys(plant).filter((k) => k !== 'name' && k !== 'tag'),
+            [],
+            'no other fields (no id)',
+          );
         }
       });
 
@@ -338,7 +346,13 @@ for (const backend of BACKENDS) {
         });
       }
 
-      for (const accept of ['application/json', '*/*', 'application/*', 'text/html, application/json;q=0.5', 'text/html;q=0.9, */*;q=0.1']) {
+      for (const accept of [
+        'application/json',
+        '*/*',
+        'application/*',
+        'text/html, application/json;q=0.5',
+        'text/html;q=0.9, */*;q=0.1',
+      ]) {
         it(`Accept: ${accept} gives 200`, async () => {
           assertPlants(await asUser('alice', '/plants', { accept }), ALICE);
         });

@@ -108,7 +108,10 @@ describe('rate limiting, in-process counters', () => {
   it('documents 429 with its headers in the served OpenAPI document', async () => {
     const doc = (await rawRequest(server.url, '/openapi.json')).body as {
       info: { description: string };
-      paths: Record<string, { get: { responses: Record<string, { headers?: Record<string, unknown>; content: Record<string, { schema: unknown }> }> } }>;
+      paths: Record<
+        string,
+        { get: { responses: Record<string, { headers?: Record<string, unknown>; content: Record<string, { schema: unknown }> }> } }
+      >;
     };
     const responses = doc.paths['/plants']!.get.responses;
     const tooMany = responses['429']!;
@@ -225,7 +228,13 @@ describe('rate limiting through Redis that goes away and comes back', async () =
         assert.equal(res.status, 200, res.text);
         assert.equal(res.headers.ratelimit, undefined);
       }
-      assert.equal(server.logs().split('\n').filter((line) => line.includes('rate limit counters unreachable')).length, 1);
+      assert.equal(
+        server
+          .logs()
+          .split('\n')
+          .filter((line) => line.includes('rate limit counters unreachable')).length,
+        1,
+      );
 
       await proxy.start();
       // ioredis reconnects on its own, within its back-off of at most 2 s.
@@ -325,10 +334,15 @@ describe('rate limiting JWTs', () => {
     try {
       const variants = spellings(await mintJwt(secretKey(), { claims: { sub: 'alice' } }));
       assert.equal(new Set(variants).size, 4);
-      for (const variant of variants) assert.equal((await rawRequest(server.url, '/plants', bearer(variant))).status, 200, 'every spelling verifies');
+      for (const variant of variants)
+        assert.equal((await rawRequest(server.url, '/plants', bearer(variant))).status, 200, 'every spelling verifies');
       for (const variant of variants) assertError(await rawRequest(server.url, '/plants', bearer(variant)), 429, 42901);
       // Another token of the same subject is the same identity: it shares the budget too.
-      assertError(await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alice', jti: 'other' } }))), 429, 42901);
+      assertError(
+        await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alice', jti: 'other' } }))),
+        429,
+        42901,
+      );
     } finally {
       await server.close();
       await store.close();

@@ -51,7 +51,12 @@ describe('the service version', () => {
   // body and the version (a request without Host got Node's bare 400, the others lacked the header).
   const wire: Array<[string, string, number, number]> = [
     ['no Host header', 'GET /plants HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 40003],
-    ['Content-Length and Transfer-Encoding', 'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 40003],
+    [
+      'Content-Length and Transfer-Encoding',
+      'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      40003,
+    ],
     ['two Content-Lengths', 'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 40003],
     ['an obs-fold header', 'GET /plants HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n', 400, 40003],
     ['a bare LF', 'GET /plants HTTP/1.1\nHost: x\n\n', 400, 40003],
@@ -79,7 +84,7 @@ describe('the service version', () => {
     assert.equal(streamed.headers['plantstore-version'], PACKAGE_VERSION);
   });
 
-  it('is named in the served OpenAPI document (info.version stays the contract\'s), which documents the header on every response', async () => {
+  it("is named in the served OpenAPI document (info.version stays the contract's), which documents the header on every response", async () => {
     const doc = (await rawRequest(server.url, '/openapi.json')).body as {
       info: { version: string; description: string };
       paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { $ref?: string }> }> }>>;
@@ -90,7 +95,8 @@ describe('the service version', () => {
     assert.equal(doc.components.headers['Plantstore-Version']?.schema.type, 'string');
     const responses = Object.values(doc.paths).flatMap((path) => Object.values(path).flatMap((op) => Object.values(op.responses)));
     assert.ok(responses.length >= 8);
-    for (const response of responses) assert.equal(response.headers?.['Plantstore-Version']?.$ref, '#/components/headers/Plantstore-Version');
+    for (const response of responses)
+      assert.equal(response.headers?.['Plantstore-Version']?.$ref, '#/components/headers/Plantstore-Version');
   });
 
   it('is what plantstore --version prints', async () => {

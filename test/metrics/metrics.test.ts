@@ -112,7 +112,11 @@ for (const backend of BACKENDS) {
       const buckets = after.filter((s) => s.name === 'plantstore_http_request_duration_seconds_bucket' && s.labels.route === '/plants');
       assert.ok(buckets.length > 5, 'several buckets');
       const counts = buckets.map((s) => s.value);
-      assert.deepEqual(counts, [...counts].sort((a, b) => a - b), 'buckets are cumulative');
+      assert.deepEqual(
+        counts,
+        [...counts].sort((a, b) => a - b),
+        'buckets are cumulative',
+      );
 
       const failures = (reason: string) => delta(before, after, 'plantstore_auth_failures_total', { reason });
       assert.equal(failures('missing_credentials'), 1);
@@ -198,10 +202,14 @@ describe('serve --workers N with metrics', () => {
   it('the primary serves the sum of every worker’s metrics', async () => {
     const db = join(dir, 'plants.db');
     assert.equal((await runCli(db, ['migrate'])).code, 0);
-    const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--workers', '2', '--port', '0', '--metrics-port', '0', '--log-level', 'info'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, PLANTSTORE_DB: '' },
-    });
+    const child = spawn(
+      process.execPath,
+      [BIN, '--db', db, 'serve', '--workers', '2', '--port', '0', '--metrics-port', '0', '--log-level', 'info'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, PLANTSTORE_DB: '' },
+      },
+    );
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));

@@ -18,7 +18,8 @@ async function openForReading(file: string): Promise<Readable> {
     return handle.createReadStream();
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'is a directory' : String(code);
+    const why =
+      code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'is a directory' : String(code);
     throw invalidInput(`cannot read ${file}: ${why}`);
   }
 }
@@ -60,7 +61,8 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
       try {
         const summary = await withStore(
           cmd,
-          (store) => store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+          (store) =>
+            store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
           { create: true },
         );
         progress.stop();

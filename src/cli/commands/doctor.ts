@@ -12,7 +12,7 @@ export function registerDoctorCommand(program: Command): void {
       examples(
         'plantstore doctor',
         'PLANTSTORE_DB=postgres://plantstore@db.internal/plantstore plantstore doctor --workers 4',
-        "plantstore doctor --json | jq '.[] | select(.status != \"ok\")'",
+        'plantstore doctor --json | jq \'.[] | select(.status != "ok")\'',
       ) +
         '\nEach line is ok, warn, fail or skip, then what was checked and, when not ok, what to do.' +
         '\nIt takes the flags of serve, so it checks the configuration serve would run with; it never changes the database.\n',

@@ -33,7 +33,8 @@ export function registerGroupCommands(program: Command): void {
     .addHelpText('after', examples('plantstore groups add-member gardeners alice bob'))
     .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
       await withStore(cmd, async (store) => {
-        for (const user of users) say((await store.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
+        for (const user of users)
+          say((await store.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
       });
     });
 

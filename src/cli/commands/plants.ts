@@ -16,7 +16,9 @@ export function registerPlantCommands(program: Command): void {
     .requiredOption('--owner <user>', 'the user who owns it')
     .option('--tag <tag>', 'tag that specifies the type of the plant')
     .option('--public', 'every user sees it', false)
-    .addHelpText('after', examples(
+    .addHelpText(
+      'after',
+      examples(
         'plantstore plants add --name "Monstera deliciosa" --tag tropical --owner alice --public',
         'ID=$(plantstore plants add --name Fern --owner bob)',
       ),

@@ -16,7 +16,13 @@ export function registerTokenCommands(program: Command): void {
     .description('issue a bearer token for a user; prints the token alone (it is shown only this once)')
     .option('--expires-in <duration>', 'lifetime, e.g. 90s, 15m, 12h, 30d, 2w (default: no expiry)')
     .option('--label <text>', 'a note to recognise the token by')
-    .addHelpText('after', examples('TOKEN=$(plantstore tokens create alice --expires-in 30d --label laptop)', 'plantstore tokens create ci-bot --expires-in 12h'))
+    .addHelpText(
+      'after',
+      examples(
+        'TOKEN=$(plantstore tokens create alice --expires-in 30d --label laptop)',
+        'plantstore tokens create ci-bot --expires-in 12h',
+      ),
+    )
     .action(async (user: string, opts: { expiresIn?: string; label?: string }, cmd: Command) => {
       const expiresAt = opts.expiresIn === undefined ? undefined : new Date(Date.now() + parseDuration(opts.expiresIn));
       const { token, hash } = generateToken();
@@ -24,7 +30,9 @@ export function registerTokenCommands(program: Command): void {
         store.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
       );
       process.stdout.write(`${token}\n`);
-      say(`created token ${info.id} for ${user}${expiresAt ? `, expiring ${expiresAt.toISOString()}` : ''}; store it now, it cannot be shown again`);
+      say(
+        `created token ${info.id} for ${user}${expiresAt ? `, expiring ${expiresAt.toISOString()}` : ''}; store it now, it cannot be shown again`,
+      );
     });
 
   tokens
@@ -32,7 +40,10 @@ export function registerTokenCommands(program: Command): void {
     .description('list tokens (never their values)')
     .option('--user <user>', 'only tokens of this user')
     .option('--json', 'print a JSON array', false)
-    .addHelpText('after', examples('plantstore tokens list', "plantstore tokens list --user alice --json | jq '.[] | select(.state == \"active\") | .id'"))
+    .addHelpText(
+      'after',
+      examples('plantstore tokens list', 'plantstore tokens list --user alice --json | jq \'.[] | select(.state == "active") | .id\''),
+    )
     .action(async (opts: { user?: string; json: boolean }, cmd: Command) => {
       const rows = await withStore(cmd, (store) => store.listTokens(opts.user === undefined ? {} : { user: opts.user }));
       const now = Date.now();

@@ -28,7 +28,11 @@ export interface Inspector {
 export async function schemaChecks(db: Inspector): Promise<Check[]> {
   if (!(await db.tableExists(DEFAULT_MIGRATION_TABLE))) {
     return [
-      warn('schema', 'no Plant Store schema in this database yet', 'run "plantstore migrate" (serve and every other command also create it)'),
+      warn(
+        'schema',
+        'no Plant Store schema in this database yet',
+        'run "plantstore migrate" (serve and every other command also create it)',
+      ),
       skip('counts', 'no schema'),
     ];
   }
@@ -48,7 +52,11 @@ export async function schemaChecks(db: Inspector): Promise<Check[]> {
   }
   if (pending.length > 0) {
     return [
-      warn('schema', `${pending.length} pending migration(s): ${pending.join(', ')}`, 'run "plantstore migrate" (serve also applies them on start)'),
+      warn(
+        'schema',
+        `${pending.length} pending migration(s): ${pending.join(', ')}`,
+        'run "plantstore migrate" (serve also applies them on start)',
+      ),
       skip('counts', 'schema not up to date'),
     ];
   }
@@ -65,7 +73,8 @@ async function countCheck(db: Inspector): Promise<Check> {
   // Date.now() is a whole number, so it is safe to write into the statement (placeholders differ per backend).
   const active = await count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${Date.now()})`);
   const detail = `${users} users (${admins} admins), ${plants} plants, ${tokens} tokens (${active} active)`;
-  if (users === 0) return warn('counts', detail, 'add a user with "plantstore users add NAME" (or load a catalogue with "plantstore import")');
+  if (users === 0)
+    return warn('counts', detail, 'add a user with "plantstore users add NAME" (or load a catalogue with "plantstore import")');
   return ok('counts', detail);
 }
 

@@ -53,10 +53,18 @@ async function jwksCheck(url: string, algorithms: string[]): Promise<Check> {
   if (!Array.isArray(keys)) return fail('jwks', `${url} is not a JSON Web Key Set (no "keys" array)`, fix);
   // Only signing keys of an asymmetric type whose algorithm (when stated) is accepted can ever verify a token.
   const usable = (keys as Jwk[]).filter(
-    (k) => typeof k.kty === 'string' && ['RSA', 'EC', 'OKP'].includes(k.kty) && k.use !== 'enc' && (k.alg === undefined || (typeof k.alg === 'string' && algorithms.includes(k.alg))),
+    (k) =>
+      typeof k.kty === 'string' &&
+      ['RSA', 'EC', 'OKP'].includes(k.kty) &&
+      k.use !== 'enc' &&
+      (k.alg === undefined || (typeof k.alg === 'string' && algorithms.includes(k.alg))),
   );
   if (usable.length === 0) {
-    return fail('jwks', `${url} has ${keys.length} key(s), none usable to verify ${algorithms.join(', ')} signatures`, 'check --jwt-algorithms against the keys the provider publishes');
+    return fail(
+      'jwks',
+      `${url} has ${keys.length} key(s), none usable to verify ${algorithms.join(', ')} signatures`,
+      'check --jwt-algorithms against the keys the provider publishes',
+    );
   }
   return ok('jwks', `${url} answers with ${usable.length} usable signing key(s)`);
 }

@@ -28,6 +28,7 @@ async function listenCheck(check: string, host: string, port: number, flag: stri
 /** The public listener and, when on, the metrics listener: can `serve` listen where it is told to? */
 export async function listenChecks(config: Config): Promise<Check[]> {
   const checks = [await listenCheck('listen', config.host, config.port, '--host, --port')];
-  if (config.metrics) checks.push(await listenCheck('metrics listen', config.metrics.host, config.metrics.port, '--metrics-host, --metrics-port'));
+  if (config.metrics)
+    checks.push(await listenCheck('metrics listen', config.metrics.host, config.metrics.port, '--metrics-host, --metrics-port'));
   return checks;
 }

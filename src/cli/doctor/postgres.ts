@@ -50,7 +50,13 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
   try {
     parsed = connectionSettings(config.db);
   } catch {
-    return [fail('database', `--db is not a valid PostgreSQL URL: ${withoutPassword(config.db)}`, 'write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]')];
+    return [
+      fail(
+        'database',
+        `--db is not a valid PostgreSQL URL: ${withoutPassword(config.db)}`,
+        'write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]',
+      ),
+    ];
   }
   const { settings, schema, where } = parsed;
   const checks: Check[] = [];
@@ -59,26 +65,36 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
       const version = String((await client.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version);
       checks.push(ok('database', `PostgreSQL ${version.split(' ')[0]} at ${where}${schema ? `, schema ${schema}` : ''}`));
 
-      const limits = (await client.query(
-        `SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved,
+      const limits = (
+        await client.query(
+          `SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved,
                 (SELECT count(*)::int FROM pg_stat_activity) AS used`,
-      )).rows[0] as { max: number; reserved: number; used: number };
+        )
+      ).rows[0] as { max: number; reserved: number; used: number };
       checks.push(await poolCheck(settings, config, limits));
 
       if (schema && (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 0) {
-        checks.push(warn('schema', `schema ${schema} does not exist yet`, 'run "plantstore migrate" to create it (serve also does)'), skip('counts', 'no schema'));
+        checks.push(
+          warn('schema', `schema ${schema} does not exist yet`, 'run "plantstore migrate" to create it (serve also does)'),
+          skip('counts', 'no schema'),
+        );
         return;
       }
       checks.push(
         ...(await schemaChecks({
           // to_regclass follows the search_path, so this finds the table in the URL's schema.
-          tableExists: async (name) => (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
+          tableExists: async (name) =>
+            (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
           column: async (sql) => (await client.query({ text: sql, rowMode: 'array' })).rows.map((row: unknown[]) => row[0]),
         })),
       );
     });
   } catch (err) {
-    if (checks.length === 0) return [fail('database', `cannot reach PostgreSQL at ${where}: ${reason(err)}`, UNREACHABLE_FIX), skip('schema', 'database not reachable')];
+    if (checks.length === 0)
+      return [
+        fail('database', `cannot reach PostgreSQL at ${where}: ${reason(err)}`, UNREACHABLE_FIX),
+        skip('schema', 'database not reachable'),
+      ];
     checks.push(fail('database', `query failed on ${where}: ${reason(err)}`, 'check that the user may read the Plant Store tables'));
   }
   if (config.readDb) checks.push(await replicaCheck(config.readDb));
@@ -86,7 +102,11 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
 }
 
 /** Opens a connection through a pool sized like serve's, and checks the server has room for every worker's pool. */
-async function poolCheck(settings: pg.ClientConfig, config: Config, limits: { max: number; reserved: number; used: number }): Promise<Check> {
+async function poolCheck(
+  settings: pg.ClientConfig,
+  config: Config,
+  limits: { max: number; reserved: number; used: number },
+): Promise<Check> {
   const pool = new pg.Pool({ ...settings, max: config.poolSize });
   pool.on('error', () => {});
   try {
@@ -113,10 +133,17 @@ async function poolCheck(settings: pg.ClientConfig, config: Config, limits: { ma
 async function replicaCheck(url: string): Promise<Check> {
   const { settings, where } = connectionSettings(url);
   try {
-    const inRecovery = await withClient(settings, async (client) => (await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r')).rows[0]!.r);
+    const inRecovery = await withClient(
+      settings,
+      async (client) => (await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r')).rows[0]!.r,
+    );
     return inRecovery
       ? ok('read replica', `${where} answers and is a standby`)
-      : warn('read replica', `${where} answers but is not a standby (pg_is_in_recovery is false)`, 'check that --read-db / PLANTSTORE_READ_DB names the replica, not another primary');
+      : warn(
+          'read replica',
+          `${where} answers but is not a standby (pg_is_in_recovery is false)`,
+          'check that --read-db / PLANTSTORE_READ_DB names the replica, not another primary',
+        );
   } catch (err) {
     return fail('read replica', `cannot reach ${where}: ${reason(err)}`, 'start the replica, or correct --read-db / PLANTSTORE_READ_DB');
   }

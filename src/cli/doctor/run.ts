@@ -43,4 +43,3 @@ export function printChecks(checks: Check[]): void {
   const count = (status: Check['status']) => checks.filter((c) => c.status === status).length;
   process.stdout.write(`${count('ok')} ok, ${count('warn')} warning(s), ${count('fail')} failure(s)\n`);
 }
-

@@ -23,10 +23,20 @@ export async function sqliteChecks(path: string): Promise<Check[]> {
     let parent = dir;
     while (!existsSync(parent)) parent = dirname(parent);
     if (!canAccess(parent, constants.W_OK)) {
-      return [fail('database', `${file} does not exist and ${parent} is not writable`, `create it as a user who may write to ${parent}, or choose another --db`)];
+      return [
+        fail(
+          'database',
+          `${file} does not exist and ${parent} is not writable`,
+          `create it as a user who may write to ${parent}, or choose another --db`,
+        ),
+      ];
     }
     return [
-      warn('database', `${file} does not exist yet`, 'run "plantstore migrate" to create it (serve also does), or check --db / PLANTSTORE_DB'),
+      warn(
+        'database',
+        `${file} does not exist yet`,
+        'run "plantstore migrate" to create it (serve also does), or check --db / PLANTSTORE_DB',
+      ),
       skip('schema', 'no database file'),
     ];
   }
@@ -36,11 +46,23 @@ export async function sqliteChecks(path: string): Promise<Check[]> {
   const mode = (stats.mode & 0o777).toString(8).padStart(4, '0');
   if (!stats.isFile()) return [fail('database', `${file} is not a file`, 'point --db / PLANTSTORE_DB at the SQLite database file')];
   if (!canAccess(file, constants.R_OK | constants.W_OK)) {
-    return [fail('permissions', `${file} (mode ${mode}, owner uid ${stats.uid}) is not readable and writable by this user`, 'run as the owner of the file, or chmod u+rw it')];
+    return [
+      fail(
+        'permissions',
+        `${file} (mode ${mode}, owner uid ${stats.uid}) is not readable and writable by this user`,
+        'run as the owner of the file, or chmod u+rw it',
+      ),
+    ];
   }
   // WAL keeps two files beside the database (-wal, -shm) that every process must be able to create and write.
   if (!canAccess(dir, constants.W_OK)) {
-    checks.push(fail('permissions', `directory ${dir} is not writable, so SQLite cannot create the -wal and -shm files`, `make ${dir} writable by this user`));
+    checks.push(
+      fail(
+        'permissions',
+        `directory ${dir} is not writable, so SQLite cannot create the -wal and -shm files`,
+        `make ${dir} writable by this user`,
+      ),
+    );
   } else if (stats.mode & 0o002) {
     checks.push(warn('permissions', `${file} is writable by every user (mode ${mode})`, `chmod o-w ${file}`));
   } else {
@@ -52,7 +74,10 @@ export async function sqliteChecks(path: string): Promise<Check[]> {
     sqlite = new BetterSqlite3(file, { fileMustExist: true });
     sqlite.pragma('busy_timeout = 5000');
   } catch (err) {
-    return [...checks, fail('database', `cannot open ${file}: ${reason(err)}`, 'check the path and the permissions of the file and its directory')];
+    return [
+      ...checks,
+      fail('database', `cannot open ${file}: ${reason(err)}`, 'check the path and the permissions of the file and its directory'),
+    ];
   }
   try {
     let journal: string;
@@ -73,17 +98,25 @@ export async function sqliteChecks(path: string): Promise<Check[]> {
     checks.push(
       messages.length === 1 && messages[0] === 'ok'
         ? ok('integrity', 'quick_check found no problems')
-        : fail('integrity', `quick_check: ${messages.join('; ')}`, 'stop the service and restore from a backup (or export what can be read and import it into a new file)'),
+        : fail(
+            'integrity',
+            `quick_check: ${messages.join('; ')}`,
+            'stop the service and restore from a backup (or export what can be read and import it into a new file)',
+          ),
     );
     checks.push(
       ...(await schemaChecks({
-        tableExists: async (name) => sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
+        tableExists: async (name) =>
+          sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
         column: async (sql) => sqlite.prepare(sql).pluck().all(),
       })),
     );
     return checks;
   } catch (err) {
-    return [...checks, fail('database', `${file}: ${reason(err)}`, 'check that no other program holds a long write lock, then run doctor again')];
+    return [
+      ...checks,
+      fail('database', `${file}: ${reason(err)}`, 'check that no other program holds a long write lock, then run doctor again'),
+    ];
   } finally {
     sqlite.close();
   }

@@ -44,7 +44,9 @@ async function createSqlite(db: Kysely<any>): Promise<void> {
     seq INTEGER PRIMARY KEY AUTOINCREMENT, table_name TEXT NOT NULL,
     user_id INTEGER, group_id INTEGER, plant_id INTEGER, token_id INTEGER, name TEXT, is_public INTEGER)`.execute(db);
   await sql`CREATE TABLE change_log_state (
-    id INTEGER PRIMARY KEY CHECK (id = 1), pruned_through INTEGER NOT NULL, mark_seq INTEGER NOT NULL, mark_at INTEGER NOT NULL)`.execute(db);
+    id INTEGER PRIMARY KEY CHECK (id = 1), pruned_through INTEGER NOT NULL, mark_seq INTEGER NOT NULL, mark_at INTEGER NOT NULL)`.execute(
+    db,
+  );
   await sql`INSERT INTO change_log_state VALUES (1, 0, 0, ${Date.now()})`.execute(db);
   for (const table of Object.keys(LOGGED_TABLES) as LoggedTable[]) {
     for (const operation of OPERATIONS) {
@@ -105,7 +107,9 @@ END $$`,
 BEGIN INSERT INTO change_log (table_name) VALUES ('${EVERYTHING}'); RETURN NULL; END $$`,
       )
       .execute(db);
-    await sql.raw(`CREATE TRIGGER ${table}_truncated AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}_truncated()`).execute(db);
+    await sql
+      .raw(`CREATE TRIGGER ${table}_truncated AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}_truncated()`)
+      .execute(db);
   }
 }
 

@@ -39,11 +39,15 @@ async function addKeys(db: Kysely<any>, dialect: Dialect): Promise<void> {
     await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`).execute(db);
   } else {
     const name = changeTriggerName('users', 'update');
-    trigger = (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${name}`.execute(db)).rows[0]?.sql;
+    trigger = (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${name}`.execute(db)).rows[0]
+      ?.sql;
     if (trigger !== undefined) await sql.raw(`DROP TRIGGER ${name}`).execute(db);
   }
-  for (let after = 0; ; ) {
-    const { rows } = await sql<{ id: number; name: string }>`SELECT id, name FROM users WHERE id > ${after} ORDER BY id LIMIT ${BATCH}`.execute(db);
+  for (let after = 0; ;) {
+    const { rows } = await sql<{
+      id: number;
+      name: string;
+    }>`SELECT id, name FROM users WHERE id > ${after} ORDER BY id LIMIT ${BATCH}`.execute(db);
     if (rows.length === 0) break;
     after = Number(rows.at(-1)!.id);
     const keys = JSON.stringify(rows.map((r) => [Number(r.id), nameKey(r.name)]));

@@ -260,10 +260,10 @@ export class PostgresImport implements ImportTarget {
         userColumn.push(userId);
       }
     }
-    await this.run('INSERT INTO group_members (group_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING', [
-      groupColumn,
-      userColumn,
-    ]);
+    await this.run(
+      'INSERT INTO group_members (group_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING',
+      [groupColumn, userColumn],
+    );
   }
 
   private async flushPlants(): Promise<void> {
@@ -282,7 +282,11 @@ export class PostgresImport implements ImportTarget {
     await previous;
   }
 
-  private async writePlants({ rows, userGrants, groupGrants }: PlantBatch, reservation: Promise<pg.QueryResult<Range>>, previous: Promise<void>) {
+  private async writePlants(
+    { rows, userGrants, groupGrants }: PlantBatch,
+    reservation: Promise<pg.QueryResult<Range>>,
+    previous: Promise<void>,
+  ) {
     let runs: Range[];
     try {
       runs = (await reservation).rows;

@@ -61,7 +61,8 @@ async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, t
 /** Errors that mean "the database is not there right now" rather than "this request is wrong". */
 export function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code)) return true;
+  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code))
+    return true;
   return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
     e.message ?? '',
   );
@@ -93,7 +94,9 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
     // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
     types: {
       getTypeParser: ((oid: number, format?: string) =>
-        oid === 20 ? Number : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
+        oid === 20
+          ? Number
+          : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
     },
   });
   // An idle connection dropped by the server (restart, pg_terminate_backend) must not crash the process;
@@ -101,7 +104,6 @@ function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; sch
   pool.on('error', () => {});
   return { pool, ...(schema ? { schema } : {}) };
 }
-
 
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export class PostgresStore extends StoreBase {
@@ -137,7 +139,8 @@ export class PostgresStore extends StoreBase {
     try {
       if (schema && options.create === false) {
         const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-        if (rows.length === 0) throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
+        if (rows.length === 0)
+          throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
       }
       if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
@@ -159,7 +162,13 @@ export class PostgresStore extends StoreBase {
    * Runs a hot-path query as a named prepared statement; connection failures become "unavailable" (503).
    * When timed, the duration includes any wait for a free connection: that is what a request waits.
    */
-  private query<R extends pg.QueryResultRow>(name: HotQuery, text: string, values: unknown[], pool = this.pool, statement: string = name): Promise<R[]> {
+  private query<R extends pg.QueryResultRow>(
+    name: HotQuery,
+    text: string,
+    values: unknown[],
+    pool = this.pool,
+    statement: string = name,
+  ): Promise<R[]> {
     return this.hotQuery(name, async () => (await pool.query<R>({ name: statement, text, values })).rows);
   }
 
@@ -199,7 +208,13 @@ export class PostgresStore extends StoreBase {
   }
 
   async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
-    const [row] = await this.query<{ token_id: number; user_id: number; is_admin: number; expires_at: number | null; revoked_at: number | null }>(
+    const [row] = await this.query<{
+      token_id: number;
+      user_id: number;
+      is_admin: number;
+      expires_at: number | null;
+      revoked_at: number | null;
+    }>(
       'find_token',
       `SELECT t.id AS token_id, t.user_id, u.is_admin, t.expires_at, t.revoked_at
        FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`,
@@ -216,7 +231,13 @@ export class PostgresStore extends StoreBase {
 
   async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<VisiblePage> {
     const rows = await (extraGroups.length > 0
-      ? this.query<PageRow>('visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], this.readPool, 'visible_plants_claims')
+      ? this.query<PageRow>(
+          'visible_plants',
+          VISIBLE_PLANTS_WITH_CLAIMS,
+          [userId, after, limit, extraGroups],
+          this.readPool,
+          'visible_plants_claims',
+        )
       : this.query<PageRow>('visible_plants', VISIBLE_PLANTS, [userId, after, limit], this.readPool));
     return this.page(rows);
   }
@@ -259,7 +280,7 @@ export class PostgresStore extends StoreBase {
         throw err;
       }
       return {
-        rows: <R,>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
+        rows: <R>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
         close: async () => {
           await client.query('ROLLBACK').catch(() => {});
           client.release();

@@ -50,7 +50,9 @@ class PlantWriter {
     this.one = db.prepare(insert + row);
     this.many = db.prepare(insert + Array<string>(PLANTS_PER_INSERT).fill(row).join(', '));
     this.before = db
-      .prepare(`SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`)
+      .prepare(
+        `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`,
+      )
       .pluck()
       .get() as number;
     this.nextId = this.before + 1;
@@ -82,9 +84,10 @@ class PlantWriter {
 
   private startBulk(): void {
     this.bulk = true;
-    this.ownerIndexSql = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_by_owner'").pluck().get() as
-      | string
-      | undefined;
+    this.ownerIndexSql = this.db
+      .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_by_owner'")
+      .pluck()
+      .get() as string | undefined;
     if (this.ownerIndexSql !== undefined) this.db.exec('DROP INDEX plants_by_owner');
   }
 }
@@ -149,7 +152,12 @@ export class SqliteImport implements ImportTarget {
   next(): void {}
 
   user(name: string, admin: boolean | undefined): void {
-    const row = this.statements.upsertUser.get({ name, admin: admin === undefined ? null : Number(admin), now: this.now, key: nameKey(name) })!;
+    const row = this.statements.upsertUser.get({
+      name,
+      admin: admin === undefined ? null : Number(admin),
+      now: this.now,
+      key: nameKey(name),
+    })!;
     this.names.learn('user', name, row.id);
   }
 

@@ -14,7 +14,16 @@ const RELEASE_MS = 2;
 const PREPARED_LISTINGS = 64;
 
 type PlantRow = [id: number, name: string, tag: string | null];
-type ChangeRow = [seq: number, table: string | null, userId: number | null, groupId: number | null, plantId: number | null, tokenId: number | null, name: string | null, isPublic: number | null];
+type ChangeRow = [
+  seq: number,
+  table: string | null,
+  userId: number | null,
+  groupId: number | null,
+  plantId: number | null,
+  tokenId: number | null,
+  name: string | null,
+  isPublic: number | null,
+];
 
 /**
  * A listing's rows come back as one JSON text, `[[id, name, tag], …]`, parsed here: better-sqlite3 builds each
@@ -249,5 +258,13 @@ export class SqliteReader implements ChangeFeed {
 }
 
 function toChange([, table, userId, groupId, plantId, tokenId, name, isPublic]: ChangeRow): Change {
-  return { table: (table ?? EVERYTHING) as LoggedTable | typeof EVERYTHING, userId, groupId, plantId, tokenId, name, isPublic: isPublic === 1 };
+  return {
+    table: (table ?? EVERYTHING) as LoggedTable | typeof EVERYTHING,
+    userId,
+    groupId,
+    plantId,
+    tokenId,
+    name,
+    isPublic: isPublic === 1,
+  };
 }

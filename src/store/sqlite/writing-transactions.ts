@@ -32,7 +32,10 @@ export async function beginWriting(db: BetterSqlite3.Database, timeoutMs = BUSY_
 }
 
 class WritingTransactionsDriver extends SqliteDriver {
-  constructor(private readonly database: BetterSqlite3.Database, config: SqliteDialectConfig) {
+  constructor(
+    private readonly database: BetterSqlite3.Database,
+    config: SqliteDialectConfig,
+  ) {
     super(config);
   }
 
