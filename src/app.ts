@@ -38,6 +38,20 @@ export interface AppOptions {
  * the store: it opens it before and closes it after the app.
  */
 export async function buildApp({ config, store, logStream }: AppOptions): Promise<FastifyInstance> {
+  const app = createFastify(config, logStream);
+  installRequestChecks(app, config.http);
+  installErrorHandling(app);
+  installServerErrorHandling(app.server);
+  // Off unless configured: without it a browser page from another origin cannot read any answer.
+  if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
+  const metrics = await installMetrics(app, config, store);
+  await registerOpenApi(app);
+  await app.register(healthRoutes, { store });
+  await registerPlantRoutes(app, config, store, metrics);
+  return app;
+}
+
+function createFastify(config: Config, logStream: DestinationStream | undefined): FastifyInstance {
   const limits = config.http;
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
@@ -63,13 +77,18 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   });
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
-
   app.decorateRequest('viewer', null);
   app.setValidatorCompiler(strictValidatorCompiler);
-  // The headers every answer carries, set as the request arrives: they stay through errors, and a later
-  // reply.header overrides them (the docs' static files set their own cache-control). An onSend hook would do the
-  // same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
-  // that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
+  return app;
+}
+
+/**
+ * The headers every answer carries, set as the request arrives: they stay through errors, and a later
+ * reply.header overrides them (the docs' static files set their own cache-control). An onSend hook would do the
+ * same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
+ * that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
+ */
+function installRequestChecks(app: FastifyInstance, limits: Config['http']): void {
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(COMMON_HEADERS);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be a bare 400 without the Error body.
@@ -81,12 +100,10 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     }
     done();
   });
-  installErrorHandling(app);
-  installServerErrorHandling(app.server);
-  // Off unless configured: without it a browser page from another origin cannot read any answer.
-  if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
+}
 
-  // Off by default: then the metrics library is not even loaded and no hook is added.
+/** Off by default: then the metrics library is not even loaded and no hook is added. */
+async function installMetrics(app: FastifyInstance, config: Config, store: Store): Promise<Metrics | null> {
   const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store) : null;
   app.decorate('metrics', metrics);
   if (metrics) {
@@ -96,9 +113,11 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
       done();
     });
   }
+  return metrics;
+}
 
-  await registerOpenApi(app);
-  await app.register(healthRoutes, { store });
+/** `GET /plants` and what it stands on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
+async function registerPlantRoutes(app: FastifyInstance, config: Config, store: Store, metrics: Metrics | null): Promise<void> {
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
   const authenticator = createAuthenticator(
@@ -130,5 +149,4 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
     limiter,
     ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),
   });
-  return app;
 }

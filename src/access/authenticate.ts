@@ -42,7 +42,7 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 export function createAuthenticator(
   store: CredentialStore,
   caches: AnswerCaches,
-  jwt?: { config: JwtConfig; verifier: JwtVerifier },
+  jwt?: JwtSupport,
   counters: { tokens?: CacheCounter; users?: CacheCounter } = {},
 ): Authenticator {
   // Known opaque tokens (by hash) and JWT users (by name); unknown ones are never cached, so junk cannot evict them.
@@ -86,43 +86,59 @@ export function createAuthenticator(
       if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
         return isTokenShaped(token) ? opaque(token) : { ok: false, reason: 'malformed' };
       }
-      return bearerJwt(jwt, token);
+      return bearerJwt(jwt, token, jwtUser, store);
     },
     close() {
       jwt?.verifier.close();
     },
   };
+}
 
-  async function bearerJwt(jwt: { config: JwtConfig; verifier: JwtVerifier }, token: string): Promise<AuthResult> {
-    const checked = await jwt.verifier.verify(token);
-    if (!checked.ok) return checked;
-    let user = await jwtUser(checked.user);
-    if (!user) {
-      if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
-      try {
-        checkUserName(checked.user);
-      } catch (err) {
-        if (err instanceof DomainError)
-          return { ok: false, reason: 'invalid_claims', detail: `the '${jwt.config.userClaim}' claim is not a usable user name` };
-        throw err;
-      }
-      try {
-        user = await store.provisionUser(checked.user);
-      } catch (err) {
-        // A name that looks like an existing user's is not taken: the claim is refused, the other user not named.
-        if (err instanceof DomainError && err.kind === 'conflict') {
-          return {
-            ok: false,
-            reason: 'invalid_claims',
-            detail: `the '${jwt.config.userClaim}' claim names a user that looks like an existing one`,
-          };
-        }
-        throw err;
-      }
+type JwtSupport = { config: JwtConfig; verifier: JwtVerifier };
+
+/**
+ * A JWT bearer: verified, then its user claim resolved (`knownUser`, cached) to a Plant Store user, who is
+ * provisioned on first sight when the operator allows it. Groups come from the claim, admin rights only from
+ * the store.
+ */
+async function bearerJwt(
+  jwt: JwtSupport,
+  token: string,
+  knownUser: (name: string) => Awaitable<UserCredential | undefined>,
+  store: CredentialStore,
+): Promise<AuthResult> {
+  const checked = await jwt.verifier.verify(token);
+  if (!checked.ok) return checked;
+  const user = (await knownUser(checked.user)) ?? (await provisionedUser(jwt, checked.user, store));
+  if ('reason' in user) return user;
+  // Admin rights come from Plant Store, and reach a JWT only where the operator allows it (--jwt-admins).
+  const admin = user.admin && jwt.config.admins === 'allow';
+  // Rate limited by what the token identifies (its issuer and subject), not by its spelling.
+  return { ok: true, viewer: { userId: user.userId, admin, groups: checked.groups }, tokenKey: tokenKey(`jwt ${checked.identity}`) };
+}
+
+/** The user a JWT names that Plant Store does not know yet: created, or the refusal. */
+async function provisionedUser(
+  jwt: JwtSupport,
+  name: string,
+  store: CredentialStore,
+): Promise<UserCredential | Extract<AuthResult, { ok: false }>> {
+  if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
+  const claim = jwt.config.userClaim;
+  try {
+    checkUserName(name);
+  } catch (err) {
+    if (err instanceof DomainError)
+      return { ok: false, reason: 'invalid_claims', detail: `the '${claim}' claim is not a usable user name` };
+    throw err;
+  }
+  try {
+    return await store.provisionUser(name);
+  } catch (err) {
+    // A name that looks like an existing user's is not taken: the claim is refused, the other user not named.
+    if (err instanceof DomainError && err.kind === 'conflict') {
+      return { ok: false, reason: 'invalid_claims', detail: `the '${claim}' claim names a user that looks like an existing one` };
     }
-    // Admin rights come from Plant Store, and reach a JWT only where the operator allows it (--jwt-admins).
-    const admin = user.admin && jwt.config.admins === 'allow';
-    // Rate limited by what the token identifies (its issuer and subject), not by its spelling.
-    return { ok: true, viewer: { userId: user.userId, admin, groups: checked.groups }, tokenKey: tokenKey(`jwt ${checked.identity}`) };
+    throw err;
   }
 }

@@ -102,6 +102,13 @@ export class Metrics {
       }),
     ) as Record<AuthRefusal, Inc>;
 
+    this.cacheCounters(registers);
+    this.queryDurations();
+    if (store.backend === 'postgres') this.poolGauges(registers);
+  }
+
+  /** Hits and misses of each answer cache, read from its tally when scraped. */
+  private cacheCounters(registers: Registry[]): void {
     const caches = Object.entries({ token: this.caches.tokens, jwt_user: this.caches.users, page: this.caches.pages });
     const cacheCounter = (name: string, help: string, read: (tally: CacheTally) => number) =>
       new Counter({
@@ -116,7 +123,10 @@ export class Metrics {
       });
     cacheCounter('plantstore_cache_hits_total', 'Cache lookups answered from memory, by cache', (t) => t.hits);
     cacheCounter('plantstore_cache_misses_total', 'Cache lookups that went to the database, by cache', (t) => t.misses);
+  }
 
+  /** The store reports each hot-path query's duration from now on. */
+  private queryDurations(): void {
     const queries = new HotHistogram<'query'>(
       'plantstore_db_query_duration_seconds',
       'Duration of the hot-path database queries (token and user look-ups, listings, pings), by query',
@@ -125,9 +135,7 @@ export class Metrics {
     );
     const byQuery = {} as Record<HotQuery, Observe>;
     for (const query of HOT_QUERIES) byQuery[query] = queries.labels({ query });
-    store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
-
-    if (store.backend === 'postgres') this.poolGauges(registers);
+    this.store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
   }
 
   /** Pool sizes are read when scraped, not tracked per query: they cost nothing between scrapes. */

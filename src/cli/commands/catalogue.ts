@@ -48,32 +48,7 @@ Examples:
 A progress bar shows on a terminal; a summary line (counts, seconds, records/s) always ends on stderr.
 `,
     )
-    .action(async (file: string, _opts: unknown, cmd: Command) => {
-      const input = file === '-' ? process.stdin : await openForReading(file);
-      const [{ readRecordBatches }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
-      const size = file === '-' ? undefined : statSync(file).size;
-      const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
-      // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
-      // It is read off the stream, not counted with a 'data' listener: that would start the stream flowing
-      // while the database opens, and the lines read before the reader attaches would be lost.
-      const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
-      const started = process.hrtime.bigint();
-      try {
-        const summary = await withStore(
-          cmd,
-          (store) =>
-            store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
-          { create: true },
-        );
-        progress.stop();
-        const records = summary.users + summary.groups + summary.plants;
-        const counts = `${summary.users} users, ${summary.groups} groups, ${summary.plants} plants, ${summary.grants} grants`;
-        process.stderr.write(`${summaryLine(`imported ${counts}`, records, started)}\n`);
-      } finally {
-        progress.stop();
-        input.destroy();
-      }
-    });
+    .action(importCatalogue);
 
   program
     .command('export')
@@ -84,28 +59,59 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
       examples('plantstore export -o backup.ndjson', 'plantstore export | gzip > backup.ndjson.gz') +
         '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n',
     )
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      const { progressBar, summaryLine } = await loadProgress();
-      const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
-      const started = process.hrtime.bigint();
-      let records = 0;
-      await withStore(cmd, async (store) => {
-        const counts = await store.counts();
-        const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
-        try {
-          for await (const record of store.exportRecords()) {
-            await writeLine(out, `${JSON.stringify(record)}\n`);
-            // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
-            if (++records % 512 === 0) progress.update(records);
-          }
-        } finally {
-          progress.stop();
-        }
-      });
-      if (out !== process.stdout) {
-        out.end();
-        await once(out, 'finish');
+    .action(exportCatalogue);
+}
+
+/** `import <file>`: every record in one transaction, with a progress bar by bytes read. */
+async function importCatalogue(file: string, _opts: unknown, cmd: Command): Promise<void> {
+  const input = file === '-' ? process.stdin : await openForReading(file);
+  const [{ readRecordBatches }, { progressBar, summaryLine }] = await Promise.all([loadReader(), loadProgress()]);
+  const size = file === '-' ? undefined : statSync(file).size;
+  const progress = progressBar('importing', { byRatio: size !== undefined && size > 0 });
+  // With a file, the share of bytes read is the honest measure of progress (the record count is unknown).
+  // It is read off the stream, not counted with a 'data' listener: that would start the stream flowing
+  // while the database opens, and the lines read before the reader attaches would be lost.
+  const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
+  const started = process.hrtime.bigint();
+  try {
+    const summary = await withStore(
+      cmd,
+      (store) =>
+        store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+      { create: true },
+    );
+    progress.stop();
+    const records = summary.users + summary.groups + summary.plants;
+    const counts = `${summary.users} users, ${summary.groups} groups, ${summary.plants} plants, ${summary.grants} grants`;
+    process.stderr.write(`${summaryLine(`imported ${counts}`, records, started)}\n`);
+  } finally {
+    progress.stop();
+    input.destroy();
+  }
+}
+
+/** `export`: every record, streamed to stdout or a file. */
+async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise<void> {
+  const { progressBar, summaryLine } = await loadProgress();
+  const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
+  const started = process.hrtime.bigint();
+  let records = 0;
+  await withStore(cmd, async (store) => {
+    const counts = await store.counts();
+    const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
+    try {
+      for await (const record of store.exportRecords()) {
+        await writeLine(out, `${JSON.stringify(record)}\n`);
+        // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
+        if (++records % 512 === 0) progress.update(records);
       }
-      process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
-    });
+    } finally {
+      progress.stop();
+    }
+  });
+  if (out !== process.stdout) {
+    out.end();
+    await once(out, 'finish');
+  }
+  process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
 }

@@ -46,6 +46,56 @@ const rateLimitHeaders = {
   },
 };
 
+/** `GET /plants` as the served document describes it; the same schema validates the query. */
+const listPlantsSchema = {
+  operationId: 'listPlants',
+  summary: 'List plants',
+  description:
+    'Returns all plants from the system that the user has access to. ' +
+    `With \`limit\` up to ${MAX_BUFFERED_LIMIT}, a response that stops before the end of the listing carries ` +
+    '`Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent ' +
+    'limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with ' +
+    '`Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query ' +
+    'parameters other than `limit` and `cursor` are refused (400, code 40004).',
+  querystring: ListPlantsQuery,
+  response: {
+    200: {
+      ...Type.Array(PlantRef, { description: 'Plant response' }),
+      headers: {
+        Link: {
+          type: 'string',
+          pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}>; rel="next"$',
+          description: 'RFC 8288 `rel="next"` link to the next page, when there is one.',
+        },
+        ...rateLimitHeaders,
+      },
+    },
+    400: errorResponse('Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request'),
+    401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
+      ...wwwAuthenticate,
+      ...rateLimitHeaders,
+    }),
+    406: errorResponse('The Accept header rules out application/json'),
+    414: errorResponse('The request target (path and query) is too long'),
+    429: errorResponse(
+      'Too many requests in the current window for this token, or for this client address when no valid token ' +
+        'was sent (which then also holds back its requests with a token until the window ends); or too many ' +
+        'full listings (no `limit`, or above 1000) at once for this user',
+      {
+        'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
+        ...rateLimitHeaders,
+      },
+    ),
+    431: errorResponse('The request line or headers are too large'),
+    500: errorResponse('Unexpected server error'),
+    503: errorResponse(
+      "The database, or the identity provider's signing keys, cannot be reached; or too many full listings are " +
+        'being served at once; retry later',
+      { 'Retry-After': { type: 'string', description: 'With too many full listings: seconds to wait before trying again.' } },
+    ),
+  },
+};
+
 export async function plantRoutes(
   app: FastifyInstance,
   opts: {
@@ -66,54 +116,7 @@ export async function plantRoutes(
       onRequest,
       // HEAD is a route of its own (below): Fastify's would run this handler and throw the listing away.
       exposeHeadRoute: false,
-      schema: {
-        operationId: 'listPlants',
-        summary: 'List plants',
-        description:
-          'Returns all plants from the system that the user has access to. ' +
-          `With \`limit\` up to ${MAX_BUFFERED_LIMIT}, a response that stops before the end of the listing carries ` +
-          '`Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent ' +
-          'limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with ' +
-          '`Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query ' +
-          'parameters other than `limit` and `cursor` are refused (400, code 40004).',
-        querystring: ListPlantsQuery,
-        response: {
-          200: {
-            ...Type.Array(PlantRef, { description: 'Plant response' }),
-            headers: {
-              Link: {
-                type: 'string',
-                pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}>; rel="next"$',
-                description: 'RFC 8288 `rel="next"` link to the next page, when there is one.',
-              },
-              ...rateLimitHeaders,
-            },
-          },
-          400: errorResponse('Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request'),
-          401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
-            ...wwwAuthenticate,
-            ...rateLimitHeaders,
-          }),
-          406: errorResponse('The Accept header rules out application/json'),
-          414: errorResponse('The request target (path and query) is too long'),
-          429: errorResponse(
-            'Too many requests in the current window for this token, or for this client address when no valid token ' +
-              'was sent (which then also holds back its requests with a token until the window ends); or too many ' +
-              'full listings (no `limit`, or above 1000) at once for this user',
-            {
-              'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
-              ...rateLimitHeaders,
-            },
-          ),
-          431: errorResponse('The request line or headers are too large'),
-          500: errorResponse('Unexpected server error'),
-          503: errorResponse(
-            "The database, or the identity provider's signing keys, cannot be reached; or too many full listings are " +
-              'being served at once; retry later',
-            { 'Retry-After': { type: 'string', description: 'With too many full listings: seconds to wait before trying again.' } },
-          ),
-        },
-      },
+      schema: listPlantsSchema,
     },
     (request, reply) => {
       const { limit, cursor } = request.query;

@@ -80,6 +80,11 @@ function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
   }
 }
 
+/** What a read answers while the reader's connection is closed (the file is gone, or the store closed). */
+const readerClosed = (): never => {
+  throw unavailable('database unavailable');
+};
+
 const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
 
 /** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
@@ -205,10 +210,7 @@ export class SqliteStore extends StoreBase {
 
   /** A hot-path read on the reader's connection (see hotQuery); synchronous. */
   private read<T>(name: HotQuery, query: () => T): T {
-    return this.hotQuery(name, () => {
-      if (!this.reader.open) throw unavailable('database unavailable');
-      return query();
-    });
+    return this.hotQuery(name, this.reader.open ? query : readerClosed);
   }
 
   async close(): Promise<void> {
