@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
 import { COMMON_HEADERS } from './http/common-headers.js';
+import { AUTH_REFUSALS } from './http/auth.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-catalogue.js';
@@ -104,7 +105,7 @@ function installRequestChecks(app: FastifyInstance, limits: Config['http']): voi
 
 /** Off by default: then the metrics library is not even loaded and no hook is added. */
 async function installMetrics(app: FastifyInstance, config: Config, store: Store): Promise<Metrics | null> {
-  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store) : null;
+  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store, AUTH_REFUSALS) : null;
   app.decorate('metrics', metrics);
   if (metrics) {
     app.addHook('onResponse', metrics.onResponse);

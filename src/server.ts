@@ -64,7 +64,7 @@ export async function startServer(config: Config, existingStore?: Store): Promis
     await app.listen({ host: config.host, port: config.port });
     const metrics = app.metrics;
     if (config.metrics && metrics && !cluster.isWorker) {
-      const { startMetricsListener } = await import('./metrics/metrics-listener.js');
+      const { startMetricsListener } = await import('./http/metrics-listener.js');
       admin = await startMetricsListener(config.metrics, () => metrics.scrape());
       app.log.info({ url: admin.url }, `metrics listening at ${admin.url}`);
     }
@@ -147,8 +147,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
 
   if (config.metrics) {
     // The primary serves every worker's metrics, summed; the workers open no admin port of their own.
-    const { clusterScraper } = await import('./metrics/metrics.js');
-    const { startMetricsListener } = await import('./metrics/metrics-listener.js');
+    const { clusterScraper, startMetricsListener } = await import('./http/metrics-listener.js');
     const { url } = await startMetricsListener(config.metrics, clusterScraper());
     log.info({ url }, `metrics listening at ${url}`);
   }

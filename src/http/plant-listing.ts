@@ -6,10 +6,10 @@ import { scope } from '../access/change-scopes.js';
 import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/viewer.js';
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
-import type { ListedPlant, ListingStore, Plant } from '../store/store.js';
+import type { ListedPlant, ListingStore } from '../store/store.js';
 import { ApiError } from './error-catalogue.js';
 import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
-import { PlantSchema } from './schemas.js';
+import { PlantSchema, type Plant } from './schemas.js';
 
 /** Limits up to this are answered from one store call (and cached); larger or absent limits stream. */
 export const MAX_BUFFERED_LIMIT = 1000;

@@ -12,6 +12,9 @@ export const PlantSchema = Type.Object(
   { $id: 'Plant' },
 );
 
+/** A plant as the contract shows it: `tag` is absent, never null, when the plant has none. */
+export type Plant = Static<typeof PlantSchema>;
+
 export const ErrorSchema = Type.Object(
   {
     error: Type.Integer({

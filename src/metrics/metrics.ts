@@ -1,8 +1,6 @@
 import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { CacheCounter } from '../cache/scoped-cache.js';
-import { AUTH_REFUSALS, type AuthRefusal } from '../http/auth.js';
-import { ApiError } from '../http/error-catalogue.js';
 import type { HealthStore, HotQuery } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { HotHistogram } from './histogram.js';
@@ -52,10 +50,14 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly durations: HotHistogram<'method' | 'route'>;
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
-  private readonly refusals: Record<AuthRefusal, Inc>;
+  private readonly refusals: Map<string, Inc>;
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
 
-  constructor(private readonly store: HealthStore) {
+  /** `refusalReasons`: every reason authentication can refuse a request for, each exported from the start. */
+  constructor(
+    private readonly store: HealthStore,
+    refusalReasons: readonly string[],
+  ) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
 
@@ -95,12 +97,12 @@ export class Metrics {
       registers,
     });
     // Every reason is exported from the start (at 0), so rate() and alerts work before the first failure.
-    this.refusals = Object.fromEntries(
-      AUTH_REFUSALS.map((reason) => {
+    this.refusals = new Map(
+      refusalReasons.map((reason) => {
         refused.labels(reason).inc(0);
         return [reason, refused.labels(reason)];
       }),
-    ) as Record<AuthRefusal, Inc>;
+    );
 
     this.cacheCounters(registers);
     this.queryDurations();
@@ -156,8 +158,8 @@ export class Metrics {
     gauge('plantstore_db_pool_waiting_requests', 'Queries waiting for a free PostgreSQL connection, by pool', (s) => s.waiting);
   }
 
-  authRefused = (reason: AuthRefusal): void => {
-    this.refusals[reason].inc();
+  authRefused = (reason: string): void => {
+    this.refusals.get(reason)?.inc();
   };
 
   /** The one onResponse hook, callback style: counts and times each response under its route pattern. */
@@ -205,17 +207,4 @@ export function answerPrimaryScrapes(): void {
   AggregatorRegistry.setRegistries([]);
   // Constructing one installs prom-client's worker-side message listener (once per process).
   new AggregatorRegistry();
-}
-
-/** In the `serve --workers` primary: every worker's metrics, summed (prom-client's aggregation rules). */
-export function clusterScraper(): () => Promise<{ contentType: string; body: string }> {
-  const aggregator = new AggregatorRegistry();
-  return async () => {
-    try {
-      return { contentType: aggregator.contentType, body: await aggregator.clusterMetrics() };
-    } catch {
-      // prom-client waits 5 s for every connected worker; one that is still starting may not answer yet.
-      throw new ApiError('unavailable', 'Not every worker answered for its metrics (one may be starting); retry');
-    }
-  };
 }

@@ -4,12 +4,6 @@ import type { ChangeFeed } from './change-log.js';
 
 export type { Awaitable } from '../awaitable.js';
 
-/** A plant as the contract shows it: `tag` is absent, never null, when the plant has none. */
-export interface Plant {
-  name: string;
-  tag?: string;
-}
-
 export interface UserInfo {
   id: number;
   name: string;

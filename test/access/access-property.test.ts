@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
-import type { Plant } from '../../src/store/store.js';
+import type { Plant } from '../../src/http/schemas.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp } from '../helpers/http-app.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';

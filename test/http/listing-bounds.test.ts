@@ -170,7 +170,16 @@ describe('slow readers of full listings', () => {
       await eventually('the slow readers are cut off', full, { until: (status) => status === 200, timeoutMs: 15_000 });
     } finally {
       for (const socket of sockets) socket.destroy();
-      assert.equal(await server.stop(), 0);
+      const code = await server.stop();
+      assert.equal(
+        code,
+        0,
+        server
+          .output()
+          .split('\n')
+          .filter((l) => /"level":(40|50|60)/.test(l))
+          .join('\n'),
+      );
     }
   });
 });

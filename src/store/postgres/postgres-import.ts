@@ -1,22 +1,15 @@
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../catalogue/records.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
+import { dropKeysForFirstLoad } from './first-load-keys.js';
+import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
 
 /** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
 const IMPORT_BATCH = 20_000;
-
-/** A value in COPY's text format: backslash, tab, newline and carriage return escaped (NUL is refused earlier). */
-function copyText(value: string): string {
-  return /[\\\t\n\r]/.test(value) ? value.replace(/[\\\t\n\r]/g, (c) => COPY_ESCAPES[c]!) : value;
-}
-const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
 /**
  * Reserves plant ids (one nextval each, as inserts by others take theirs meanwhile) and returns them as runs
@@ -28,107 +21,6 @@ const RESERVE_PLANT_IDS = `
     SELECT id, id - row_number() OVER (ORDER BY id) AS run FROM (SELECT nextval(seq) AS id FROM s, generate_series(1, $1)) ids
   ) reserved GROUP BY run ORDER BY first`;
 type Range = { first: number; last: number };
-
-/**
- * A batch's COPY rows of plants, all but the ids (reserved when the batch is written), kept in a Buffer: held
- * as strings until then, they survived every young-generation GC and were copied each time.
- */
-class PlantRows {
-  private bytes = Buffer.allocUnsafe(1 << 16);
-  private readonly ends: number[] = [];
-
-  get count(): number {
-    return this.ends.length;
-  }
-
-  add(row: string): void {
-    const start = this.ends.at(-1) ?? 0;
-    if (start + 3 * row.length > this.bytes.length) {
-      const bigger = Buffer.allocUnsafe(2 * (start + 3 * row.length));
-      this.bytes.copy(bigger, 0, 0, start);
-      this.bytes = bigger;
-    }
-    this.ends.push(start + this.bytes.write(row, start));
-  }
-
-  /** The rows, each with its id in front. */
-  withIds(ids: number[]): Buffer {
-    // An id below 2^53 has at most 16 digits.
-    const out = Buffer.allocUnsafe((this.ends.at(-1) ?? 0) + 16 * this.count);
-    let length = 0;
-    let start = 0;
-    this.ends.forEach((end, i) => {
-      length += out.write(String(ids[i]), length, 'latin1');
-      length += this.bytes.copy(out, length, start, end);
-      start = end;
-    });
-    return out.subarray(0, length);
-  }
-}
-
-/** The COPY rows of grants given as (plant index, grantee id) pairs. */
-function grantRows(pairs: number[], ids: number[]): string {
-  let text = '';
-  for (let i = 0; i < pairs.length; i += 2) text += `${pairs[i + 1]}\t${ids[pairs[i]!]}\n`;
-  return text;
-}
-
-/**
- * The foreign keys of the tables an import fills, as statements that drop them and add them back. Checked row
- * by row, they were most of a first load's time (100,000 plants and 40,000 grants: 0.77 s of COPY with them,
- * 0.25 s without, 0.05 s to add them back, which checks every row in one join per key).
- */
-async function importedForeignKeys(client: pg.PoolClient): Promise<{ drop: string[]; add: string[] }> {
-  const { rows } = await client.query<{ table: string; name: string; definition: string }>(
-    `SELECT conrelid::regclass::text AS table, quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition
-     FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('plants'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass)
-     ORDER BY conrelid, conname`,
-  );
-  return {
-    drop: rows.map((k) => `ALTER TABLE ${k.table} DROP CONSTRAINT ${k.name}`),
-    add: rows.map((k) => `ALTER TABLE ${k.table} ADD CONSTRAINT ${k.name} ${k.definition}`),
-  };
-}
-
-/** SQLSTATEs of a lock not taken: lock_timeout ran out (55P03), or a reader and the load waited on each other (40P01). */
-const LOCK_NOT_TAKEN = new Set(['55P03', '40P01']);
-
-/**
- * A first load (no plant yet) goes without the foreign keys and adds them back before its commit: the ids it
- * writes come from its own lookups and reservations, and adding a key back checks every row anyway. Dropping a
- * key locks its tables (users and groups too) until the commit, so readers wait for the load: with no catalogue
- * to serve yet that costs little, while a load into a live catalogue keeps its keys. When another transaction
- * holds one of those tables for more than a second, the load keeps its keys too, rather than make every reader
- * queue behind its lock request; so it does when a reader that holds one table waits for another it holds.
- */
-async function dropKeysForFirstLoad(client: pg.PoolClient): Promise<{ add: string[] }> {
-  const none = { add: [] };
-  const { rows } = await client.query<{ empty: boolean }>('SELECT NOT EXISTS (SELECT FROM plants) AS empty');
-  if (!rows[0]!.empty) return none;
-  const keys = await importedForeignKeys(client);
-  await client.query('SAVEPOINT drop_keys');
-  try {
-    await client.query("SET LOCAL lock_timeout = '1s'");
-    for (const statement of keys.drop) await client.query(statement);
-    await client.query('SET LOCAL lock_timeout = DEFAULT');
-    await client.query('RELEASE SAVEPOINT drop_keys');
-    return keys;
-  } catch (err) {
-    if (!LOCK_NOT_TAKEN.has((err as { code?: string }).code ?? '')) throw err;
-    await client.query('ROLLBACK TO SAVEPOINT drop_keys');
-    return none;
-  }
-}
-
-/**
- * Runs a `COPY … FROM STDIN` of rows already in COPY text format, handed to the socket in one piece: written
- * in chunks, each waited for the socket to drain, so the next went out only once Node was done with the
- * records at hand, and the database waited meanwhile.
- */
-async function copyInto(client: pg.PoolClient, statement: string, rows: string | Buffer): Promise<void> {
-  if (rows.length === 0) return;
-  await pipeline(Readable.from([rows]), client.query(copyFrom(statement)));
-}
 
 /** A batch of plants: their COPY rows (ids come later) and grants as (plant index, grantee id) pairs. */
 type PlantBatch = { rows: PlantRows; userGrants: number[]; groupGrants: number[] };

@@ -3,6 +3,7 @@ import { nameKey } from '../../catalogue/names.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';
+import { PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
 /** The change-log triggers, by name, as SQLite stores them: an import drops them and restores them exactly. */
@@ -13,83 +14,6 @@ function changeTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: 
   return db
     .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
     .all(...names) as Array<{ name: string; sql: string }>;
-}
-
-/** Plants per INSERT statement once an import writes in bulk. */
-const PLANTS_PER_INSERT = 32;
-/** The columns an import writes a plant's row to, in the order its values are queued. */
-const PLANT_COLUMNS = ['id', 'name', 'tag', 'owner_id', 'is_public', 'created_at'] as const;
-
-/**
- * Writes an import's plants, inside its transaction, with ids assigned here the way AUTOINCREMENT would (after
- * the largest ever used), so that grants can refer to a plant before its row is written.
- *
- * Once the import has written more plants than the table held before, it switches to bulk writing: the
- * `plants_by_owner` index is dropped and built again from the whole table before the commit (sorting the
- * table once costs less than as many random index inserts as it has rows), and plants go in multi-row
- * INSERTs. Multi-row INSERTs only pay without that index; with it they are slower than one row at a time.
- * Readers never see the index missing: the drop and the rebuild commit together.
- */
-class PlantWriter {
-  private readonly one: BetterSqlite3.Statement<unknown[]>;
-  private readonly many: BetterSqlite3.Statement<unknown[]>;
-  private nextId: number;
-  /** Plants the table held before the import, or more: the largest id ever used, deleted plants included. */
-  private readonly before: number;
-  /** The dropped index's own SQL while writing in bulk, to build it again exactly as it was. */
-  private ownerIndexSql: string | undefined;
-  private bulk = false;
-  private readonly pending: unknown[] = [];
-
-  constructor(
-    private readonly db: BetterSqlite3.Database,
-    private readonly createdAt: number,
-  ) {
-    const insert = `INSERT INTO plants (${PLANT_COLUMNS.join(', ')}) VALUES `;
-    const row = `(${PLANT_COLUMNS.map(() => '?').join(', ')})`;
-    this.one = db.prepare(insert + row);
-    this.many = db.prepare(insert + Array<string>(PLANTS_PER_INSERT).fill(row).join(', '));
-    this.before = db
-      .prepare(
-        `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`,
-      )
-      .pluck()
-      .get() as number;
-    this.nextId = this.before + 1;
-  }
-
-  /** Writes (or queues) one plant and returns its id. */
-  add(name: string, tag: string | null, ownerId: number, isPublic: number): number {
-    const id = this.nextId++;
-    if (!this.bulk && id - this.before > this.before) this.startBulk();
-    if (!this.bulk) {
-      this.one.run(id, name, tag, ownerId, isPublic, this.createdAt);
-      return id;
-    }
-    this.pending.push(id, name, tag, ownerId, isPublic, this.createdAt);
-    if (this.pending.length === PLANTS_PER_INSERT * PLANT_COLUMNS.length) {
-      this.many.run(this.pending);
-      this.pending.length = 0;
-    }
-    return id;
-  }
-
-  /** Writes what is queued and builds the index again; the caller commits. */
-  finish(): void {
-    const width = PLANT_COLUMNS.length;
-    for (let i = 0; i < this.pending.length; i += width) this.one.run(this.pending.slice(i, i + width));
-    this.pending.length = 0;
-    if (this.ownerIndexSql !== undefined) this.db.exec(this.ownerIndexSql);
-  }
-
-  private startBulk(): void {
-    this.bulk = true;
-    this.ownerIndexSql = this.db
-      .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_by_owner'")
-      .pluck()
-      .get() as string | undefined;
-    if (this.ownerIndexSql !== undefined) this.db.exec('DROP INDEX plants_by_owner');
-  }
 }
 
 /**

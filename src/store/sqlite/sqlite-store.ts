@@ -1,15 +1,13 @@
-import { existsSync, mkdirSync, statSync, type Stats } from 'node:fs';
+import { existsSync, statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
 import type { CatalogueRecord } from '../../catalogue/records.js';
 import { notFound, unavailable } from '../../domain-errors.js';
 import { importCatalogue } from '../catalogue-import.js';
 import { exportCatalogue } from '../catalogue-export.js';
-import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { StoreBase } from '../store-base.js';
-import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type {
   HotQuery,
@@ -22,9 +20,9 @@ import type {
   UserCredential,
   VisiblePage,
 } from '../store.js';
+import { openDatabase, pruneChangeLog } from './sqlite-file.js';
 import { SqliteReader } from './sqlite-reader.js';
 import { SqliteImport } from './sqlite-import.js';
-import { BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -34,51 +32,6 @@ export interface SqliteOptions {
 }
 
 type FileEventListener = Parameters<NonNullable<Store['followFile']>>[1];
-
-/** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
-async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
-  if (path !== ':memory:' && !mustExist) mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new BetterSqlite3(path, { fileMustExist: mustExist });
-  try {
-    sqlite.pragma('journal_mode = WAL');
-    // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
-    sqlite.pragma('synchronous = FULL');
-    sqlite.pragma('foreign_keys = ON');
-    // The server reads while the CLI writes; wait for a writer rather than failing at once.
-    sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    const db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(sqlite) });
-    await migrateToLatest(db, 'sqlite');
-    return { sqlite, db };
-  } catch (err) {
-    sqlite.close();
-    throw err;
-  }
-}
-
-/**
- * One pruning pass (see CHANGE_LOG_RETENTION_MS): deletes the rows that existed at the previous pass, if that
- * was at least the retention ago, and marks where this pass stands. Gives up at once when another process
- * holds the write lock (this connection is synchronous: waiting would hold up every request); the next pass
- * tries again.
- */
-function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
-  const timeout = db.pragma('busy_timeout', { simple: true });
-  db.pragma('busy_timeout = 0');
-  try {
-    db.transaction(() => {
-      const mark = db.prepare('SELECT mark_seq AS seq, mark_at AS at FROM change_log_state').get() as { seq: number; at: number };
-      if (now - mark.at < CHANGE_LOG_RETENTION_MS) return;
-      db.prepare('DELETE FROM change_log WHERE seq <= ?').run(mark.seq);
-      db.prepare(
-        'UPDATE change_log_state SET pruned_through = max(pruned_through, ?), mark_seq = coalesce((SELECT max(seq) FROM change_log), ?), mark_at = ?',
-      ).run(mark.seq, mark.seq, now);
-    }).immediate();
-  } catch (err) {
-    if (!/^SQLITE_BUSY/.test((err as { code?: string }).code ?? '')) throw err;
-  } finally {
-    db.pragma(`busy_timeout = ${String(timeout)}`);
-  }
-}
 
 /** What a read answers while the reader's connection is closed (the file is gone, or the store closed). */
 const readerClosed = (): never => {

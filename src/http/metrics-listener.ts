@@ -1,7 +1,9 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { MetricsListen } from '../config.js';
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
-import { COMMON_HEADERS } from '../http/common-headers.js';
+import { AggregatorRegistry } from 'prom-client';
+import { COMMON_HEADERS } from './common-headers.js';
+import { ApiError } from './error-catalogue.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './errors.js';
 
 export type Scrape = () => Promise<{ contentType: string; body: string }>;
 
@@ -26,4 +28,17 @@ export async function startMetricsListener(listen: MetricsListen, scrape: Scrape
   const port = typeof address === 'object' && address ? address.port : listen.port;
   const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
   return { app, url: `http://${host}:${port}/metrics` };
+}
+
+/** In the `serve --workers` primary: every worker's metrics, summed (prom-client's aggregation rules). */
+export function clusterScraper(): () => Promise<{ contentType: string; body: string }> {
+  const aggregator = new AggregatorRegistry();
+  return async () => {
+    try {
+      return { contentType: aggregator.contentType, body: await aggregator.clusterMetrics() };
+    } catch {
+      // prom-client waits 5 s for every connected worker; one that is still starting may not answer yet.
+      throw new ApiError('unavailable', 'Not every worker answered for its metrics (one may be starting); retry');
+    }
+  };
 }

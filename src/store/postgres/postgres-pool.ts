@@ -1,0 +1,63 @@
+import pg from 'pg';
+import { invalidInput } from '../../domain-errors.js';
+
+// Connecting to PostgreSQL: the options, the URL's own parameters, the pool, and which errors mean the
+// database cannot be reached.
+
+export interface PostgresOptions {
+  /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
+  url: string;
+  /** A read replica for the listings; token checks and all writes stay on the primary. */
+  readUrl?: string;
+  poolSize?: number;
+  statementTimeoutMs?: number;
+  /** Create the `?schema=` when it is not there; otherwise its absence is an error. Default true. */
+  create?: boolean;
+}
+
+/** Errors that mean "the database is not there right now" rather than "this request is wrong". */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code))
+    return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+    e.message ?? '',
+  );
+}
+
+/** The URL's own parameters: `schema` (Plant Store's) and `application_name`, which the change feed's connection extends. */
+function splitUrl(url: string): { connectionString: string; schema?: string; applicationName: string } {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema') ?? undefined;
+  const applicationName = parsed.searchParams.get('application_name') ?? 'plantstore';
+  parsed.searchParams.delete('schema');
+  parsed.searchParams.delete('application_name');
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw invalidInput(`invalid schema "${schema}": use lower-case letters, digits and underscores`);
+  }
+  return { connectionString: parsed.toString(), applicationName, ...(schema ? { schema } : {}) };
+}
+
+export function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; schema?: string } {
+  const { connectionString, schema, applicationName } = splitUrl(url);
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: options.statementTimeoutMs ?? 5_000,
+    application_name: applicationName,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
+    types: {
+      getTypeParser: ((oid: number, format?: string) =>
+        oid === 20
+          ? Number
+          : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
+    },
+  });
+  // An idle connection dropped by the server (restart, pg_terminate_backend) must not crash the process;
+  // the pool discards it and the next query opens a fresh one.
+  pool.on('error', () => {});
+  return { pool, ...(schema ? { schema } : {}) };
+}
