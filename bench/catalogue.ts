@@ -1,4 +1,4 @@
-import type { CatalogueRecord } from '../src/catalogue/records.js';
+import type { CatalogueRecord } from '../src/import-format/records.js';
 
 /** The shape of a generated catalogue; the same spec and seed always give the same records. */
 export interface CatalogueSpec {

@@ -11,7 +11,7 @@ import { COMMON_HEADERS } from './http/common-headers.js';
 import { AUTH_REFUSALS } from './http/auth.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
-import { ApiError } from './http/error-catalogue.js';
+import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';

@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { errorCatalogueMarkdown } from '../src/http/error-catalogue.js';
+import { errorCatalogueMarkdown } from '../src/http/error-codes.js';
 import { settingsTable } from '../src/settings.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;

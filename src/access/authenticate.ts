@@ -1,6 +1,6 @@
 import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
-import { checkUserName } from '../catalogue/names.js';
+import { checkUserName } from '../names.js';
 import { DomainError } from '../domain-errors.js';
 import type { CredentialStore, TokenCredential, UserCredential } from '../store/store.js';
 import type { AnswerCaches } from './answer-caches.js';

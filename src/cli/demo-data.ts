@@ -1,4 +1,4 @@
-import type { CatalogueRecord } from '../catalogue/records.js';
+import type { CatalogueRecord } from '../import-format/records.js';
 
 /** A small catalogue that shows every access path: admin, owner, public, shared with a user, with a group. */
 export const DEMO_USERS = [

@@ -2,7 +2,7 @@ import type { onRequestHookHandler } from 'fastify';
 import type { AuthFailure, AuthResult, Authenticator } from '../access/authenticate.js';
 import { KeysUnavailableError } from '../access/jwt.js';
 import type { Viewer } from '../access/viewer.js';
-import { ApiError, type ErrorName } from './error-catalogue.js';
+import { ApiError, type ErrorName } from './error-codes.js';
 import type { RateLimiter } from './rate-limit.js';
 
 declare module 'fastify' {

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { DomainError } from '../domain-errors.js';
 import { COMMON_HEADERS } from './common-headers.js';
-import { ApiError, type ErrorName } from './error-catalogue.js';
+import { ApiError, type ErrorName } from './error-codes.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;

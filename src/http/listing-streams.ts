@@ -1,4 +1,4 @@
-import { ApiError } from './error-catalogue.js';
+import { ApiError } from './error-codes.js';
 
 /** Rows a full listing reads first; each chunk its client takes at once doubles the next, up to MAX_CHUNK. */
 export const FIRST_CHUNK = 20;

@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { MetricsListen } from '../config.js';
 import { AggregatorRegistry } from 'prom-client';
 import { COMMON_HEADERS } from './common-headers.js';
-import { ApiError } from './error-catalogue.js';
+import { ApiError } from './error-codes.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './errors.js';
 
 export type Scrape = () => Promise<{ contentType: string; body: string }>;

@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
-import { errorCatalogueMarkdown } from './error-catalogue.js';
+import { errorCatalogueMarkdown } from './error-codes.js';
 import { VERSION } from '../version.js';
 import { sharedSchemas } from './schemas.js';
 

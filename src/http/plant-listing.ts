@@ -7,7 +7,7 @@ import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/v
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
 import type { ListedPlant, ListingStore } from '../store/store.js';
-import { ApiError } from './error-catalogue.js';
+import { ApiError } from './error-codes.js';
 import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
 import { PlantSchema, type Plant } from './schemas.js';
 

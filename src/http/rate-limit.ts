@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { RateLimitConfig } from '../config.js';
 import { clientNetwork } from './client-network.js';
-import { ApiError } from './error-catalogue.js';
+import { ApiError } from './error-codes.js';
 import { MemoryCounters, RedisCounters, type RateLimitCounters, type RateLimitState } from './rate-limit-counters.js';
 
 const POLICY = 'default';

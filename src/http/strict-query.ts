@@ -1,7 +1,7 @@
 import type { FastifySchemaCompiler } from 'fastify';
 import type { TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { ApiError } from './error-catalogue.js';
+import { ApiError } from './error-codes.js';
 
 interface PropertySchema {
   type?: string;

@@ -1,5 +1,5 @@
 import type { Awaitable } from '../awaitable.js';
-import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../catalogue/records.js';
+import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
 import type { Dialect } from './schema.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */

@@ -1,6 +1,6 @@
 import { then, type Awaitable } from '../awaitable.js';
-import { parseSharedWith, unknownName } from '../catalogue/record-fields.js';
-import type { CatalogueRecord, GroupRecord, PlantRecord } from '../catalogue/records.js';
+import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
+import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
 
 type Named = 'user' | 'group';

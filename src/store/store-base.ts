@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
-import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../catalogue/names.js';
-import type { CatalogueRecord } from '../catalogue/records.js';
+import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../names.js';
+import type { CatalogueRecord } from '../import-format/records.js';
 import { conflict, notFound, unavailable } from '../domain-errors.js';
 import type { ChangeFeed } from './change-log.js';
 import type { Database } from './schema.js';

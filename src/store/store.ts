@@ -1,4 +1,4 @@
-import type { CatalogueRecord } from '../catalogue/records.js';
+import type { CatalogueRecord } from '../import-format/records.js';
 import type { Awaitable } from '../awaitable.js';
 import type { ChangeFeed } from './change-log.js';
 

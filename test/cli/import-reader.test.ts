@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { readRecordBatches } from '../../src/catalogue/ndjson.js';
-import type { CatalogueRecord } from '../../src/catalogue/records.js';
+import { readRecordBatches } from '../../src/import-format/ndjson.js';
+import type { CatalogueRecord } from '../../src/import-format/records.js';
 import type { NumberedRecord } from '../../src/store/store.js';
 
 // The import reader splits the text itself (one batch per chunk read), so chunk boundaries, line ends and

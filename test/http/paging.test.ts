@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { CatalogueRecord } from '../../src/catalogue/records.js';
+import type { CatalogueRecord } from '../../src/import-format/records.js';
 import type { Plant } from '../../src/http/schemas.js';
 import { recordBatch, type Store } from '../../src/store/store.js';
 import type { Change } from '../../src/store/change-log.js';

@@ -8,7 +8,7 @@ import { withStore } from '../context.js';
 import { examples } from '../help.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
-const loadReader = () => import('../../catalogue/ndjson.js');
+const loadReader = () => import('../../import-format/ndjson.js');
 const loadProgress = () => import('../progress.js');
 
 /** Opens the file first, so a missing or unreadable file is one clear error before anything starts. */

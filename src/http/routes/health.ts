@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { HealthStore } from '../../store/store.js';
-import { ApiError } from '../error-catalogue.js';
+import { ApiError } from '../error-codes.js';
 import { errorResponse } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() });

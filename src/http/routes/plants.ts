@@ -4,7 +4,7 @@ import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import type { Authenticator } from '../../access/authenticate.js';
 import { bearerAuthentication, type AuthRefusal } from '../auth.js';
-import { ApiError } from '../error-catalogue.js';
+import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';

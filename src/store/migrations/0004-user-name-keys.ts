@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { nameKey } from '../../catalogue/names.js';
+import { nameKey } from '../../names.js';
 import { EVERYTHING } from '../change-log.js';
 import type { Dialect } from '../schema.js';
 import { BULK_LOAD_SETTING, changeTriggerName } from './0003-change-log.js';

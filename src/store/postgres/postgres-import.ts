@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
-import { nameKey } from '../../catalogue/names.js';
-import type { CatalogueRecord } from '../../catalogue/records.js';
+import { nameKey } from '../../names.js';
+import type { CatalogueRecord } from '../../import-format/records.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';

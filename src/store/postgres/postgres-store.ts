@@ -1,7 +1,7 @@
 import { Kysely, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import Cursor from 'pg-cursor';
-import type { CatalogueRecord } from '../../catalogue/records.js';
+import type { CatalogueRecord } from '../../import-format/records.js';
 import { notFound, unavailable } from '../../domain-errors.js';
 import { importCatalogue } from '../catalogue-import.js';
 import { exportCatalogue } from '../catalogue-export.js';

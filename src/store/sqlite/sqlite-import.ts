@@ -1,5 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { nameKey } from '../../catalogue/names.js';
+import { nameKey } from '../../names.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';

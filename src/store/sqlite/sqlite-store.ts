@@ -2,7 +2,7 @@ import { existsSync, statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
-import type { CatalogueRecord } from '../../catalogue/records.js';
+import type { CatalogueRecord } from '../../import-format/records.js';
 import { notFound, unavailable } from '../../domain-errors.js';
 import { importCatalogue } from '../catalogue-import.js';
 import { exportCatalogue } from '../catalogue-export.js';

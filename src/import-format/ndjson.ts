@@ -3,7 +3,7 @@ import { Compile } from 'typebox/schema';
 import { invalidInput } from '../domain-errors.js';
 import type { NumberedRecord } from '../store/store.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
-import { checkGroupName, checkPlantName, checkTag, checkUserName } from './names.js';
+import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../names.js';
 
 const validators = {
   user: Compile(UserRecord),
