@@ -12,7 +12,7 @@ const nameList = (dialect: Dialect, subquery: string): string =>
   dialect === 'sqlite' ? `(SELECT json_group_array(name) FROM (${subquery}))` : `ARRAY(${subquery})`;
 
 /** The export's three queries, in catalogue order: users, groups with members, plants with grantees. */
-export function exportQueries(dialect: Dialect): { users: string; groups: string; plants: string } {
+function exportQueries(dialect: Dialect): { users: string; groups: string; plants: string } {
   return {
     users: 'SELECT name, is_admin FROM users ORDER BY id',
     groups:

@@ -184,9 +184,10 @@ function importedPlant(names: KnownNames, record: PlantRecord, line: number): Aw
   const shared = record.sharedWith ?? NO_NAMES;
   // Most plants: a known owner and nobody to share with.
   if (shared.length === 0) {
-    if (owner instanceof Promise) return owner.then((ownerId) => ({ ...plant, ownerId }));
-    plant.ownerId = owner;
-    return plant;
+    return then(owner, (ownerId) => {
+      plant.ownerId = ownerId;
+      return plant;
+    });
   }
   const grantees = shared.map(parseSharedWith);
   const withIds = (ownerId: number, ids: readonly number[]): ImportedPlant => {

@@ -93,8 +93,8 @@ export class SqliteImport implements ImportTarget {
 
   plant(plant: ImportedPlant): void {
     const plantId = this.plants!.add(plant.name, plant.tag, plant.ownerId, plant.isPublic ? 1 : 0);
-    if (plant.userIds.length > 0) for (const userId of plant.userIds) this.statements.grantUser.run(userId, plantId);
-    if (plant.groupIds.length > 0) for (const groupId of plant.groupIds) this.statements.grantGroup.run(groupId, plantId);
+    for (const userId of plant.userIds) this.statements.grantUser.run(userId, plantId);
+    for (const groupId of plant.groupIds) this.statements.grantGroup.run(groupId, plantId);
   }
 
   async commit(): Promise<void> {
