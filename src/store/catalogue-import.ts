@@ -132,6 +132,7 @@ function writeRecord(target: ImportTarget, record: CatalogueRecord, line: number
 }
 
 type NameRef = { kind: Named; name: string };
+const NO_REFS: readonly NameRef[] = Object.freeze([]);
 
 /**
  * The ids of `refs`, in order: at once while every name is known; from the first lookup on, one lookup at a
@@ -172,31 +173,35 @@ function idsOf(kind: Named, grantees: readonly NameRef[], ids: readonly number[]
 }
 
 function importedPlant(names: KnownNames, record: PlantRecord, line: number): Awaitable<ImportedPlant> {
-  const plant: ImportedPlant = {
-    name: record.name,
-    tag: record.tag ?? null,
-    ownerId: 0,
-    isPublic: record.public === true,
-    userIds: NONE,
-    groupIds: NONE,
-  };
   const owner = names.id('user', record.owner, line);
-  const shared = record.sharedWith ?? NO_NAMES;
-  // Most plants: a known owner and nobody to share with.
-  if (shared.length === 0) {
-    return then(owner, (ownerId) => {
-      plant.ownerId = ownerId;
-      return plant;
-    });
+  const shared = record.sharedWith;
+  // Most plants: a known owner and nobody to share with (no closure, one object).
+  if (shared === undefined || shared.length === 0) {
+    return owner instanceof Promise ? owner.then((ownerId) => newPlant(record, ownerId)) : newPlant(record, owner);
   }
   const grantees = shared.map(parseSharedWith);
-  const withIds = (ownerId: number, ids: readonly number[]): ImportedPlant => {
-    plant.ownerId = ownerId;
-    plant.userIds = idsOf('user', grantees, ids);
-    plant.groupIds = idsOf('group', grantees, ids);
-    return plant;
-  };
   // The owner first, then the grantees in the order given.
-  if (owner instanceof Promise) return owner.then(async (ownerId) => withIds(ownerId, await resolveAll(names, grantees, line)));
-  return then(resolveAll(names, grantees, line), (ids) => withIds(owner, ids));
+  if (owner instanceof Promise) {
+    return owner.then(async (ownerId) => newPlant(record, ownerId, grantees, await resolveAll(names, grantees, line)));
+  }
+  const ids = resolveAll(names, grantees, line);
+  return ids instanceof Promise
+    ? ids.then((resolved) => newPlant(record, owner, grantees, resolved))
+    : newPlant(record, owner, grantees, ids);
+}
+
+function newPlant(
+  record: PlantRecord,
+  ownerId: number,
+  grantees: readonly NameRef[] = NO_REFS,
+  ids: readonly number[] = NONE,
+): ImportedPlant {
+  return {
+    name: record.name,
+    tag: record.tag ?? null,
+    ownerId,
+    isPublic: record.public === true,
+    userIds: ids.length === 0 ? NONE : idsOf('user', grantees, ids),
+    groupIds: ids.length === 0 ? NONE : idsOf('group', grantees, ids),
+  };
 }
