@@ -15,6 +15,7 @@ import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import { plantRoutes } from './http/routes/plants.js';
+import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { strictValidatorCompiler } from './http/strict-query.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -117,7 +118,7 @@ async function installMetrics(app: FastifyInstance, config: Config, store: Store
   return metrics;
 }
 
-/** `GET /plants` and what it stands on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
+/** `GET`, `POST` and `DELETE /plants` and what they stand on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
 async function registerPlantRoutes(app: FastifyInstance, config: Config, store: Store, metrics: Metrics | null): Promise<void> {
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
@@ -146,6 +147,12 @@ async function registerPlantRoutes(app: FastifyInstance, config: Config, store: 
   });
   await app.register(plantRoutes, {
     listing,
+    authenticator,
+    limiter,
+    ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),
+  });
+  await app.register(plantWriteRoutes, {
+    store,
     authenticator,
     limiter,
     ...(metrics ? { onAuthRefused: metrics.authRefused } : {}),

@@ -79,3 +79,22 @@ export async function* listAllPlants(
     query = nextPageQuery(response.headers.get('link'));
   }
 }
+
+/** What a client sends to create a plant: a `Plant` and its id, chosen by the client. */
+export type NewPlant = components['schemas']['NewPlant'];
+
+/**
+ * Creates `plant`, owned by the caller, and resolves to the created `Plant`. Safe to retry: the same create
+ * answers the same again. Throws PlantStoreError on an error status (409 when the id is another plant's).
+ */
+export async function createPlant(client: PlantStoreClient, plant: NewPlant, { signal }: { signal?: AbortSignal } = {}): Promise<Plant> {
+  const { data, error, response } = await client.POST('/plants', { body: plant, ...(signal ? { signal } : {}) });
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+  return data;
+}
+
+/** Deletes the plant with this id. Throws PlantStoreError on an error status (403 not the owner, 404 unseen or none). */
+export async function deletePlant(client: PlantStoreClient, id: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
+  const { error, response } = await client.DELETE('/plants/{id}', { params: { path: { id } }, ...(signal ? { signal } : {}) });
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+}

@@ -52,8 +52,32 @@ export interface paths {
          */
         get: operations["listPlants"];
         put?: never;
-        post?: never;
+        /**
+         * Create a plant
+         * @description Creates a new plant in the store. The caller owns it; it is private and shared with nobody (an operator makes it public or shares it with the CLI). The id is chosen by the client and must be unused: repeating the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant is in the caller's next `GET /plants` on any instance.
+         */
+        post: operations["createPlant"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/plants/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a plant
+         * @description Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).
+         */
+        delete: operations["deletePlant"];
         options?: never;
         head?: never;
         patch?: never;
@@ -68,6 +92,13 @@ export interface components {
             name: string;
             /** @description Tag that specifies the type of the plant */
             tag?: string;
+        };
+        NewPlant: components["schemas"]["Plant"] & {
+            /**
+             * Format: int64
+             * @description Identification number of the plant, chosen by the client; unique in the store
+             */
+            id: number;
         };
         Error: {
             /**
@@ -266,6 +297,237 @@ export interface operations {
                 headers: {
                     /** @description With too many full listings: seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createPlant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewPlant"];
+            };
+        };
+        responses: {
+            /** @description plant response */
+            200: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plant"];
+                };
+            };
+            /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters) */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The Accept header rules out application/json */
+            406: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The id is taken by another plant (of another user, or with another name or tag) */
+            409: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deletePlant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of plant to delete */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Plant deleted */
+            204: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

@@ -34,6 +34,8 @@ export async function withStore<T>(command: Command, run: (store: Store) => Prom
 }
 
 export function parseId(what: string, text: string): number {
-  if (!/^[1-9][0-9]{0,15}$/.test(text)) throw invalidInput(`invalid ${what} "${text}": expected a positive whole number`);
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    throw invalidInput(`invalid ${what} "${text}": expected a whole number from 1 to ${Number.MAX_SAFE_INTEGER}`);
+  }
   return Number(text);
 }

@@ -33,6 +33,8 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError('unavailable', 'The service is temporarily unavailable; retry later');
   }
   const status = (err as FastifyError).statusCode;
+  // The body parser's refusals (not JSON, empty): what POST /plants documents as a bad body.
+  if (status === 400 && (err as FastifyError).code?.startsWith('FST_ERR_CTP_')) return new ApiError('invalid_body', (err as Error).message);
   if (status !== undefined && status >= 400 && status < 500) {
     const name = byStatus[status] ?? 'bad_request';
     return new ApiError(name, (err as Error).message || (STATUS_CODES[status] ?? 'Bad request'));

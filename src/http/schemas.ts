@@ -15,6 +15,29 @@ export const PlantSchema = Type.Object(
 /** A plant as the contract shows it: `tag` is absent, never null, when the plant has none. */
 export type Plant = Static<typeof PlantSchema>;
 
+/**
+ * What a client sends to create a plant, as the original document has it: a `Plant` and the plant's id, chosen
+ * by the client. Fields other than these are refused (`unevaluatedProperties`), so a client cannot set what
+ * only operators decide (owner, public, grants). Ids are int64 in the original; this service takes those a
+ * JSON number holds exactly, 1 to 2^53 - 1.
+ */
+export const NewPlantSchema = Type.Intersect(
+  [
+    Type.Ref('Plant'),
+    Type.Object({
+      id: Type.Integer({
+        format: 'int64',
+        minimum: 1,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: 'Identification number of the plant, chosen by the client; unique in the store',
+      }),
+    }),
+  ],
+  { $id: 'NewPlant', unevaluatedProperties: false },
+);
+
+export type NewPlant = Plant & { id: number };
+
 export const ErrorSchema = Type.Object(
   {
     error: Type.Integer({
@@ -51,7 +74,9 @@ export const ListPlantsQuery = Type.Object({
 });
 export type ListPlantsQuery = Static<typeof ListPlantsQuery>;
 
-export const sharedSchemas = [PlantSchema, ErrorSchema];
+export const sharedSchemas = [PlantSchema, NewPlantSchema, ErrorSchema];
+
+export const NewPlantRef = Type.Ref('NewPlant');
 
 export const PlantRef = Type.Ref('Plant');
 

@@ -2,6 +2,27 @@ import type { FastifySchemaCompiler } from 'fastify';
 import type { TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { ApiError } from './error-codes.js';
+import { sharedSchemas } from './schemas.js';
+
+/** The shared schemas by $id, for bodies that refer to them (NewPlant to Plant). */
+const context = Object.fromEntries(sharedSchemas.map((schema) => [(schema as { $id?: string }).$id!, schema as TSchema]));
+
+/** A body's first problem, in words: the field it is about and what is wrong with it. */
+function bodyProblem(errors: ReturnType<ReturnType<typeof Compile>['Errors']>): string {
+  const unknown = errors.find((e) => e.keyword === 'unevaluatedProperties' || e.keyword === 'additionalProperties');
+  const first = errors.find((e) => e !== unknown) ?? unknown;
+  if (first === undefined) return 'the request body is invalid';
+  if (first === unknown) {
+    const fields = (first.params as { unevaluatedProperties?: string[]; additionalProperties?: string[] }).unevaluatedProperties ?? [];
+    return `the request body has fields this operation does not take: ${fields.slice(0, 5).map(shown).join(', ')}`;
+  }
+  if (first.keyword === 'required') {
+    const missing = (first.params as { requiredProperties?: string[] }).requiredProperties ?? [];
+    return `the request body is missing ${missing.map((f) => JSON.stringify(f)).join(', ')}`;
+  }
+  const where = first.instancePath ? `field "${first.instancePath.slice(1).replaceAll('/', '.')}"` : 'the request body';
+  return `${where} ${first.message}`;
+}
 
 interface PropertySchema {
   type?: string;
@@ -13,12 +34,22 @@ const DECIMAL = /^[0-9]+$/;
 
 const shown = (raw: string): string => JSON.stringify(raw.length > 40 ? `${raw.slice(0, 40)}…` : raw);
 
-function integerProblem(name: string, prop: PropertySchema, raw: string): ApiError {
+function integerProblem(name: string, prop: PropertySchema, raw: string, part = 'query'): ApiError {
   const range = `from ${prop.minimum ?? 0} to ${prop.maximum ?? Number.MAX_SAFE_INTEGER}`;
   return new ApiError(
     'invalid_parameter',
-    `query parameter "${name}" must be a whole number ${range} in plain decimal digits, not ${shown(raw)}`,
+    `${part} parameter "${name}" must be a whole number ${range} in plain decimal digits, not ${shown(raw)}`,
   );
+}
+
+/** A path parameter's text as the integer its schema wants, or the problem with it. */
+function pathInteger(name: string, prop: PropertySchema, raw: string): number | ApiError {
+  if (!DECIMAL.test(raw)) return integerProblem(name, prop, raw, 'path');
+  const value = Number(raw);
+  if ((prop.minimum !== undefined && value < prop.minimum) || (prop.maximum !== undefined && value > prop.maximum)) {
+    return integerProblem(name, prop, raw, 'path');
+  }
+  return value;
 }
 
 /**
@@ -31,7 +62,30 @@ function integerProblem(name: string, prop: PropertySchema, raw: string): ApiErr
  * would otherwise be ignored, and the client would take a full listing for the filtered page it asked for.
  */
 export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
-  const validator = Compile(schema);
+  const validator = Compile(context, schema);
+  if (httpPart === 'body') {
+    return (data: unknown) => {
+      if (validator.Check(data)) return { value: data };
+      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+        return { error: new ApiError('invalid_body', 'the request body must be a JSON object') };
+      }
+      return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data))) };
+    };
+  }
+  if (httpPart === 'params') {
+    const integers = Object.entries((schema as { properties?: Record<string, PropertySchema> }).properties ?? {}).filter(
+      ([, prop]) => prop.type === 'integer',
+    );
+    return (data: unknown) => {
+      const params = data as Record<string, string | number>;
+      for (const [name, prop] of integers) {
+        const value = pathInteger(name, prop, String(params[name]));
+        if (value instanceof ApiError) return { error: value };
+        params[name] = value;
+      }
+      return validator.Check(params) ? { value: params } : { error: new ApiError('invalid_parameter', 'invalid path parameter') };
+    };
+  }
   if (httpPart !== 'querystring') {
     return (data: unknown) =>
       validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };

@@ -33,6 +33,8 @@ export const PlantRecord = {
   type: 'object',
   properties: {
     type: { const: 'plant' },
+    /** The plant's public id (as in the API); without it, the largest id in use (or given earlier) plus one. */
+    id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
     name: { type: 'string' },
     tag: { type: 'string' },
     owner: { type: 'string' },

@@ -19,7 +19,7 @@ function exportQueries(dialect: Dialect): { users: string; groups: string; plant
       `SELECT g.name, ${nameList(dialect, 'SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
       'FROM groups g ORDER BY g.id',
     plants:
-      `SELECT p.name, p.tag, u.name AS owner, p.is_public, ` +
+      `SELECT p.api_id, p.name, p.tag, u.name AS owner, p.is_public, ` +
       `${nameList(dialect, 'SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id')} AS users, ` +
       `${nameList(dialect, 'SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id')} AS groups ` +
       'FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id',
@@ -28,7 +28,15 @@ function exportQueries(dialect: Dialect): { users: string; groups: string; plant
 
 type UserRow = { name: string; is_admin: number };
 type GroupRow = { name: string; members: NameList };
-type PlantRow = { name: string; tag: string | null; owner: string; is_public: number; users: NameList; groups: NameList };
+type PlantRow = {
+  api_id: number | string;
+  name: string;
+  tag: string | null;
+  owner: string;
+  is_public: number;
+  users: NameList;
+  groups: NameList;
+};
 
 /** One consistent snapshot of a backend, read by the export flow. */
 export interface ExportSnapshot {
@@ -49,6 +57,7 @@ const exportRecord = {
     const sharedWith = [...names(p.users), ...names(p.groups).map((g) => `group:${g}`)];
     return {
       type: 'plant',
+      id: Number(p.api_id),
       name: p.name,
       ...(p.tag === null ? {} : { tag: p.tag }),
       owner: p.owner,

@@ -34,6 +34,8 @@ export class KnownNames {
 
 /** A plant of an import with its owner and grantees as ids; each grantee once. */
 export interface ImportedPlant {
+  /** Its public id: the record's, or the next one free. */
+  id: number;
   name: string;
   tag: string | null;
   ownerId: number;
@@ -49,8 +51,8 @@ export interface ImportedPlant {
  */
 export interface ImportTarget {
   readonly names: KnownNames;
-  /** Opens the transaction. */
-  begin(): Promise<void>;
+  /** Opens the transaction; resolves to the largest plant id in use (0 for none). */
+  begin(): Promise<number>;
   /** Before each record: a target that writes one type's records in batches writes them when another type comes. */
   next(type: CatalogueRecord['type']): Awaitable<void>;
   user(name: string, admin: boolean | undefined): Awaitable<void>;
@@ -73,10 +75,10 @@ export async function importCatalogue(
 ): Promise<ImportSummary> {
   const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
   let done = 0;
-  await target.begin();
+  const flow: Flow = { target, summary, nextPlantId: (await target.begin()) + 1 };
   try {
     for await (const batch of batches) {
-      for (let pending = writeRecords(target, batch, 0, summary); pending; pending = writeRecords(target, batch, pending.resume, summary)) {
+      for (let pending = writeRecords(flow, batch, 0); pending; pending = writeRecords(flow, batch, pending.resume)) {
         await pending.wait;
       }
       done += batch.length;
@@ -95,23 +97,26 @@ export async function importCatalogue(
  * in the loop would cost every record of a SQLite import a turn); at the first promise it returns that
  * promise and where to go on once it has settled.
  */
-function writeRecords(
-  target: ImportTarget,
-  batch: readonly NumberedRecord[],
-  from: number,
-  summary: ImportSummary,
-): { wait: Promise<unknown>; resume: number } | undefined {
+function writeRecords(flow: Flow, batch: readonly NumberedRecord[], from: number): { wait: Promise<unknown>; resume: number } | undefined {
   for (let i = from; i < batch.length; i++) {
     const { line, record } = batch[i]!;
-    const ready = target.next(record.type);
-    if (ready instanceof Promise) return { wait: ready.then(() => writeRecord(target, record, line, summary)), resume: i + 1 };
-    const written = writeRecord(target, record, line, summary);
+    const ready = flow.target.next(record.type);
+    if (ready instanceof Promise) return { wait: ready.then(() => writeRecord(flow, record, line)), resume: i + 1 };
+    const written = writeRecord(flow, record, line);
     if (written instanceof Promise) return { wait: written, resume: i + 1 };
   }
   return undefined;
 }
 
-function writeRecord(target: ImportTarget, record: CatalogueRecord, line: number, summary: ImportSummary): Awaitable<void> {
+/** An import under way: its target, its counts, and the id the next plant without one gets. */
+interface Flow {
+  readonly target: ImportTarget;
+  readonly summary: ImportSummary;
+  nextPlantId: number;
+}
+
+function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitable<void> {
+  const { target, summary } = flow;
   switch (record.type) {
     case 'user': {
       summary.users++;
@@ -125,7 +130,10 @@ function writeRecord(target: ImportTarget, record: CatalogueRecord, line: number
     case 'plant': {
       summary.plants++;
       summary.grants += record.sharedWith?.length ?? 0;
-      const plant = importedPlant(target.names, record, line);
+      // Ids given in the file are the plants' own; the others follow the largest seen so far.
+      const id = record.id ?? flow.nextPlantId;
+      if (id >= flow.nextPlantId) flow.nextPlantId = id + 1;
+      const plant = importedPlant(target.names, record, id, line);
       return plant instanceof Promise ? plant.then((resolved) => target.plant(resolved)) : target.plant(plant);
     }
   }
@@ -172,31 +180,33 @@ function idsOf(kind: Named, grantees: readonly NameRef[], ids: readonly number[]
   return chosen.length > 0 ? chosen : NONE;
 }
 
-function importedPlant(names: KnownNames, record: PlantRecord, line: number): Awaitable<ImportedPlant> {
+function importedPlant(names: KnownNames, record: PlantRecord, id: number, line: number): Awaitable<ImportedPlant> {
   const owner = names.id('user', record.owner, line);
   const shared = record.sharedWith;
   // Most plants: a known owner and nobody to share with (no closure, one object).
   if (shared === undefined || shared.length === 0) {
-    return owner instanceof Promise ? owner.then((ownerId) => newPlant(record, ownerId)) : newPlant(record, owner);
+    return owner instanceof Promise ? owner.then((ownerId) => newPlant(record, id, ownerId)) : newPlant(record, id, owner);
   }
   const grantees = shared.map(parseSharedWith);
   // The owner first, then the grantees in the order given.
   if (owner instanceof Promise) {
-    return owner.then(async (ownerId) => newPlant(record, ownerId, grantees, await resolveAll(names, grantees, line)));
+    return owner.then(async (ownerId) => newPlant(record, id, ownerId, grantees, await resolveAll(names, grantees, line)));
   }
   const ids = resolveAll(names, grantees, line);
   return ids instanceof Promise
-    ? ids.then((resolved) => newPlant(record, owner, grantees, resolved))
-    : newPlant(record, owner, grantees, ids);
+    ? ids.then((resolved) => newPlant(record, id, owner, grantees, resolved))
+    : newPlant(record, id, owner, grantees, ids);
 }
 
 function newPlant(
   record: PlantRecord,
+  id: number,
   ownerId: number,
   grantees: readonly NameRef[] = NO_REFS,
   ids: readonly number[] = NONE,
 ): ImportedPlant {
   return {
+    id,
     name: record.name,
     tag: record.tag ?? null,
     ownerId,

@@ -10,6 +10,8 @@ export interface Database {
   group_members: { group_id: number; user_id: number };
   plants: {
     id: Generated<number>;
+    /** The plant's public id (the API's and the CLI's); `id` is its catalogue position. */
+    api_id: Generated<number>;
     name: string;
     tag: string | null;
     owner_id: number;

@@ -1,18 +1,21 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../names.js';
 import type { CatalogueRecord } from '../import-format/records.js';
 import { conflict, notFound, unavailable } from '../domain-errors.js';
 import type { ChangeFeed } from './change-log.js';
+import { plantVisibleSql } from './visible-plants-sql.js';
 import type { Database } from './schema.js';
 import type {
   HotQuery,
   Awaitable,
   CatalogueCounts,
+  Deleter,
   GrantInfo,
   Grantee,
   GroupInfo,
   ImportProgress,
   ImportSummary,
+  NewPlant,
   NewToken,
   NumberedRecord,
   VisiblePage,
@@ -131,9 +134,11 @@ export abstract class StoreBase implements Store {
     return Number(row.id);
   }
 
-  private async plantExists(db: Db, id: number): Promise<void> {
-    const row = await db.selectFrom('plants').select('id').where('id', '=', id).executeTakeFirst();
+  /** The catalogue position of the plant whose (public) id is `id`. */
+  private async plantPosition(db: Db, id: number): Promise<number> {
+    const row = await db.selectFrom('plants').select('id').where('api_id', '=', id).executeTakeFirst();
     if (!row) throw notFound(`no plant with id ${id}`);
+    return Number(row.id);
   }
 
   addUser(name: string, admin: boolean): Promise<UserInfo> {
@@ -324,26 +329,82 @@ export abstract class StoreBase implements Store {
     }));
   }
 
-  addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
+  addPlant(plant: { id?: number; name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
     return this.write(async () => {
       checkPlantName(plant.name);
       if (plant.tag !== undefined) checkTag(plant.tag);
       const createdAt = Date.now();
       return this.db.transaction().execute(async (trx) => {
         const ownerId = await this.userId(trx, plant.owner);
-        const row = await trx
-          .insertInto('plants')
-          .values({ name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: plant.public ? 1 : 0, created_at: createdAt })
-          .returning('id')
-          .executeTakeFirstOrThrow();
-        return { id: Number(row.id), ...plant, createdAt: new Date(createdAt) };
+        const row = await this.insertUnique(`a plant with id ${plant.id}`, () =>
+          trx
+            .insertInto('plants')
+            .values({
+              ...(plant.id === undefined ? {} : { api_id: plant.id }),
+              name: plant.name,
+              tag: plant.tag ?? null,
+              owner_id: ownerId,
+              is_public: plant.public ? 1 : 0,
+              created_at: createdAt,
+            })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        );
+        // Read back: without an id given, the database's trigger chose it.
+        const { api_id } = await trx.selectFrom('plants').select('api_id').where('id', '=', row.id).executeTakeFirstOrThrow();
+        return { ...plant, id: Number(api_id), createdAt: new Date(createdAt) };
       });
     });
   }
 
+  createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'> {
+    checkPlantName(plant.name);
+    if (plant.tag !== undefined) checkTag(plant.tag);
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
+        const taken = await trx.selectFrom('plants').select(['owner_id', 'name', 'tag']).where('api_id', '=', plant.id).executeTakeFirst();
+        if (taken !== undefined) {
+          const same = Number(taken.owner_id) === ownerId && taken.name === plant.name && taken.tag === (plant.tag ?? null);
+          if (same) return 'existing';
+          throw conflict(`plant id ${plant.id} is taken by another plant`);
+        }
+        await this.insertUnique(`a plant with id ${plant.id}`, () =>
+          trx
+            .insertInto('plants')
+            .values({ api_id: plant.id, name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: 0, created_at: Date.now() })
+            .execute(),
+        );
+        return 'created';
+      }),
+    );
+  }
+
+  deletePlant(deleter: Deleter, id: number): Promise<'deleted' | 'hidden' | 'forbidden'> {
+    return this.write(() =>
+      this.db.transaction().execute(async (trx) => {
+        const plant = await trx.selectFrom('plants').select(['id', 'owner_id']).where('api_id', '=', id).executeTakeFirst();
+        if (plant === undefined) return 'hidden';
+        const position = Number(plant.id);
+        if (!deleter.admin && Number(plant.owner_id) !== deleter.userId) {
+          const claimed =
+            deleter.groups === undefined || deleter.groups.length === 0
+              ? []
+              : (await trx.selectFrom('groups').select('id').where('name', 'in', deleter.groups).execute()).map((g) => Number(g.id));
+          const { rows } = await sql<{
+            visible: unknown;
+          }>`SELECT ${sql.raw(plantVisibleSql(position, deleter.userId, claimed))} AS visible`.execute(trx);
+          // A boolean on PostgreSQL, 0 or 1 on SQLite.
+          return rows[0]?.visible === true || rows[0]?.visible === 1 ? 'forbidden' : 'hidden';
+        }
+        await trx.deleteFrom('plants').where('id', '=', position).execute();
+        return 'deleted';
+      }),
+    );
+  }
+
   removePlant(id: number): Promise<void> {
     return this.write(async () => {
-      const result = await this.db.deleteFrom('plants').where('id', '=', id).executeTakeFirst();
+      const result = await this.db.deleteFrom('plants').where('api_id', '=', id).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0) throw notFound(`no plant with id ${id}`);
     });
   }
@@ -352,7 +413,7 @@ export abstract class StoreBase implements Store {
     let query = this.db
       .selectFrom('plants')
       .innerJoin('users', 'users.id', 'plants.owner_id')
-      .select(['plants.id', 'plants.name', 'plants.tag', 'plants.is_public', 'plants.created_at', 'users.name as owner'])
+      .select(['plants.api_id as id', 'plants.name', 'plants.tag', 'plants.is_public', 'plants.created_at', 'users.name as owner'])
       .orderBy('plants.id');
     if (filter.owner !== undefined) query = query.where('users.name', '=', filter.owner);
     const rows = await query.execute();
@@ -369,17 +430,17 @@ export abstract class StoreBase implements Store {
   addGrant(plantId: number, grantee: Grantee): Promise<boolean> {
     return this.write(() =>
       this.db.transaction().execute(async (trx) => {
-        await this.plantExists(trx, plantId);
+        const position = await this.plantPosition(trx, plantId);
         const result =
           'user' in grantee
             ? await trx
                 .insertInto('plant_user_grants')
-                .values({ user_id: await this.userId(trx, grantee.user), plant_id: plantId })
+                .values({ user_id: await this.userId(trx, grantee.user), plant_id: position })
                 .onConflict((oc) => oc.doNothing())
                 .executeTakeFirst()
             : await trx
                 .insertInto('plant_group_grants')
-                .values({ group_id: await this.groupId(trx, grantee.group), plant_id: plantId })
+                .values({ group_id: await this.groupId(trx, grantee.group), plant_id: position })
                 .onConflict((oc) => oc.doNothing())
                 .executeTakeFirst();
         return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
@@ -390,18 +451,18 @@ export abstract class StoreBase implements Store {
   removeGrant(plantId: number, grantee: Grantee): Promise<boolean> {
     return this.write(() =>
       this.db.transaction().execute(async (trx) => {
-        await this.plantExists(trx, plantId);
+        const position = await this.plantPosition(trx, plantId);
         const result =
           'user' in grantee
             ? await trx
                 .deleteFrom('plant_user_grants')
                 .where('user_id', '=', await this.userId(trx, grantee.user))
-                .where('plant_id', '=', plantId)
+                .where('plant_id', '=', position)
                 .executeTakeFirst()
             : await trx
                 .deleteFrom('plant_group_grants')
                 .where('group_id', '=', await this.groupId(trx, grantee.group))
-                .where('plant_id', '=', plantId)
+                .where('plant_id', '=', position)
                 .executeTakeFirst();
         return Number(result.numDeletedRows) > 0;
       }),
@@ -413,15 +474,15 @@ export abstract class StoreBase implements Store {
       .selectFrom('plant_user_grants as g')
       .innerJoin('plants as p', 'p.id', 'g.plant_id')
       .innerJoin('users as u', 'u.id', 'g.user_id')
-      .select(['p.id as plantId', 'p.name as plantName', 'u.name as grantee', 'u.id as granteeId']);
+      .select(['p.id as position', 'p.api_id as plantId', 'p.name as plantName', 'u.name as grantee', 'u.id as granteeId']);
     let groups = this.db
       .selectFrom('plant_group_grants as g')
       .innerJoin('plants as p', 'p.id', 'g.plant_id')
       .innerJoin('groups as gr', 'gr.id', 'g.group_id')
-      .select(['p.id as plantId', 'p.name as plantName', 'gr.name as grantee', 'gr.id as granteeId']);
+      .select(['p.id as position', 'p.api_id as plantId', 'p.name as plantName', 'gr.name as grantee', 'gr.id as granteeId']);
     if (filter.plantId !== undefined) {
-      users = users.where('p.id', '=', filter.plantId);
-      groups = groups.where('p.id', '=', filter.plantId);
+      users = users.where('p.api_id', '=', filter.plantId);
+      groups = groups.where('p.api_id', '=', filter.plantId);
     }
     const [u, g] = await Promise.all([users.execute(), groups.execute()]);
     const all = [
@@ -429,16 +490,16 @@ export abstract class StoreBase implements Store {
         plantId: Number(r.plantId),
         plantName: r.plantName,
         grantee: { user: r.grantee },
-        order: [0, Number(r.granteeId)],
+        order: [Number(r.position), 0, Number(r.granteeId)],
       })),
       ...g.map((r) => ({
         plantId: Number(r.plantId),
         plantName: r.plantName,
         grantee: { group: r.grantee },
-        order: [1, Number(r.granteeId)],
+        order: [Number(r.position), 1, Number(r.granteeId)],
       })),
     ];
-    all.sort((a, b) => a.plantId - b.plantId || a.order[0]! - b.order[0]! || a.order[1]! - b.order[1]!);
+    all.sort((a, b) => a.order[0]! - b.order[0]! || a.order[1]! - b.order[1]! || a.order[2]! - b.order[2]!);
     return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));
   }
 

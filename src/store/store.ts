@@ -162,8 +162,37 @@ export interface ListingStore {
   listAllPlants(page: PageRequest): Awaitable<VisiblePage>;
 }
 
-/** The request path: credentials, listings, and the change feed its caches follow. */
-export interface RequestStore extends CredentialStore, ListingStore {
+/** A plant as a client creates it: its public id, chosen by the client, with the contract's fields. */
+export interface NewPlant {
+  id: number;
+  name: string;
+  tag?: string;
+}
+
+/** Who asks to delete a plant, as far as the access rule cares (see access/viewer.ts). */
+export interface Deleter {
+  userId: number;
+  admin: boolean;
+  /** Group names that count like stored memberships (a JWT's groups claim). */
+  groups?: readonly string[];
+}
+
+/** Plants created and deleted on behalf of an authenticated user: what `POST` and `DELETE /plants` write. */
+export interface PlantWriteStore {
+  /**
+   * Creates `plant`, owned by `ownerId`, private and shared with nobody. 'existing' when that owner already has
+   * the plant with this id, name and tag (a retried create); a conflict when the id is another plant's.
+   */
+  createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'>;
+  /**
+   * Deletes the plant with public id `id` when `deleter` owns it or is an admin: 'hidden' when there is no such
+   * plant or the deleter may not see it, 'forbidden' when the deleter sees it but may not delete it.
+   */
+  deletePlant(deleter: Deleter, id: number): Promise<'deleted' | 'hidden' | 'forbidden'>;
+}
+
+/** The request path: credentials, listings, the plant writes, and the change feed its caches follow. */
+export interface RequestStore extends CredentialStore, ListingStore, PlantWriteStore {
   /**
    * Every committed change, from any writer, as the change log records it: what the caches follow. Started by
    * its first `sync()`, so CLI commands never follow it.
@@ -206,7 +235,9 @@ export interface AdminStore {
   listGroups(): Promise<GroupInfo[]>;
 
   // Plants.
-  addPlant(plant: { name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo>;
+  /** Without `id`, the plant gets the largest id in use plus one. */
+  addPlant(plant: { id?: number; name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo>;
+  /** By the plant's public id. */
   removePlant(id: number): Promise<void>;
   listPlants(filter: { owner?: string }): Promise<PlantInfo[]>;
 
@@ -237,8 +268,9 @@ export interface BulkStore {
 /**
  * A backend (SQLite, PostgreSQL): every role above, and its lifetime. Each consumer depends on the role it
  * uses: the authenticator on CredentialStore, the listing on ListingStore, health routes and metrics on
- * HealthStore, the CLI on AdminStore and BulkStore. Names identify users and groups; plants are identified by
- * a numeric id that also defines catalogue order (ids only ever grow).
+ * HealthStore, the CLI on AdminStore and BulkStore. Names identify users and groups. A plant has two numbers:
+ * its public id (chosen by whoever adds it, what the API and the CLI show) and its catalogue position (the
+ * order plants were added, which only grows: what listings and cursors follow, shown to nobody).
  */
 export interface Store extends RequestStore, HealthStore, AdminStore, BulkStore {
   close(): Promise<void>;

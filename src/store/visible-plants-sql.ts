@@ -38,13 +38,15 @@ export const groupParam = (i: number): string => `g${i}`;
 
 /** The ids of the user's groups: stored memberships, and with `withClaims` the stored groups the claim names. */
 function viewerGroups(dialect: Dialect, withClaims: boolean): string {
-  const p = PARAMS[dialect];
-  const claimed = withClaims ? ` UNION SELECT id FROM groups WHERE name IN ${p.claims}` : '';
-  return `SELECT group_id AS id FROM group_members WHERE user_id = ${p.user}${claimed}`;
+  return memberGroups(PARAMS[dialect].user, withClaims ? `SELECT id FROM groups WHERE name IN ${PARAMS[dialect].claims}` : undefined);
+}
+
+function memberGroups(user: string, claimed: string | undefined): string {
+  return `SELECT group_id AS id FROM group_members WHERE user_id = ${user}${claimed === undefined ? '' : ` UNION ${claimed}`}`;
 }
 
 /** The ranges of the rule that do not depend on groups: public, owned, granted to the user. */
-const ownBranches = (p: Params) => [
+const ownBranches = (p: Pick<Params, 'user'>) => [
   ['id', 'plants WHERE is_public = 1'],
   ['id', `plants WHERE owner_id = ${p.user}`],
   ['plant_id', `plant_user_grants WHERE user_id = ${p.user}`],
@@ -114,4 +116,19 @@ export function allPlantsSql(dialect: Dialect, limit: number): string {
     `(SELECT id, name, tag, NULL AS replayed FROM plants WHERE id > $1 ORDER BY id LIMIT $2) ` +
     `UNION ALL SELECT NULL, NULL, NULL, ${REPLAYED} ORDER BY 1`
   );
+}
+
+/**
+ * Whether user `user` may see the plant at catalogue position `plant` (the rule above, for one plant), as a
+ * condition both dialects evaluate; `claimedGroupIds` are the stored groups a JWT's groups claim names. Every
+ * value is an id the store read itself, never client text, so they are written as literals.
+ */
+export function plantVisibleSql(plant: number, user: number, claimedGroupIds: readonly number[]): string {
+  for (const id of [plant, user, ...claimedGroupIds]) if (!Number.isSafeInteger(id)) throw new Error(`not an id: ${id}`);
+  const claimed = claimedGroupIds.length === 0 ? undefined : `SELECT id FROM groups WHERE id IN (${claimedGroupIds.join(', ')})`;
+  const branches = ownBranches({ user: String(user) }).map(([column, from]) => `EXISTS (SELECT 1 FROM ${from} AND ${column} = ${plant})`);
+  branches.push(
+    `EXISTS (SELECT 1 FROM plant_group_grants WHERE plant_id = ${plant} AND group_id IN (${memberGroups(String(user), claimed)}))`,
+  );
+  return branches.join(' OR ');
 }

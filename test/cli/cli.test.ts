@@ -259,8 +259,8 @@ for (const backend of BACKENDS)
           { type: 'user', name: 'dave', admin: true },
           { type: 'group', name: 'g1', members: ['bob', 'alice'] },
           { type: 'group', name: 'g2', members: ['alice', 'carol'] },
-          { type: 'plant', name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
-          { type: 'plant', name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
+          { type: 'plant', id: 1, name: 'P', owner: 'alice', public: false, sharedWith: ['carol', 'group:g2'] },
+          { type: 'plant', id: 2, name: 'Q', owner: 'dave', public: true, sharedWith: ['group:g1'] },
         ],
       );
     });
@@ -353,7 +353,7 @@ for (const backend of BACKENDS)
       },
     );
 
-    it('round-trips export then import, byte for byte, including odd names', async () => {
+    it('round-trips export then import, byte for byte, including odd names and ids in any order', async () => {
       const source = await freshDb();
       const records = [
         { type: 'user', name: 'alice', admin: true },
@@ -361,12 +361,21 @@ for (const backend of BACKENDS)
         { type: 'user', name: 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿' },
         { type: 'group', name: 'gardeners', members: ['bob', 'O\'Brien "the gardener"; <b>hi</b> ünïcødé 🌿'] },
         { type: 'group', name: 'empty group' },
-        { type: 'plant', name: 'Plain', owner: 'bob', public: false },
+        { type: 'plant', id: 42, name: 'Plain', owner: 'bob', public: false },
         // Backslashes, \\N, line breaks and tabs: what PostgreSQL's COPY text format must escape.
-        { type: 'plant', name: 'back\\slash \\N \\\\N line\nbreak\r\ttab', tag: '\\N', owner: 'alice', public: false },
-        { type: 'plant', name: 'Tagged', tag: 'tropical', owner: 'alice', public: true, sharedWith: ['bob', 'group:gardeners'] },
+        { type: 'plant', id: 7, name: 'back\\slash \\N \\\\N line\nbreak\r\ttab', tag: '\\N', owner: 'alice', public: false },
         {
           type: 'plant',
+          id: 9_007_199_254_740_991,
+          name: 'Tagged',
+          tag: 'tropical',
+          owner: 'alice',
+          public: true,
+          sharedWith: ['bob', 'group:gardeners'],
+        },
+        {
+          type: 'plant',
+          id: 1,
           name: 'Odd "quoted"; DROP TABLE plants; -- <script>alert(1)</script>\u0001\t',
           tag: '\u0007',
           owner: 'bob',
@@ -399,6 +408,7 @@ for (const backend of BACKENDS)
         lines.push(
           JSON.stringify({
             type: 'plant',
+            id: i + 1,
             name: `plant ${i}`,
             ...(i % 3 ? { tag: `t${i % 7}` } : {}),
             owner: 'owner',

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
+  createPlant,
   createPlantStoreClient,
+  deletePlant,
   listAllPlants,
   nextPageQuery,
   PlantStoreError,
@@ -110,6 +112,20 @@ describe(`typed client [${backend.name}]`, () => {
       assert.equal(new URL(urls[0]!).searchParams.get('cursor'), null, 'the first page has no cursor');
       for (const url of urls.slice(1)) assert.match(new URL(url).searchParams.get('cursor') ?? '', /^[A-Za-z0-9_-]+$/);
     }
+  });
+
+  it('createPlant and deletePlant create, retry safely, refuse with typed errors and delete', async () => {
+    const dave = client(tokens.dave);
+    const names = async () => (await dave.GET('/plants')).data!.map((p) => p.name);
+    assert.deepEqual(await createPlant(dave, { id: 70_001, name: 'Client fern', tag: 'fern' }), { name: 'Client fern', tag: 'fern' });
+    assert.deepEqual(await createPlant(dave, { id: 70_001, name: 'Client fern', tag: 'fern' }), { name: 'Client fern', tag: 'fern' });
+    assert.ok((await names()).includes('Client fern'));
+    const taken = await createPlant(client(tokens.carol), { id: 70_001, name: 'Other' }).catch((e: unknown) => e);
+    assert.ok(taken instanceof PlantStoreError && taken.status === 409 && taken.body.error === 40901, String(taken));
+    const notOwner = await deletePlant(client(tokens.carol), 70_001).catch((e: unknown) => e);
+    assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 404, String(notOwner));
+    await deletePlant(dave, 70_001);
+    assert.ok(!(await names()).includes('Client fern'));
   });
 
   it('listAllPlants walks a larger catalogue without gap or repeat', async () => {

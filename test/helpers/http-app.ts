@@ -122,9 +122,10 @@ export async function rawRequest(
   rawPathAndQuery: string,
   headers: OutgoingHttpHeaders = {},
   method = 'GET',
+  body?: string,
 ): Promise<RawResponse> {
   const validate = await servedDocumentValidator(baseUrl);
-  const res = await sendRequest(baseUrl, rawPathAndQuery, headers, method);
+  const res = await sendRequest(baseUrl, rawPathAndQuery, headers, method, body);
   // A CORS preflight (when an allow-list is configured) is answered by the CORS layer, outside the API document.
   const preflight = method === 'OPTIONS' && headers['access-control-request-method'] !== undefined && res.status === 204;
   if (!preflight) assertConforms(validate, { method, target: rawPathAndQuery, status: res.status, headers: res.headers, text: res.text });
@@ -141,7 +142,13 @@ export function uncheckedRequest(
   return sendRequest(baseUrl, rawPathAndQuery, headers, method);
 }
 
-function sendRequest(baseUrl: string, rawPathAndQuery: string, headers: OutgoingHttpHeaders, method: string): Promise<RawResponse> {
+function sendRequest(
+  baseUrl: string,
+  rawPathAndQuery: string,
+  headers: OutgoingHttpHeaders,
+  method: string,
+  body?: string,
+): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ hostname, port, path: rawPathAndQuery, method, headers, agent: false }, (res) => {
@@ -160,7 +167,7 @@ function sendRequest(baseUrl: string, rawPathAndQuery: string, headers: Outgoing
       });
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 

@@ -82,9 +82,33 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
       Object.keys(doc.paths['/plants'])
         .filter((m) => m !== 'parameters')
         .join(),
-      'get',
-      'only GET is described on /plants',
+      'get,post',
+      'GET and POST are described on /plants (HEAD is GET without a body)',
     );
+  });
+
+  it("describes POST /plants and DELETE /plants/{id} with the original document's shapes", () => {
+    const post = doc.paths['/plants'].post as Json;
+    assert.deepEqual(post.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewPlant' });
+    assert.equal(post.requestBody.required, true);
+    assert.deepEqual(post.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/Plant' });
+    for (const status of ['400', '401', '409', '415']) {
+      assert.deepEqual(post.responses[status].content['application/json'].schema, { $ref: '#/components/schemas/Error' }, status);
+    }
+    const newPlant = doc.components.schemas.NewPlant as Json;
+    assert.deepEqual(newPlant.allOf[0], { $ref: '#/components/schemas/Plant' });
+    assert.deepEqual(newPlant.allOf[1].required, ['id']);
+    assert.equal(newPlant.allOf[1].properties.id.type, 'integer');
+    assert.equal(newPlant.allOf[1].properties.id.format, 'int64');
+    const del = doc.paths['/plants/{id}'].delete as Json;
+    const [id] = del.parameters as Json[];
+    assert.equal(id.in, 'path');
+    assert.equal(id.required, true);
+    assert.equal(id.schema.format, 'int64');
+    assert.equal(del.responses['204'].content, undefined, '204 has no body');
+    for (const status of ['400', '401', '403', '404']) {
+      assert.deepEqual(del.responses[status].content['application/json'].schema, { $ref: '#/components/schemas/Error' }, status);
+    }
   });
 
   it('GET /plants answers 200 with an array of Plant and 400 with Error, both application/json', () => {

@@ -11,8 +11,9 @@ export function registerPlantCommands(program: Command): void {
 
   plants
     .command('add')
-    .description('add a plant; prints its id')
+    .description('add a plant; prints its id (the id of DELETE /plants/{id})')
     .requiredOption('--name <name>', 'the name of the plant')
+    .option('--id <id>', 'its id (default: the largest id in use plus one)')
     .requiredOption('--owner <user>', 'the user who owns it')
     .option('--tag <tag>', 'tag that specifies the type of the plant')
     .option('--public', 'every user sees it', false)
@@ -23,9 +24,16 @@ export function registerPlantCommands(program: Command): void {
         'ID=$(plantstore plants add --name Fern --owner bob)',
       ),
     )
-    .action(async (opts: { name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
+    .action(async (opts: { id?: string; name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
+      const id = opts.id === undefined ? {} : { id: parseId('plant id', opts.id) };
       const plant = await withStore(cmd, (store) =>
-        store.addPlant({ name: opts.name, owner: opts.owner, public: opts.public, ...(opts.tag === undefined ? {} : { tag: opts.tag }) }),
+        store.addPlant({
+          ...id,
+          name: opts.name,
+          owner: opts.owner,
+          public: opts.public,
+          ...(opts.tag === undefined ? {} : { tag: opts.tag }),
+        }),
       );
       process.stdout.write(`${plant.id}\n`);
       say(`added plant ${plant.id} (${plant.name}) for ${plant.owner}`);

@@ -10,7 +10,7 @@ import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
 // Header patterns give the documented form of each header, so clients and the conformance tests can check it.
-const wwwAuthenticate = {
+export const wwwAuthenticate = {
   'WWW-Authenticate': {
     type: 'string' as const,
     pattern: '^Bearer realm="[^"]*"(, error="invalid_token", error_description="[^"\\\\]*")?$',
@@ -22,7 +22,7 @@ const wwwAuthenticate = {
  * 406 only when the client's Accept header rules JSON out; no (or an empty) header, `*\/*` or JSON pass at
  * once. The offered type carries its charset so that `application/json; charset=utf-8` matches too.
  */
-function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+export function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   const accept = request.headers.accept;
   if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return done();
   if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
@@ -31,9 +31,9 @@ function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, do
   done();
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+export const JSON_TYPE = 'application/json; charset=utf-8';
 
-const rateLimitHeaders = {
+export const rateLimitHeaders = {
   RateLimit: {
     type: 'string' as const,
     description:

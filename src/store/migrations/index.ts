@@ -4,6 +4,7 @@ import { initialSchema } from './0001-initial.js';
 import { changeNotifications } from './0002-change-notifications.js';
 import { changeLog } from './0003-change-log.js';
 import { userNameKeys } from './0004-user-name-keys.js';
+import { plantIds } from './0005-plant-ids.js';
 
 /** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -12,6 +13,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0002-change-notifications': changeNotifications(dialect),
     '0003-change-log': changeLog(dialect),
     '0004-user-name-keys': userNameKeys(dialect),
+    '0005-plant-ids': plantIds(dialect),
   };
 }
 

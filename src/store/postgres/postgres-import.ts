@@ -53,13 +53,18 @@ export class PostgresImport implements ImportTarget {
 
   constructor(private readonly client: pg.PoolClient) {}
 
-  async begin(): Promise<void> {
+  async begin(): Promise<number> {
     await this.client.query('BEGIN');
     // Like export: a bulk command, whose COPY of a batch or COMMIT may outlast a request's timeout.
     await this.client.query('SET LOCAL statement_timeout = 0');
     // Row by row, the change log would double what an import writes: it records one broad change instead.
     await this.client.query(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`);
     this.addKeys = (await dropKeysForFirstLoad(this.client)).add;
+    // Plants without an id in the file are numbered like those added without one (see 0005-plant-ids.ts).
+    const { rows } = await this.client.query<{ largest: string }>(
+      `SELECT greatest(coalesce(max(api_id), 0), coalesce(pg_sequence_last_value(pg_get_serial_sequence('plants', 'id')::regclass), 0)) AS largest FROM plants`,
+    );
+    return Number(rows[0]!.largest);
   }
 
   next(type: CatalogueRecord['type']): Awaitable<void> {
@@ -88,7 +93,7 @@ export class PostgresImport implements ImportTarget {
     for (const id of plant.groupIds) groupGrants.push(index, id);
     const tag = plant.tag === null ? '\\N' : copyText(plant.tag);
     // A plant's COPY row is built when it is read, all but the id.
-    rows.add(`\t${copyText(plant.name)}\t${tag}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
+    rows.add(`\t${plant.id}\t${copyText(plant.name)}\t${tag}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
     if (rows.count >= this.batchSize) return this.flushPlants();
   }
 
@@ -194,7 +199,7 @@ export class PostgresImport implements ImportTarget {
     const groupGrantText = grantRows(groupGrants, ids);
     await previous;
     // COPY writes the reserved ids into the identity column as given (like OVERRIDING SYSTEM VALUE).
-    await copyInto(this.client, 'COPY plants (id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
+    await copyInto(this.client, 'COPY plants (id, api_id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
     await copyInto(this.client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantText);
     await copyInto(this.client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantText);
   }

@@ -3,14 +3,20 @@ import { nameKey } from '../../names.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';
+import { PLANT_ID_TRIGGER } from '../migrations/0005-plant-ids.js';
 import { PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
-/** The change-log triggers, by name, as SQLite stores them: an import drops them and restores them exactly. */
-function changeTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
+/**
+ * The triggers an import goes without, by name, as SQLite stores them: it drops them and restores them exactly.
+ * The change log's (see `begin`), and the one that numbers plants inserted without an id (an import numbers its
+ * plants itself; a trigger, even one whose condition is false, costs every row).
+ */
+function importedTableTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
   const names = Object.keys(LOGGED_TABLES).flatMap((table) =>
     (['insert', 'update', 'delete'] as const).map((op) => changeTriggerName(table as keyof typeof LOGGED_TABLES, op)),
   );
+  names.push(PLANT_ID_TRIGGER);
   return db
     .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
     .all(...names) as Array<{ name: string; sql: string }>;
@@ -51,7 +57,7 @@ export class SqliteImport implements ImportTarget {
     this.cacheSize = db.pragma('cache_size', { simple: true });
   }
 
-  async begin(): Promise<void> {
+  async begin(): Promise<number> {
     const { db } = this;
     // Every id this import writes was just read or inserted under its own write lock (BEGIN IMMEDIATE: no
     // other writer can delete a row meanwhile), so SQLite's per-row foreign-key checks can only pass; skipping
@@ -68,9 +74,11 @@ export class SqliteImport implements ImportTarget {
     }
     // Row by row, the change log would double what an import writes; it records one broad change instead. The
     // triggers go and come back inside the transaction (no other writer runs meanwhile, nobody sees them gone).
-    this.triggers = changeTriggers(db);
+    this.triggers = importedTableTriggers(db);
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
     this.plants = new PlantWriter(db, this.now);
+    // Plants without an id in the file are numbered like those added without one (see 0005-plant-ids.ts).
+    return Math.max(this.plants.largestPosition, db.prepare('SELECT coalesce(max(api_id), 0) FROM plants').pluck().get() as number);
   }
 
   next(): void {}
@@ -92,7 +100,7 @@ export class SqliteImport implements ImportTarget {
   }
 
   plant(plant: ImportedPlant): void {
-    const plantId = this.plants!.add(plant.name, plant.tag, plant.ownerId, plant.isPublic ? 1 : 0);
+    const plantId = this.plants!.add(plant.id, plant.name, plant.tag, plant.ownerId, plant.isPublic ? 1 : 0);
     for (const userId of plant.userIds) this.statements.grantUser.run(userId, plantId);
     for (const groupId of plant.groupIds) this.statements.grantGroup.run(groupId, plantId);
   }

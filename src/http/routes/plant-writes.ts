@@ -1,0 +1,115 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Authenticator } from '../../access/authenticate.js';
+import { DomainError } from '../../domain-errors.js';
+import type { PlantWriteStore } from '../../store/store.js';
+import { bearerAuthentication, type AuthRefusal } from '../auth.js';
+import { ApiError } from '../error-codes.js';
+import type { RateLimiter } from '../rate-limit.js';
+import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
+import { JSON_TYPE, rateLimitHeaders, requireJsonAcceptable, wwwAuthenticate } from './plants.js';
+
+/** The answers every write may give besides its own, as the listing documents them. */
+const commonErrors = {
+  401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
+    ...wwwAuthenticate,
+    ...rateLimitHeaders,
+  }),
+  429: errorResponse('Too many requests in the current window for this token (or client address)', {
+    'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
+    ...rateLimitHeaders,
+  }),
+  500: errorResponse('Unexpected server error'),
+  503: errorResponse("The database, or the identity provider's signing keys, cannot be reached; retry later"),
+};
+
+const createPlantSchema = {
+  operationId: 'createPlant',
+  summary: 'Create a plant',
+  description:
+    'Creates a new plant in the store. The caller owns it; it is private and shared with nobody (an operator ' +
+    'makes it public or shares it with the CLI). The id is chosen by the client and must be unused: repeating ' +
+    'the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of ' +
+    'another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant ' +
+    "is in the caller's next `GET /plants` on any instance.",
+  body: { ...NewPlantRef, description: 'Plant to add to the store' },
+  response: {
+    200: { ...PlantRef, description: 'plant response' },
+    400: errorResponse(
+      'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters)',
+    ),
+    ...commonErrors,
+    406: errorResponse('The Accept header rules out application/json'),
+    409: errorResponse('The id is taken by another plant (of another user, or with another name or tag)'),
+    413: errorResponse('The request body is larger than 64 KiB'),
+    415: errorResponse('The request body is not application/json'),
+  },
+};
+
+const deletePlantSchema = {
+  operationId: 'deletePlant',
+  summary: 'Delete a plant',
+  description:
+    'Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the ' +
+    'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).',
+  params: Type.Object({
+    id: Type.Integer({ format: 'int64', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'ID of plant to delete' }),
+  }),
+  response: {
+    204: { type: 'null', description: 'Plant deleted' },
+    400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1'),
+    ...commonErrors,
+    403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
+    404: errorResponse('No plant with this id that the caller can see'),
+  },
+};
+
+/** `POST /plants` and `DELETE /plants/{id}`: writes on behalf of the authenticated caller. */
+export async function plantWriteRoutes(
+  app: FastifyInstance,
+  opts: {
+    store: PlantWriteStore;
+    authenticator: Authenticator;
+    limiter: RateLimiter | undefined;
+    onAuthRefused?: (reason: AuthRefusal) => void;
+  },
+): Promise<void> {
+  const { store } = opts;
+  const authenticate = bearerAuthentication(opts.authenticator, opts.limiter, opts.onAuthRefused);
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+  // Only JSON bodies: text/plain would otherwise be parsed as a string and refused as a bad body, not a 415.
+  app.removeContentTypeParser('text/plain');
+
+  routes.post('/plants', { onRequest: [authenticate, requireJsonAcceptable], schema: createPlantSchema }, async (request, reply) => {
+    const plant = request.body as NewPlant;
+    try {
+      await store.createPlant(request.viewer!.userId, plant);
+    } catch (err) {
+      throw asApiError(err);
+    }
+    reply.type(JSON_TYPE);
+    const answer: Plant = plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+    return answer;
+  });
+
+  routes.delete('/plants/:id', { onRequest: authenticate, schema: deletePlantSchema }, async (request, reply) => {
+    const { id } = request.params;
+    switch (await store.deletePlant(request.viewer!, id)) {
+      case 'deleted':
+        return reply.code(204).send();
+      case 'forbidden':
+        throw new ApiError('not_owner', `plant ${id} can only be deleted by its owner or an admin`);
+      case 'hidden':
+        throw new ApiError('plant_not_found', `no plant with id ${id}`);
+    }
+  });
+}
+
+/** The store's refusals of a create, as the API names them. */
+function asApiError(err: unknown): unknown {
+  if (!(err instanceof DomainError)) return err;
+  if (err.kind === 'conflict') return new ApiError('plant_id_taken', err.message);
+  if (err.kind === 'invalid_input') return new ApiError('invalid_body', err.message);
+  return err;
+}

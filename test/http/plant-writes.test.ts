@@ -1,0 +1,146 @@
+import assert from 'node:assert/strict';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+
+// POST /plants and DELETE /plants/{id} over a real socket, once per backend; every answer is checked against
+// the served document by rawRequest.
+
+after(() => cleanupBackends());
+
+const JSON_BODY = { 'content-type': 'application/json' };
+
+for (const backend of BACKENDS) {
+  describe(`plant writes over HTTP [${backend.name}]`, { skip: backend.skip }, () => {
+    let store: Store;
+    let server: RunningApp;
+    let tokens: Record<string, string>;
+    let bobsPublicId: number;
+    let bobsPrivateId: number;
+    const create = (user: string, body: unknown, headers: OutgoingHttpHeaders = JSON_BODY) =>
+      rawRequest(
+        server.url,
+        '/plants',
+        { ...bearer(tokens[user]!), ...headers },
+        'POST',
+        typeof body === 'string' ? body : JSON.stringify(body),
+      );
+    const remove = (user: string, id: number | string) => rawRequest(server.url, `/plants/${id}`, bearer(tokens[user]!), 'DELETE');
+    const names = async (user: string) => {
+      const res = await rawRequest(server.url, '/plants', bearer(tokens[user]!));
+      assert.equal(res.status, 200, res.text);
+      return (res.body as Array<{ name: string }>).map((p) => p.name);
+    };
+
+    before(async () => {
+      store = await backend.open();
+      const seeded = await seed(store, {
+        users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'root', admin: true }],
+        plants: [
+          { name: 'Aloe', owner: 'bob', public: true },
+          { name: 'Orchid', owner: 'bob' },
+        ],
+      });
+      tokens = seeded.tokens;
+      [bobsPublicId, bobsPrivateId] = seeded.plants.map((p) => p.id) as [number, number];
+      server = await startApp(store);
+    });
+    after(async () => {
+      await server?.close();
+      await store?.close();
+    });
+
+    it('creates a plant the caller owns and sees next, private to others', async () => {
+      const res = await create('alice', { id: 5001, name: 'Fern', tag: 'fern' });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, { name: 'Fern', tag: 'fern' });
+      assert.ok((await names('alice')).includes('Fern'));
+      assert.ok(!(await names('carol')).includes('Fern'));
+      assert.ok((await names('root')).includes('Fern'));
+      // Catalogue order is the order plants were added, whatever ids they were given.
+      assert.equal((await names('root')).at(-1), 'Fern');
+      const listed = await store.listPlants({ owner: 'alice' });
+      assert.deepEqual(
+        listed.map((p) => [p.id, p.name, p.public]),
+        [[5001, 'Fern', false]],
+      );
+    });
+
+    it('answers a repeated create with 200 and creates nothing more; another plant on the id is a 409', async () => {
+      const body = { id: 5002, name: 'Basil' };
+      assert.equal((await create('alice', body)).status, 200);
+      assert.equal((await create('alice', body)).status, 200);
+      assert.equal((await names('alice')).filter((n) => n === 'Basil').length, 1);
+      assertError(await create('bob', body), 409, 40901);
+      assertError(await create('alice', { id: 5002, name: 'Basil', tag: 'herb' }), 409, 40901);
+      assertError(await create('alice', { id: bobsPrivateId, name: 'Mine now' }), 409, 40901);
+    });
+
+    it('refuses a body that is not a NewPlant with 400 and says why', async () => {
+      const cases: Array<[unknown, RegExp]> = [
+        [{ id: 5003, name: 'X', owner: 'bob' }, /owner/],
+        [{ id: 5003, name: 'X', public: true }, /public/],
+        [{ name: 'X' }, /"id"/],
+        [{ id: 5003 }, /"name"/],
+        [{ id: 0, name: 'X' }, /id/],
+        [{ id: 1.5, name: 'X' }, /id/],
+        [{ id: '5003', name: 'X' }, /id/],
+        [{ id: 2 ** 53, name: 'X' }, /id/],
+        [{ id: 5003, name: 'X', tag: 7 }, /tag/],
+        [{ id: 5003, name: '' }, /name/],
+        [[{ id: 5003, name: 'X' }], /object/],
+        ['{"id": 5003,', /JSON/],
+      ];
+      for (const [body, message] of cases) {
+        const { message: said } = assertError(await create('alice', body), 400, 40005);
+        assert.match(said, message, JSON.stringify(body));
+      }
+      assert.ok(!(await names('root')).includes('X'));
+    });
+
+    it('answers 415 for a body that is not JSON, 401 without a token, 413 for a huge body', async () => {
+      assertError(await create('alice', 'id=5004&name=X', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 41501);
+      assertError(await create('alice', 'hello', { 'content-type': 'text/plain' }), 415, 41501);
+      assertError(await rawRequest(server.url, '/plants', JSON_BODY, 'POST', JSON.stringify({ id: 5004, name: 'X' })), 401, 40101);
+      assertError(await create('alice', { id: 5004, name: 'X'.repeat(70_000) }), 413, 41301);
+    });
+
+    it('lets the owner delete, 204 then 404; the plant is gone from every listing', async () => {
+      assert.equal((await create('carol', { id: 6001, name: 'Cactus' })).status, 200);
+      const res = await remove('carol', 6001);
+      assert.equal(res.status, 204);
+      assert.equal(res.text, '');
+      assert.ok(!(await names('carol')).includes('Cactus'));
+      assert.ok(!(await names('root')).includes('Cactus'));
+      assertError(await remove('carol', 6001), 404, 40402);
+    });
+
+    it('answers 403 to a user who sees the plant but does not own it, 404 to one who cannot see it', async () => {
+      assertError(await remove('alice', bobsPublicId), 403, 40301);
+      assertError(await remove('alice', bobsPrivateId), 404, 40402);
+      await store.addGrant(bobsPrivateId, { user: 'alice' });
+      assertError(await remove('alice', bobsPrivateId), 403, 40301);
+      assertError(await remove('alice', 999_999), 404, 40402);
+      assert.ok((await names('bob')).includes('Orchid'));
+    });
+
+    it('lets an admin delete any plant, including one added by the CLI with its printed id', async () => {
+      const added = await store.addPlant({ name: 'Ivy', owner: 'bob', public: false });
+      assert.equal((await remove('root', added.id)).status, 204);
+      assert.ok(!(await names('bob')).includes('Ivy'));
+    });
+
+    it('refuses a malformed id with 400', async () => {
+      for (const id of ['abc', '0', '-1', '1.5', '1e3', '99999999999999999999']) assertError(await remove('alice', id), 400, 40001);
+    });
+
+    it('numbers a plant added without an id after the largest id in use', async () => {
+      assert.equal((await create('alice', { id: 900_000, name: 'Big' })).status, 200);
+      const added = await store.addPlant({ name: 'Next', owner: 'alice', public: false });
+      assert.equal(added.id, 900_001);
+    });
+  });
+}
