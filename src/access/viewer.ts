@@ -20,7 +20,7 @@ export interface Viewer {
  */
 export function listVisiblePage(store: ListingStore, viewer: Viewer, page: PageRequest): Awaitable<VisiblePage> {
   if (page.limit === 0) return { plants: [], groupIds: [], cacheable: true };
-  if (viewer.admin) return store.listAllPlants(page);
+  if (viewer.admin) return store.listAllPlants(page, viewer.userId);
   return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups);
 }
 

@@ -357,10 +357,10 @@ export abstract class StoreBase implements Store {
     });
   }
 
-  createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'> {
+  async createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'> {
     checkPlantName(plant.name);
     if (plant.tag !== undefined) checkTag(plant.tag);
-    return this.write(() =>
+    const outcome = await this.write(() =>
       this.db.transaction().execute(async (trx) => {
         const taken = await trx.selectFrom('plants').select(['owner_id', 'name', 'tag']).where('api_id', '=', plant.id).executeTakeFirst();
         if (taken !== undefined) {
@@ -374,13 +374,15 @@ export abstract class StoreBase implements Store {
             .values({ api_id: plant.id, name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: 0, created_at: Date.now() })
             .execute(),
         );
-        return 'created';
+        return 'created' as const;
       }),
     );
+    if (outcome === 'created') await this.wrote(ownerId);
+    return outcome;
   }
 
-  deletePlant(deleter: Deleter, id: number): Promise<'deleted' | 'hidden' | 'forbidden'> {
-    return this.write(() =>
+  async deletePlant(deleter: Deleter, id: number): Promise<'deleted' | 'hidden' | 'forbidden'> {
+    const outcome = await this.write(() =>
       this.db.transaction().execute(async (trx) => {
         const plant = await trx.selectFrom('plants').select(['id', 'owner_id']).where('api_id', '=', id).executeTakeFirst();
         if (plant === undefined) return 'hidden';
@@ -397,10 +399,18 @@ export abstract class StoreBase implements Store {
           return rows[0]?.visible === true || rows[0]?.visible === 1 ? 'forbidden' : 'hidden';
         }
         await trx.deleteFrom('plants').where('id', '=', position).execute();
-        return 'deleted';
+        return 'deleted' as const;
       }),
     );
+    if (outcome === 'deleted') await this.wrote(deleter.userId);
+    return outcome;
   }
+
+  /**
+   * Called once a user's own write (over HTTP) is committed and taken in by this process's caches: a backend
+   * that reads listings elsewhere (a replica) makes sure that user's next listing shows it.
+   */
+  protected async wrote(_userId: number): Promise<void> {}
 
   removePlant(id: number): Promise<void> {
     return this.write(async () => {

@@ -158,8 +158,8 @@ export interface ListingStore {
    * The page also says which groups it counted for the user: what a cached copy of it depends on.
    */
   listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
-  /** One page of every plant, in catalogue order (what an admin sees). */
-  listAllPlants(page: PageRequest): Awaitable<VisiblePage>;
+  /** One page of every plant, in catalogue order (what an admin sees); `readerId` is the admin who asks. */
+  listAllPlants(page: PageRequest, readerId?: number): Awaitable<VisiblePage>;
 }
 
 /** A plant as a client creates it: its public id, chosen by the client, with the contract's fields. */

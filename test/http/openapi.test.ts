@@ -101,7 +101,7 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     assert.equal(newPlant.allOf[1].properties.id.type, 'integer');
     assert.equal(newPlant.allOf[1].properties.id.format, 'int64');
     const del = doc.paths['/plants/{id}'].delete as Json;
-    const [id] = del.parameters as Json[];
+    const id = (del.parameters as Json[])[0]!;
     assert.equal(id.in, 'path');
     assert.equal(id.required, true);
     assert.equal(id.schema.format, 'int64');

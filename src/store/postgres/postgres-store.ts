@@ -28,6 +28,9 @@ import type {
   VisiblePage,
 } from '../store.js';
 
+/** Users whose latest write a replica may not show yet, at most (see PostgresStore.wrote). */
+const RECENT_WRITERS = 10_000;
+
 /** A row of a listing query: a plant, or (last, id null) what the page counted and the standby's replay position. */
 type PageRow = { id: number; name: string; tag: string | null; groups?: Array<number | string> | null; replayed: string | null };
 
@@ -174,21 +177,48 @@ export class PostgresStore extends StoreBase {
     return row && { userId: row.id, admin: row.is_admin === 1 };
   }
 
-  async listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<VisiblePage> {
-    const rows = await (extraGroups.length > 0
-      ? this.query<PageRow>(
-          'visible_plants',
-          VISIBLE_PLANTS_WITH_CLAIMS,
-          [userId, after, limit, extraGroups],
-          this.readPool,
-          'visible_plants_claims',
-        )
-      : this.query<PageRow>('visible_plants', VISIBLE_PLANTS, [userId, after, limit], this.readPool));
+  listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<VisiblePage> {
+    return extraGroups.length > 0
+      ? this.listing(userId, 'visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], 'visible_plants_claims')
+      : this.listing(userId, 'visible_plants', VISIBLE_PLANTS, [userId, after, limit]);
+  }
+
+  listAllPlants({ after, limit }: PageRequest, readerId?: number): Promise<VisiblePage> {
+    return this.listing(readerId, 'all_plants', ALL_PLANTS, [after, limit]);
+  }
+
+  /**
+   * A listing page, read on the replica (when there is one), unless `readerId` wrote through this process and
+   * the replica has not replayed that write yet: then it is read again on the primary, so the writer sees it.
+   */
+  private async listing(
+    readerId: number | undefined,
+    name: HotQuery,
+    text: string,
+    values: unknown[],
+    statement?: string,
+  ): Promise<VisiblePage> {
+    const rows = await this.query<PageRow>(name, text, values, this.readPool, statement);
+    const wrote = readerId === undefined ? undefined : this.recentWriters.get(readerId);
+    if (wrote !== undefined) {
+      const { replayed } = rows.at(-1)!;
+      if (replayed !== null && lsnValue(replayed) < wrote)
+        return this.page(await this.query<PageRow>(name, text, values, this.pool, statement));
+      this.recentWriters.delete(readerId!);
+    }
     return this.page(rows);
   }
 
-  async listAllPlants({ after, limit }: PageRequest): Promise<VisiblePage> {
-    return this.page(await this.query<PageRow>('all_plants', ALL_PLANTS, [after, limit], this.readPool));
+  /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
+  private readonly recentWriters = new Map<number, bigint>();
+
+  protected override async wrote(userId: number): Promise<void> {
+    if (this.readPool === this.pool) return;
+    const { rows } = await this.pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    this.recentWriters.delete(userId);
+    this.recentWriters.set(userId, lsnValue(rows[0]!.lsn));
+    // Bounded: the oldest writer is forgotten (its replica has long caught up, or is far behind for everyone).
+    if (this.recentWriters.size > RECENT_WRITERS) this.recentWriters.delete(this.recentWriters.keys().next().value!);
   }
 
   /**
