@@ -55,19 +55,25 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendError(reply, apiError);
   });
 
-  // Methods by static path, for 405 answers. Asking the router (hasRoute) instead would read the client's path
-  // as route syntax: `/*.+` or `/a/:b(` make it throw, and `/docs/*` would match a pattern, not a path.
+  // Methods by path, for 405 answers. Asking the router (hasRoute) instead would read the client's path as route
+  // syntax: `/*.+` or `/a/:b(` make it throw, and `/docs/*` would match a pattern, not a path. A route with
+  // parameters (`/plants/:id`) is kept as a pattern of whole segments; wildcard routes are left out.
   const methodsByPath = new Map<string, Set<string>>();
+  const methodsByPattern = new Map<string, { pattern: RegExp; methods: Set<string> }>();
   app.addHook('onRoute', (route) => {
-    if (/[:*]/.test(route.url)) return;
-    const methods = methodsByPath.get(route.url) ?? new Set<string>();
+    if (route.url.includes('*')) return;
+    const parametric = route.url.includes(':');
+    const methods = (parametric ? methodsByPattern.get(route.url)?.methods : methodsByPath.get(route.url)) ?? new Set<string>();
     for (const method of [route.method].flat()) methods.add(method);
-    methodsByPath.set(route.url, methods);
+    if (!parametric) methodsByPath.set(route.url, methods);
+    else methodsByPattern.set(route.url, { pattern: segmentsPattern(route.url), methods });
   });
+  const knownMethods = (path: string): Set<string> | undefined =>
+    methodsByPath.get(path) ?? [...methodsByPattern.values()].find(({ pattern }) => pattern.test(path))?.methods;
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0] ?? '/';
-    const known = methodsByPath.get(path);
+    const known = knownMethods(path);
     const allowed = METHODS.filter((method) => known?.has(method) || (method === 'HEAD' && known?.has('GET')));
     if (allowed.length > 0) {
       return sendError(
@@ -83,6 +89,12 @@ export function installErrorHandling(app: FastifyInstance): void {
       new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`),
     );
   });
+}
+
+/** `/plants/:id` as a pattern that matches `/plants/` and one whole segment. */
+function segmentsPattern(url: string): RegExp {
+  const segments = url.split('/').map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${segments.join('/')}$`);
 }
 
 /** For Fastify's `frameworkErrors`: errors raised by the router before any route runs (e.g. bad URL encoding). */

@@ -1,15 +1,21 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { mintToken, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import {
+  describeOutcome,
+  PRISM_TYPE,
+  sendThroughPrism,
+  startPrism,
+  stopPrism,
+  undocumentedStatus,
+  type Outcome,
+  type Prism,
+} from '../helpers/prism.js';
 
 // Stoplight Prism, a validator we did not write, stands between client and the real server as a validating
 // proxy (`prism proxy --errors`) for the contract's own OpenAPI document, not the one the service serves.
@@ -26,76 +32,7 @@ import { mintToken, seed, startApp, type RunningApp } from '../helpers/http-app.
 // The served document (checked in every HTTP test) describes 401 and the other statuses in full.
 
 const CONTRACT = fileURLToPath(new URL('../fixtures/contract-openapi.yaml', import.meta.url));
-const PRISM_TYPE = 'https://stoplight.io/prism/errors#';
-const UNDOCUMENTED_STATUS = 'Unable to match the returned status code with those defined in the document: 200,400';
-
-function prismEntry(): string {
-  const packageJson = createRequire(import.meta.url).resolve('@stoplight/prism-cli/package.json');
-  const { bin } = JSON.parse(readFileSync(packageJson, 'utf8')) as { bin: { prism: string } };
-  return join(dirname(packageJson), bin.prism);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-interface Prism {
-  url: string;
-  child: ChildProcess;
-  output(): string;
-}
-
-/** Starts `prism proxy --errors` in front of `upstream` and resolves once it listens. */
-async function startPrism(upstream: string): Promise<Prism> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [prismEntry(), 'proxy', CONTRACT, upstream, '--errors', '--host', '127.0.0.1', '--port', String(port)],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' } },
-  );
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill();
-      reject(new Error(`Prism did not start within 25 s:\n${out}`));
-    }, 25_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('Prism is listening on')) {
-        clearTimeout(timer);
-        resolve({ url: `http://127.0.0.1:${port}`, child, output: () => out });
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`Prism exited (${code}) before listening:\n${out}`));
-    });
-  });
-}
-
-interface Violation {
-  location: string[];
-  severity: string;
-  message: string;
-}
-
-interface Outcome {
-  status: number;
-  contentType: string;
-  body: unknown;
-  text: string;
-  headers: Headers;
-  violations: Violation[];
-}
+const UNDOCUMENTED_STATUS = undocumentedStatus('200,400');
 
 const backend = BACKENDS[0]!;
 
@@ -106,26 +43,8 @@ describe('the server behind a Prism validation proxy for the contract document',
   let tokens: Record<string, string>;
   let expired: string;
 
-  const send = async (path: string, headers: Record<string, string> = {}): Promise<Outcome> => {
-    const res = await fetch(`${prism.url}${path}`, { headers });
-    const text = await res.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-    const header = res.headers.get('sl-violations');
-    const violations: Violation[] = header === null ? [] : (JSON.parse(header) as Violation[]);
-    // A violation Prism turned into its own 500 is listed in the body as well.
-    if (res.status === 500 && (body as { type?: string })?.type === `${PRISM_TYPE}VIOLATIONS` && header === null) {
-      violations.push(...((body as { validation: Violation[] }).validation ?? []));
-    }
-    return { status: res.status, contentType: res.headers.get('content-type') ?? '', body, text, headers: res.headers, violations };
-  };
+  const send = (path: string, headers: Record<string, string> = {}): Promise<Outcome> => sendThroughPrism(prism, path, { headers });
   const as = (user: string): Record<string, string> => ({ authorization: `Bearer ${tokens[user]}` });
-  const describeOutcome = (o: Outcome): string =>
-    `status ${o.status} (${o.contentType}): ${o.text.slice(0, 400)}\nviolations: ${JSON.stringify(o.violations)}`;
 
   /** Forwarded, answered by the server with a status the contract documents, and not a single violation. */
   const assertConforms = (o: Outcome, status: 200 | 400): void => {
@@ -157,14 +76,10 @@ describe('the server behind a Prism validation proxy for the contract document',
     }));
     expired = (await mintToken(store, 'alice', { expiresAt: new Date(Date.now() - 60_000) })).token;
     server = await startApp(store);
-    prism = await startPrism(server.url);
+    prism = await startPrism(CONTRACT, server.url);
   });
   after(async () => {
-    if (prism !== undefined && prism.child.exitCode === null) {
-      const exited = new Promise((resolve) => prism.child.once('exit', resolve));
-      prism.child.kill('SIGTERM');
-      await exited;
-    }
+    await stopPrism(prism);
     await server?.close();
     await store?.close();
     await cleanupBackends();

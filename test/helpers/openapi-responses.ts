@@ -138,6 +138,8 @@ export function createResponseValidator(doc: Json, options: ResponseValidatorOpt
   function undescribed(res: CheckedResponse, path: string | undefined, item: Json | undefined, bodyless: boolean): string[] {
     const what = `${res.method.toUpperCase()} ${res.target.slice(0, 120)}`;
     const violations: string[] = [];
+    // A target that is not valid percent-encoding is refused before any path or method is considered.
+    if (res.status === 400 && !decodes(res.target)) return violations;
     if (item !== undefined) {
       // The path is described, the method is not: 405, and Allow names the methods the document describes.
       if (res.status !== 405)
@@ -230,4 +232,13 @@ export function assertConforms(validate: ResponseValidator, res: CheckedResponse
       violations.map((v) => `  - ${v}`).join('\n') +
       `\n  body: ${JSON.stringify(res.text.slice(0, 300))}`,
   });
+}
+
+function decodes(target: string): boolean {
+  try {
+    decodeURIComponent(target.split('?', 1)[0]!);
+    return true;
+  } catch {
+    return false;
+  }
 }

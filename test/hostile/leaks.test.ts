@@ -228,7 +228,7 @@ describe('response headers', () => {
       );
     }
     assertError(responses[2]!, 405, 40501);
-    assert.equal(responses[2]!.headers.allow, 'GET, HEAD');
+    assert.equal(responses[2]!.headers.allow, 'GET, HEAD, POST');
   });
 });
 

@@ -133,6 +133,14 @@ for (const backend of BACKENDS) {
       assert.ok(!(await names('bob')).includes('Ivy'));
     });
 
+    it('answers another method on a plant with 405 and Allow: DELETE', async () => {
+      for (const method of ['GET', 'PUT', 'PATCH']) {
+        const res = await rawRequest(server.url, `/plants/${bobsPublicId}`, bearer(tokens.alice!), method);
+        assertError(res, 405, 40501);
+        assert.equal(res.headers.allow, 'DELETE');
+      }
+    });
+
     it('refuses a malformed id with 400', async () => {
       for (const id of ['abc', '0', '-1', '1.5', '1e3', '99999999999999999999']) assertError(await remove('alice', id), 400, 40001);
     });

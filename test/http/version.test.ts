@@ -76,7 +76,7 @@ describe('the service version', () => {
   }
 
   it('is also sent with a 405 and with a streamed listing', async () => {
-    const wrongMethod = await rawRequest(server.url, '/plants', {}, 'POST');
+    const wrongMethod = await rawRequest(server.url, '/plants', {}, 'PUT');
     assert.equal(wrongMethod.status, 405);
     assert.equal(wrongMethod.headers['plantstore-version'], PACKAGE_VERSION);
     const streamed = await rawRequest(server.url, '/plants', bearer(token));
