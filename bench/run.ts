@@ -251,13 +251,21 @@ const pairOf = (ceilingRounds: Measured[], serviceRounds: Measured[]): Paired =>
 };
 
 /**
- * A writer process committing about 100 changes a second through the store's real write path (bench/writer.ts):
- * plants for the measured users, grants to them, tokens of other users. Counts what it committed.
+ * A writer process committing about 100 changes a second (bench/writer.ts): plants for the measured users,
+ * created by them over `POST /plants` of the measured service, grants to them and tokens of other users through
+ * the store's real write path. Counts what it committed.
  */
-function writerLoad(db: string, plants: number, committed: { changes: number; seconds: number }): () => Promise<() => Promise<void>> {
+function writerLoad(
+  db: string,
+  plants: number,
+  service: { url: string; tokens: string[] },
+  committed: { changes: number; seconds: number },
+): () => Promise<() => Promise<void>> {
   return async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/writer.ts'), '--db', db, '--plants', String(plants)], {
+    const args = ['--import', 'tsx', join(ROOT, 'bench/writer.ts'), '--db', db, '--plants', String(plants), '--url', service.url];
+    const child = spawn(process.execPath, args, {
       stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, BENCH_WRITER_TOKENS: JSON.stringify(service.tokens) },
     });
     // Read from the start: the summary comes on the same stdout after SIGTERM.
     let out = '';
@@ -296,7 +304,9 @@ async function measure(
     const targets: Target[] = [
       { url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
       { url, tokens, pid: service.process.pid! },
-      ...(writes ? [{ url, tokens, pid: service.process.pid!, during: writerLoad(db, writes.plants, committed) }] : []),
+      ...(writes
+        ? [{ url, tokens, pid: service.process.pid!, during: writerLoad(db, writes.plants, { url: service.url, tokens }, committed) }]
+        : []),
     ];
     const [ceilingRounds, quietRounds, writeRounds] = await inRounds(targets);
     const paired = pairOf(ceilingRounds!, quietRounds!);
@@ -600,7 +610,7 @@ function renderReport(r: Record<string, unknown>): string {
   const against = (pair: Paired) => ({ rps: ranged(pair.ratio, pair.roundRatios, 2), cpu: ranged(pair.cpuRatio, pair.roundCpuRatios, 2) });
   const writesRow = (name: string, w: UnderWrites) =>
     row(
-      `${name}, under writes (${fmt(w.changesPerSecond)} changes/s from another process; first ratio: to the same service without writes)`,
+      `${name}, under writes (${fmt(w.changesPerSecond)} changes/s from another process, a third of them plants created over POST /plants; first ratio: to the same service without writes)`,
       w.service,
       {
         rps: ranged(w.ratioToQuiet, w.roundRatios, 2),

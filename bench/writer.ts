@@ -4,8 +4,10 @@ import { openStore } from '../src/store/open-store.js';
 import { userName } from './catalogue.js';
 
 // A writer process for the "under writes" rows of `npm run bench`: commits about `--rate` changes a second
-// through the store's real write path until SIGTERM, then prints how many it made. In turn: a plant owned by
-// one of the measured users, a grant of an existing plant to one of them, a token of a user not measured.
+// until SIGTERM, then prints how many it made. In turn: a plant owned by one of the measured users, created by
+// that user over `POST /plants` of the measured service (`--url`, with the users' tokens in
+// BENCH_WRITER_TOKENS) or else through the store; a grant of an existing plant to one of them and a token of a
+// user not measured, through the store's real write path (the CLI's).
 
 const { values: args } = parseArgs({
   options: {
@@ -15,6 +17,7 @@ const { values: args } = parseArgs({
     measured: { type: 'string', default: '100' },
     users: { type: 'string', default: '1000' },
     plants: { type: 'string', default: '100000' },
+    url: { type: 'string' },
   },
 });
 if (!args.db) throw new Error('--db is required');
@@ -24,6 +27,10 @@ const rate = Number(args.rate);
 const measured = Number(args.measured);
 const users = Number(args.users);
 const plants = Number(args.plants);
+/** The measured users' tokens, user1 first, for creating their plants over HTTP. */
+const tokens = args.url === undefined ? [] : (JSON.parse(process.env.BENCH_WRITER_TOKENS ?? '[]') as string[]);
+// Ids no earlier run of the writer used (it runs once per round against the same database).
+const idBase = Date.now() * 1000;
 let made = 0;
 let failed = 0;
 let stopping = false;
@@ -32,7 +39,8 @@ async function change(i: number): Promise<void> {
   const user = userName(1 + (i % measured));
   switch (i % 3) {
     case 0:
-      await store.addPlant({ name: `Written #${i}`, tag: 'bench', owner: user, public: false });
+      if (args.url !== undefined) await createOverHttp(i);
+      else await store.addPlant({ name: `Written #${i}`, tag: 'bench', owner: user, public: false });
       break;
     case 1:
       await store.addGrant(1 + ((i * 7919) % plants), { user });
@@ -42,6 +50,15 @@ async function change(i: number): Promise<void> {
       await store.addToken({ user: other, hash: generateToken().hash, label: 'bench writer' });
     }
   }
+}
+
+async function createOverHttp(i: number): Promise<void> {
+  const res = await fetch(`${args.url}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${tokens[i % measured]}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id: idBase + i, name: `Written #${i}`, tag: 'bench' }),
+  });
+  if (res.status !== 200) throw new Error(`POST /plants answered ${res.status}: ${await res.text()}`);
 }
 
 process.once('SIGTERM', () => (stopping = true));

@@ -62,7 +62,7 @@ describe('response validator against the served OpenAPI document', () => {
       }),
       response({ method: 'HEAD', text: '' }),
       response({ target: '/nope', status: 404, body: { error: 40401, message: 'No such path' } }),
-      response({ method: 'POST', status: 405, headers: headers({ allow: 'GET, HEAD' }), body: { error: 40501, message: 'no' } }),
+      response({ method: 'PUT', status: 405, headers: headers({ allow: 'GET, HEAD, POST' }), body: { error: 40501, message: 'no' } }),
       response({ target: '/healthz', body: { status: 'ok' } }),
     ];
     for (const res of good) assert.deepEqual(validate(res), [], `${res.method} ${res.target} ${res.status}`);
@@ -119,8 +119,8 @@ describe('response validator against the served OpenAPI document', () => {
     ],
     [
       '405 with an Allow header that omits GET',
-      response({ method: 'POST', status: 405, headers: headers({ allow: 'HEAD' }), body: { error: 40501, message: 'no' } }),
-      /Allow "HEAD" lacks GET/,
+      response({ method: 'PUT', status: 405, headers: headers({ allow: 'HEAD, POST' }), body: { error: 40501, message: 'no' } }),
+      /Allow "HEAD, POST" lacks GET/,
     ],
   ];
   for (const [label, res, expected] of wrong) {
