@@ -362,19 +362,20 @@ export abstract class StoreBase implements Store {
     if (plant.tag !== undefined) checkTag(plant.tag);
     const outcome = await this.write(() =>
       this.db.transaction().execute(async (trx) => {
+        // DO NOTHING waits for a concurrent insert of the same id and then skips: the retry of a create that is
+        // still committing answers like one that has, never with a unique violation.
+        const inserted = await trx
+          .insertInto('plants')
+          .values({ api_id: plant.id, name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: 0, created_at: Date.now() })
+          .onConflict((oc) => oc.column('api_id').doNothing())
+          .returning('id')
+          .executeTakeFirst();
+        if (inserted !== undefined) return 'created' as const;
         const taken = await trx.selectFrom('plants').select(['owner_id', 'name', 'tag']).where('api_id', '=', plant.id).executeTakeFirst();
-        if (taken !== undefined) {
-          const same = Number(taken.owner_id) === ownerId && taken.name === plant.name && taken.tag === (plant.tag ?? null);
-          if (same) return 'existing';
-          throw conflict(`plant id ${plant.id} is taken by another plant`);
-        }
-        await this.insertUnique(`a plant with id ${plant.id}`, () =>
-          trx
-            .insertInto('plants')
-            .values({ api_id: plant.id, name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: 0, created_at: Date.now() })
-            .execute(),
-        );
-        return 'created' as const;
+        const same =
+          taken !== undefined && Number(taken.owner_id) === ownerId && taken.name === plant.name && taken.tag === (plant.tag ?? null);
+        if (same) return 'existing' as const;
+        throw conflict(`plant id ${plant.id} is taken by another plant`);
       }),
     );
     if (outcome === 'created') await this.wrote(ownerId);

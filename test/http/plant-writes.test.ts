@@ -79,6 +79,16 @@ for (const backend of BACKENDS) {
       assertError(await create('alice', { id: bobsPrivateId, name: 'Mine now' }), 409, 40901);
     });
 
+    it('answers concurrent repeats of one create with 200 each and makes one plant', async () => {
+      const body = { id: 5010, name: 'Retried', tag: 'r' };
+      const answers = await Promise.all(Array.from({ length: 8 }, () => create('alice', body)));
+      assert.deepEqual(
+        answers.map((res) => res.status),
+        Array<number>(8).fill(200),
+      );
+      assert.equal((await names('alice')).filter((n) => n === 'Retried').length, 1);
+    });
+
     it('refuses a body that is not a NewPlant with 400 and says why', async () => {
       const cases: Array<[unknown, RegExp]> = [
         [{ id: 5003, name: 'X', owner: 'bob' }, /owner/],

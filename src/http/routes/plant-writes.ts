@@ -1,12 +1,9 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Authenticator } from '../../access/authenticate.js';
 import { DomainError } from '../../domain-errors.js';
 import type { PlantWriteStore } from '../../store/store.js';
-import { bearerAuthentication, type AuthRefusal } from '../auth.js';
 import { ApiError } from '../error-codes.js';
-import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import { JSON_TYPE, rateLimitHeaders, requireJsonAcceptable, wwwAuthenticate } from './plants.js';
 
@@ -70,13 +67,11 @@ export async function plantWriteRoutes(
   app: FastifyInstance,
   opts: {
     store: PlantWriteStore;
-    authenticator: Authenticator;
-    limiter: RateLimiter | undefined;
-    onAuthRefused?: (reason: AuthRefusal) => void;
+    /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
+    authenticate: onRequestHookHandler;
   },
 ): Promise<void> {
-  const { store } = opts;
-  const authenticate = bearerAuthentication(opts.authenticator, opts.limiter, opts.onAuthRefused);
+  const { store, authenticate } = opts;
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
   // Only JSON bodies: text/plain would otherwise be parsed as a string and refused as a bad body, not a 415.
   app.removeContentTypeParser('text/plain');

@@ -1,11 +1,8 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
-import type { Authenticator } from '../../access/authenticate.js';
-import { bearerAuthentication, type AuthRefusal } from '../auth.js';
 import { ApiError } from '../error-codes.js';
-import type { RateLimiter } from '../rate-limit.js';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 
@@ -100,15 +97,13 @@ export async function plantRoutes(
   app: FastifyInstance,
   opts: {
     listing: PlantListing;
-    authenticator: Authenticator;
-    limiter: RateLimiter | undefined;
-    /** Told each refused request's reason (metrics). */
-    onAuthRefused?: (reason: AuthRefusal) => void;
+    /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
+    authenticate: onRequestHookHandler;
   },
 ): Promise<void> {
-  const { listing, authenticator, limiter } = opts;
+  const { listing } = opts;
   // GET and HEAD pass the same hooks and the same query validation; they differ only in what they send.
-  const onRequest = [bearerAuthentication(authenticator, limiter, opts.onAuthRefused), requireJsonAcceptable];
+  const onRequest = [opts.authenticate, requireJsonAcceptable];
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
   routes.get(
     '/plants',

@@ -34,7 +34,11 @@ const DECIMAL = /^[0-9]+$/;
 
 const shown = (raw: string): string => JSON.stringify(raw.length > 40 ? `${raw.slice(0, 40)}…` : raw);
 
-function integerProblem(name: string, prop: PropertySchema, raw: string, part = 'query'): ApiError {
+/** An integer parameter's text as the number its schema wants: plain decimal digits in range, or the problem. */
+function integerParameter(name: string, prop: PropertySchema, raw: string, part: 'query' | 'path'): number | ApiError {
+  const value = DECIMAL.test(raw) ? Number(raw) : NaN;
+  const inRange = (prop.minimum === undefined || value >= prop.minimum) && (prop.maximum === undefined || value <= prop.maximum);
+  if (!Number.isNaN(value) && inRange) return value;
   const range = `from ${prop.minimum ?? 0} to ${prop.maximum ?? Number.MAX_SAFE_INTEGER}`;
   return new ApiError(
     'invalid_parameter',
@@ -42,55 +46,39 @@ function integerProblem(name: string, prop: PropertySchema, raw: string, part = 
   );
 }
 
-/** A path parameter's text as the integer its schema wants, or the problem with it. */
-function pathInteger(name: string, prop: PropertySchema, raw: string): number | ApiError {
-  if (!DECIMAL.test(raw)) return integerProblem(name, prop, raw, 'path');
-  const value = Number(raw);
-  if ((prop.minimum !== undefined && value < prop.minimum) || (prop.maximum !== undefined && value > prop.maximum)) {
-    return integerProblem(name, prop, raw, 'path');
-  }
-  return value;
-}
+type Validator = ReturnType<typeof Compile>;
+type Properties = Array<[string, PropertySchema]>;
+type Validation = (data: unknown) => { value: unknown } | { error: ApiError };
 
 /**
  * Query strings are text, and common validators coerce them loosely ("" becomes 0, "1e3" becomes 1000,
- * "0x10" becomes 16). This compiler converts an integer parameter only when it is plain decimal digits,
- * refuses repeats, and then checks the route's schema as written, so the served document, validation and
- * error messages all come from the same schema.
- *
+ * "0x10" becomes 16). This compiler converts an integer parameter (query or path) only when it is plain
+ * decimal digits, refuses repeats, and then checks the route's schema as written, so the served document,
+ * validation and error messages all come from the same schema. Bodies are checked against their schema, with
+ * the shared schemas they refer to, and the first problem is named.
+ */
+export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
+  // Only bodies refer to the shared schemas (NewPlant to Plant).
+  const validator = httpPart === 'body' ? Compile(context, schema) : Compile(schema);
+  const properties = Object.entries((schema as { properties?: Record<string, PropertySchema> }).properties ?? {});
+  switch (httpPart) {
+    case 'querystring':
+      return queryValidation(validator, properties);
+    case 'params':
+      return paramsValidation(validator, properties);
+    case 'body':
+      return bodyValidation(validator);
+    default:
+      return (data: unknown) =>
+        validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };
+  }
+};
+
+/**
  * A parameter the schema does not name is refused, with its name: `?LIMIT=5`, `?limit[]=5` or `?tag=herb`
  * would otherwise be ignored, and the client would take a full listing for the filtered page it asked for.
  */
-export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
-  const validator = Compile(context, schema);
-  if (httpPart === 'body') {
-    return (data: unknown) => {
-      if (validator.Check(data)) return { value: data };
-      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-        return { error: new ApiError('invalid_body', 'the request body must be a JSON object') };
-      }
-      return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data))) };
-    };
-  }
-  if (httpPart === 'params') {
-    const integers = Object.entries((schema as { properties?: Record<string, PropertySchema> }).properties ?? {}).filter(
-      ([, prop]) => prop.type === 'integer',
-    );
-    return (data: unknown) => {
-      const params = data as Record<string, string | number>;
-      for (const [name, prop] of integers) {
-        const value = pathInteger(name, prop, String(params[name]));
-        if (value instanceof ApiError) return { error: value };
-        params[name] = value;
-      }
-      return validator.Check(params) ? { value: params } : { error: new ApiError('invalid_parameter', 'invalid path parameter') };
-    };
-  }
-  if (httpPart !== 'querystring') {
-    return (data: unknown) =>
-      validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };
-  }
-  const properties = Object.entries((schema as { properties?: Record<string, PropertySchema> }).properties ?? {});
+function queryValidation(validator: Validator, properties: Properties): Validation {
   const known = new Set(properties.map(([name]) => name));
   const takes = properties.length === 0 ? 'no query parameters' : `only ${properties.map(([name]) => `"${name}"`).join(' and ')}`;
   return (data: unknown) => {
@@ -99,12 +87,8 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
       if (!known.has(name)) {
         const unknown = Object.keys(query).filter((key) => !known.has(key));
         const named = unknown.slice(0, 5).map(shown).join(', ') + (unknown.length > 5 ? ` and ${unknown.length - 5} more` : '');
-        return {
-          error: new ApiError(
-            'unknown_parameter',
-            `unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}: this operation takes ${takes}`,
-          ),
-        };
+        const message = `unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}: this operation takes ${takes}`;
+        return { error: new ApiError('unknown_parameter', message) };
       }
     }
     for (const [name, prop] of properties) {
@@ -115,12 +99,8 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
       }
       if (prop.type === 'integer') {
         // The query string parser gives strings (and arrays, refused above).
-        const text = raw as string;
-        if (!DECIMAL.test(text)) return { error: integerProblem(name, prop, text) };
-        const value = Number(text);
-        if ((prop.minimum !== undefined && value < prop.minimum) || (prop.maximum !== undefined && value > prop.maximum)) {
-          return { error: integerProblem(name, prop, text) };
-        }
+        const value = integerParameter(name, prop, raw as string, 'query');
+        if (value instanceof ApiError) return { error: value };
         query[name] = value;
       }
     }
@@ -129,4 +109,27 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
     const where = first?.instancePath ? `query parameter "${first.instancePath.slice(1)}"` : 'query string';
     return { error: new ApiError('invalid_parameter', `${where} ${first?.message ?? 'is invalid'}`) };
   };
-};
+}
+
+function paramsValidation(validator: Validator, properties: Properties): Validation {
+  const integers = properties.filter(([, prop]) => prop.type === 'integer');
+  return (data: unknown) => {
+    const params = data as Record<string, string | number>;
+    for (const [name, prop] of integers) {
+      const value = integerParameter(name, prop, String(params[name]), 'path');
+      if (value instanceof ApiError) return { error: value };
+      params[name] = value;
+    }
+    return validator.Check(params) ? { value: params } : { error: new ApiError('invalid_parameter', 'invalid path parameter') };
+  };
+}
+
+function bodyValidation(validator: Validator): Validation {
+  return (data: unknown) => {
+    if (validator.Check(data)) return { value: data };
+    if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+      return { error: new ApiError('invalid_body', 'the request body must be a JSON object') };
+    }
+    return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data))) };
+  };
+}
