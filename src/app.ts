@@ -20,6 +20,7 @@ import { strictValidatorCompiler } from './http/request-validation.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
+import { DISPATCHER_DEFAULTS, WebhookDispatcher, type DispatcherOptions } from './webhooks/dispatcher.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -33,13 +34,15 @@ export interface AppOptions {
   store: Store;
   /** Where JSON logs go (stdout by default); tests pass a stream to read them. */
   logStream?: DestinationStream;
+  /** How webhook deliveries are paced (tests shorten the defaults). */
+  webhooks?: Partial<DispatcherOptions>;
 }
 
 /**
  * The one factory of the HTTP application, used by the server, the CLI and the tests alike. The caller owns
  * the store: it opens it before and closes it after the app.
  */
-export async function buildApp({ config, store, logStream }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({ config, store, logStream, webhooks }: AppOptions): Promise<FastifyInstance> {
   const app = createFastify(config, logStream);
   installRequestChecks(app, config.http);
   installErrorHandling(app);
@@ -50,7 +53,22 @@ export async function buildApp({ config, store, logStream }: AppOptions): Promis
   await registerOpenApi(app);
   await app.register(healthRoutes, { store });
   await registerPlantRoutes(app, config, store, metrics);
+  deliverWebhooks(app, store, {
+    leaseMs: config.webhookLeaseSeconds * 1000,
+    ...(metrics ? { onAttempt: metrics.webhookAttempt } : {}),
+    ...webhooks,
+  });
   return app;
+}
+
+/** The new-plant webhook's deliveries run in the background of every serving process, from ready to close. */
+function deliverWebhooks(app: FastifyInstance, store: Store, options: Partial<DispatcherOptions> = {}): void {
+  const dispatcher = new WebhookDispatcher(store.webhooks, app.log, { ...DISPATCHER_DEFAULTS, ...options });
+  app.addHook('onReady', (done) => {
+    dispatcher.start();
+    done();
+  });
+  app.addHook('onClose', async () => dispatcher.stop());
 }
 
 function createFastify(config: Config, logStream: DestinationStream | undefined): FastifyInstance {

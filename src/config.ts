@@ -50,6 +50,8 @@ export interface Config {
    * and the slowest client served (bytes a second over a window of seconds; slower ones are cut off).
    */
   listings: { perProcess: number; perUser: number; minBytesPerSecond: number; rateWindowSeconds: number };
+  /** Seconds a process holds a webhook delivery it is sending before another may take it over. */
+  webhookLeaseSeconds: number;
 }
 
 export interface HttpLimits {
@@ -117,5 +119,6 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
       minBytesPerSecond: v.listingMinRate,
       rateWindowSeconds: v.listingRateWindow,
     },
+    webhookLeaseSeconds: v.webhookLease,
   };
 }

@@ -340,6 +340,17 @@ export const SETTINGS = {
     table: 'service',
     parse: wholeNumber('listing rate window', 1, 3600),
   }),
+  webhookLease: setting({
+    flag: '--webhook-lease <s>',
+    env: 'PLANTSTORE_WEBHOOK_LEASE',
+    default: '60',
+    summary: 'seconds a process holds a webhook delivery it is sending',
+    meaning:
+      'Seconds a process holds a webhook delivery it is sending (more than the 15 s a receiver has to answer); if the ' +
+      'process dies, another sends it once this has passed.',
+    table: 'service',
+    parse: wholeNumber('webhook lease', 16, 86_400),
+  }),
   metricsPort: setting({
     flag: '--metrics-port <port>',
     env: 'PLANTSTORE_METRICS_PORT',

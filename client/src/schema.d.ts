@@ -84,7 +84,28 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "/plant/webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A plant was added
+         * @description Information about a new plant added to the store, sent to every endpoint registered with `plantstore webhooks add URL`. A 2xx answer within 15 s is success; anything else is tried again with backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the endpoint, and redirects are not followed.
+         */
+        post: operations["newPlant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Plant: {
@@ -534,6 +555,36 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    newPlant: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per current secret of the endpoint (two while a rotation overlaps); verify with any Standard Webhooks library and the endpoint's `whsec_…` secret. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description plant added to the store */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["NewPlant"];
+            };
+        };
+        responses: {
+            /** @description Return a 200 status (any 2xx) to indicate that the data was received successfully */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

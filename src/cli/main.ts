@@ -9,6 +9,7 @@ import { registerPlantCommands } from './commands/plants.js';
 import { registerServerCommands } from './commands/server.js';
 import { registerTokenCommands } from './commands/tokens.js';
 import { registerUserCommands } from './commands/users.js';
+import { registerWebhookCommands } from './commands/webhooks.js';
 import { examples, settingHelp } from './help.js';
 import { SETTINGS } from '../settings.js';
 import { VERSION } from '../version.js';
@@ -39,6 +40,7 @@ export function buildCli(): Command {
   registerGrantCommands(program);
   registerTokenCommands(program);
   registerCatalogueCommands(program);
+  registerWebhookCommands(program);
   registerDoctorCommand(program);
   return program;
 }

@@ -51,6 +51,47 @@ function withVersionHeader<T extends object>(doc: T): T {
   return doc;
 }
 
+const signatureHeaders = [
+  ['webhook-id', "The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it."],
+  ['webhook-timestamp', 'When this attempt was signed, in seconds since the epoch: refuse old ones (replay).'],
+  [
+    'webhook-signature',
+    'Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per current secret of the endpoint (two while a ' +
+      "rotation overlaps); verify with any Standard Webhooks library and the endpoint's `whsec_…` secret.",
+  ],
+] as const;
+
+/**
+ * The original document's one webhook, as this service sends it: every plant added (over HTTP, by the CLI or
+ * an import), to every endpoint an operator registered, signed as the Standard Webhooks specification says.
+ */
+const webhooks = {
+  '/plant/webhook': {
+    post: {
+      operationId: 'newPlant',
+      summary: 'A plant was added',
+      description:
+        'Information about a new plant added to the store, sent to every endpoint registered with ' +
+        '`plantstore webhooks add URL`. A 2xx answer within 15 s is success; anything else is tried again with ' +
+        'backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the ' +
+        'endpoint, and redirects are not followed.',
+      security: [],
+      parameters: signatureHeaders.map(([name, description]) => ({
+        name,
+        in: 'header' as const,
+        required: true,
+        description,
+        schema: { type: 'string' as const },
+      })),
+      requestBody: {
+        description: 'plant added to the store',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPlant' } } },
+      },
+      responses: { '200': { description: 'Return a 200 status (any 2xx) to indicate that the data was received successfully' } },
+    },
+  },
+};
+
 /**
  * The served OpenAPI 3.1 document is generated from the route schemas and the shared schemas, so it cannot
  * drift from what the service validates and sends. Must be registered before any route.
@@ -82,7 +123,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       security: [{ bearerAuth: [] }],
     },
     transformObject: (documentObject) =>
-      'openapiObject' in documentObject ? withVersionHeader(documentObject.openapiObject) : documentObject.swaggerObject,
+      'openapiObject' in documentObject ? { ...withVersionHeader(documentObject.openapiObject), webhooks } : documentObject.swaggerObject,
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });

@@ -1,5 +1,8 @@
 import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { WebhookOutbox } from '../store/webhook-outbox.js';
+
+const WEBHOOK_OUTCOMES = ['delivered', 'retry', 'failed', 'gone'] as const;
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import type { HealthStore, HotQuery } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -54,8 +57,10 @@ export class Metrics {
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
 
   /** `refusalReasons`: every reason authentication can refuse a request for, each exported from the start. */
+  private readonly webhookOutcomes: Map<string, Inc>;
+
   constructor(
-    private readonly store: HealthStore,
+    private readonly store: HealthStore & { webhooks: Pick<WebhookOutbox, 'backlog'> },
     refusalReasons: readonly string[],
   ) {
     const registers = [this.registry];
@@ -107,6 +112,7 @@ export class Metrics {
     this.cacheCounters(registers);
     this.queryDurations();
     if (store.backend === 'postgres') this.poolGauges(registers);
+    this.webhookOutcomes = this.webhookMetrics(registers);
   }
 
   /** Hits and misses of each answer cache, read from its tally when scraped. */
@@ -157,6 +163,48 @@ export class Metrics {
     gauge('plantstore_db_pool_idle_connections', 'PostgreSQL connections open and idle in the pool, by pool', (s) => s.idle);
     gauge('plantstore_db_pool_waiting_requests', 'Queries waiting for a free PostgreSQL connection, by pool', (s) => s.waiting);
   }
+
+  /**
+   * Webhook deliveries by outcome (this process's attempts), and the outbox's backlog, read when scraped. The
+   * backlog is the database's, the same for every worker: summed over workers it would count N times.
+   */
+  private webhookMetrics(registers: Registry[]): Map<string, Inc> {
+    const attempts = new Counter({
+      name: 'plantstore_webhook_deliveries_total',
+      help: 'Webhook delivery attempts by this process, by outcome (delivered, retry, failed, gone)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    const outcomes = new Map<string, Inc>(WEBHOOK_OUTCOMES.map((outcome) => [outcome, attempts.labels({ outcome })]));
+    const { store } = this;
+    let backlog: Promise<{ pending: number; oldestCreatedAt?: number }> | undefined;
+    // One query per scrape for both gauges.
+    const read = () => (backlog ??= store.webhooks.backlog().finally(() => setTimeout(() => (backlog = undefined), 0)));
+    new Gauge({
+      name: 'plantstore_webhook_backlog',
+      help: 'Webhook deliveries waiting to be sent or retried (all processes)',
+      aggregator: 'max',
+      registers,
+      async collect() {
+        this.set((await read()).pending);
+      },
+    });
+    new Gauge({
+      name: 'plantstore_webhook_oldest_pending_seconds',
+      help: 'Age of the oldest event with a delivery waiting, in seconds (0 with none)',
+      aggregator: 'max',
+      registers,
+      async collect() {
+        const { oldestCreatedAt } = await read();
+        this.set(oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - oldestCreatedAt) / 1000));
+      },
+    });
+    return outcomes;
+  }
+
+  webhookAttempt = (outcome: string): void => {
+    this.webhookOutcomes.get(outcome)?.inc();
+  };
 
   authRefused = (reason: string): void => {
     this.refusals.get(reason)?.inc();

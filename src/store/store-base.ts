@@ -4,6 +4,7 @@ import type { CatalogueRecord } from '../import-format/records.js';
 import { conflict, notFound, unavailable } from '../domain-errors.js';
 import type { ChangeFeed } from './change-log.js';
 import { plantVisibleSql } from './visible-plants-sql.js';
+import { WebhookOutbox } from './webhook-outbox.js';
 import type { Database } from './schema.js';
 import type {
   HotQuery,
@@ -44,8 +45,15 @@ export abstract class StoreBase implements Store {
   /** Set while metrics are collected; the hot-path queries check it once each. */
   protected queryTimer: QueryTimer | undefined;
 
+  readonly webhooks: WebhookOutbox;
+
   // Not readonly: the SQLite store reopens its file when it is replaced under it.
-  protected constructor(protected db: Kysely<Database>) {}
+  protected constructor(
+    protected db: Kysely<Database>,
+    dialect: 'sqlite' | 'postgres',
+  ) {
+    this.webhooks = new WebhookOutbox(() => this.db, dialect);
+  }
 
   timeQueries(timer: QueryTimer | undefined): void {
     this.queryTimer = timer;

@@ -1,6 +1,7 @@
 import type { CatalogueRecord } from '../import-format/records.js';
 import type { Awaitable } from '../awaitable.js';
 import type { ChangeFeed } from './change-log.js';
+import type { WebhookOutbox } from './webhook-outbox.js';
 
 export type { Awaitable } from '../awaitable.js';
 
@@ -273,5 +274,7 @@ export interface BulkStore {
  * order plants were added, which only grows: what listings and cursors follow, shown to nobody).
  */
 export interface Store extends RequestStore, HealthStore, AdminStore, BulkStore {
+  /** The new-plant webhook's endpoints and outbox: the CLI registers endpoints, serving processes deliver. */
+  readonly webhooks: WebhookOutbox;
   close(): Promise<void>;
 }

@@ -1,3 +1,4 @@
+import type { DispatcherOptions } from '../../src/webhooks/dispatcher.js';
 import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -18,6 +19,8 @@ export interface StartOptions {
   config?: Omit<ConfigInput, 'db' | 'logLevel' | 'logRequests'>;
   /** Environment the configuration is read from (e.g. PLANTSTORE_JWT_SECRET); empty by default. */
   env?: NodeJS.ProcessEnv;
+  /** Webhook delivery pacing (polling, lease, timeout), shorter than the defaults for tests. */
+  webhooks?: Partial<DispatcherOptions>;
 }
 
 export interface RunningApp {
@@ -50,7 +53,7 @@ export async function startApp(store: Store, opts: StartOptions = {}): Promise<R
     },
     opts.env ?? {},
   );
-  const app = await buildApp({ config, store, ...(logStream ? { logStream } : {}) });
+  const app = await buildApp({ config, store, ...(logStream ? { logStream } : {}), ...(opts.webhooks ? { webhooks: opts.webhooks } : {}) });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('server has no TCP address');

@@ -60,7 +60,33 @@ export async function schemaChecks(db: Inspector): Promise<Check[]> {
       skip('counts', 'schema not up to date'),
     ];
   }
-  return [ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`), await countCheck(db)];
+  return [ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`), await countCheck(db), await webhookCheck(db)];
+}
+
+/** Webhook endpoints that are disabled (410) or whose deliveries fail: a receiver someone should look at. */
+async function webhookCheck(db: Inspector): Promise<Check> {
+  const count = async (sql: string) => Number((await db.column(sql))[0]);
+  const endpoints = await count('SELECT count(*) FROM webhook_endpoints');
+  if (endpoints === 0) return ok('webhooks', 'no endpoints registered');
+  const disabled = (await db.column('SELECT url FROM webhook_endpoints WHERE disabled_at IS NOT NULL ORDER BY id')).map(String);
+  const failing = (
+    await db.column(
+      `SELECT p.url FROM webhook_endpoints p WHERE p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM webhook_deliveries d
+         WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`,
+    )
+  ).map(String);
+  const backlog = await count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'");
+  const problems = [
+    ...(disabled.length > 0 ? [`disabled (answered 410): ${disabled.join(', ')}`] : []),
+    ...(failing.length > 0 ? [`failing: ${failing.join(', ')}`] : []),
+  ];
+  const detail = `${endpoints} endpoint(s), ${backlog} deliveries waiting${problems.length > 0 ? `; ${problems.join('; ')}` : ''}`;
+  if (problems.length === 0) return ok('webhooks', detail);
+  return warn(
+    'webhooks',
+    detail,
+    'see "plantstore webhooks deliveries"; then "webhooks enable ID" or "webhooks retry" once the receiver works',
+  );
 }
 
 async function countCheck(db: Inspector): Promise<Check> {

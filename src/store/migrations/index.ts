@@ -5,6 +5,7 @@ import { changeNotifications } from './0002-change-notifications.js';
 import { changeLog } from './0003-change-log.js';
 import { userNameKeys } from './0004-user-name-keys.js';
 import { plantIds } from './0005-plant-ids.js';
+import { webhooks } from './0006-webhooks.js';
 
 /** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -14,6 +15,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0003-change-log': changeLog(dialect),
     '0004-user-name-keys': userNameKeys(dialect),
     '0005-plant-ids': plantIds(dialect),
+    '0006-webhooks': webhooks(dialect),
   };
 }
 

@@ -5,6 +5,7 @@ import type { CatalogueRecord } from '../../import-format/records.js';
 import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
+import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { dropKeysForFirstLoad } from './first-load-keys.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
 
@@ -50,6 +51,8 @@ export class PostgresImport implements ImportTarget {
   /** The batch of plants being written, if any. */
   private writing: Promise<void> = Promise.resolve();
   private addKeys: string[] = [];
+  /** The first catalogue position this import reserved: its plants are at it and after. */
+  private firstPosition: number | undefined;
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -103,6 +106,12 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of this.addKeys) await this.client.query(statement);
+    if (this.firstPosition !== undefined) {
+      const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);
+      for (const statement of importedPlantEvents('postgres', this.firstPosition - 1, Number(rows[0]!.last), this.now)) {
+        await this.client.query(statement);
+      }
+    }
     await this.client.query('INSERT INTO change_log (table_name) VALUES ($1)', [EVERYTHING]);
     await this.client.query('COMMIT');
   }
@@ -192,6 +201,7 @@ export class PostgresImport implements ImportTarget {
       await previous;
       throw err;
     }
+    if (this.firstPosition === undefined && runs[0] !== undefined) this.firstPosition = Number(runs[0].first);
     const ids: number[] = [];
     for (const { first, last } of runs) for (let id = first; id <= last; id++) ids.push(id);
     const plantRows = rows.withIds(ids);

@@ -66,7 +66,7 @@ export class PostgresStore extends StoreBase {
     private readonly readPool: pg.Pool,
     db: Kysely<Database>,
   ) {
-    super(db);
+    super(db, 'postgres');
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
     const options = (pool as unknown as { options: pg.ClientConfig }).options;
     this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>

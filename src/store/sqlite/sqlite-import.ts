@@ -4,6 +4,8 @@ import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-
 import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';
 import { PLANT_ID_TRIGGER } from '../migrations/0005-plant-ids.js';
+import { WEBHOOK_TRIGGERS } from '../migrations/0006-webhooks.js';
+import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
@@ -16,7 +18,7 @@ function importedTableTriggers(db: BetterSqlite3.Database): Array<{ name: string
   const names = Object.keys(LOGGED_TABLES).flatMap((table) =>
     (['insert', 'update', 'delete'] as const).map((op) => changeTriggerName(table as keyof typeof LOGGED_TABLES, op)),
   );
-  names.push(PLANT_ID_TRIGGER);
+  names.push(PLANT_ID_TRIGGER, ...WEBHOOK_TRIGGERS);
   return db
     .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
     .all(...names) as Array<{ name: string; sql: string }>;
@@ -108,6 +110,8 @@ export class SqliteImport implements ImportTarget {
   async commit(): Promise<void> {
     const { db } = this;
     this.plants!.finish();
+    const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
+    for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
     for (const { sql } of this.triggers) db.exec(sql);
     db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
     db.exec('COMMIT');

@@ -60,7 +60,7 @@ export class SqliteStore extends StoreBase {
     db: Kysely<Database>,
     private readonly options: SqliteOptions,
   ) {
-    super(db);
+    super(db, 'sqlite');
     this.reader = new SqliteReader(options.path === ':memory:' ? sqlite : options.path, () => this.startPruning());
   }
 

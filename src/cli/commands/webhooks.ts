@@ -1,0 +1,130 @@
+import type { Command } from 'commander';
+import { invalidInput } from '../../domain-errors.js';
+import { newWebhookSecret } from '../../webhooks/signing.js';
+import { parseDuration } from '../duration.js';
+import { parseId, withStore } from '../context.js';
+import { examples } from '../help.js';
+import { isoDate, printRows, say } from '../output.js';
+
+/** Only http(s) URLs with a host: what a delivery can be sent to. */
+function parseEndpointUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw invalidInput(`invalid webhook URL "${text}"`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalidInput(`a webhook URL must be http or https, not ${url.protocol}`);
+  if (url.username !== '' || url.password !== '')
+    throw invalidInput('a webhook URL must not carry credentials; the signature authenticates');
+  return url.toString();
+}
+
+export function registerWebhookCommands(program: Command): void {
+  const webhooks = program
+    .command('webhooks')
+    .description('register endpoints that receive the new-plant webhook, and follow their deliveries')
+    .addHelpText('after', examples('SECRET=$(plantstore webhooks add https://example.com/hooks/plants)', 'plantstore webhooks deliveries'));
+
+  webhooks
+    .command('add <url>')
+    .description('register an endpoint; prints its signing secret (whsec_…) alone, shown only this once')
+    .addHelpText('after', examples('SECRET=$(plantstore webhooks add https://example.com/hooks/plants)'))
+    .action(async (text: string, _opts: unknown, cmd: Command) => {
+      const url = parseEndpointUrl(text);
+      const secret = newWebhookSecret();
+      const endpoint = await withStore(cmd, (store) => store.webhooks.addEndpoint(url, secret));
+      process.stdout.write(`${secret}\n`);
+      say(`added webhook endpoint ${endpoint.id} for ${url}; store the secret now, it cannot be shown again`);
+    });
+
+  webhooks
+    .command('list')
+    .description('list endpoints (never their secrets)')
+    .addHelpText('after', examples('plantstore webhooks list', 'plantstore webhooks list --json'))
+    .option('--json', 'print a JSON array', false)
+    .action(async (opts: { json: boolean }, cmd: Command) => {
+      const rows = await withStore(cmd, (store) => store.webhooks.listEndpoints());
+      printRows(
+        rows,
+        [
+          { header: 'id', value: (e) => String(e.id) },
+          { header: 'url', value: (e) => e.url },
+          { header: 'state', value: (e) => (e.disabledAt ? `disabled: ${e.disabledReason ?? ''}` : 'enabled') },
+          { header: 'created', value: (e) => isoDate(e.createdAt) },
+          { header: 'old secret until', value: (e) => isoDate(e.previousSecretUntil) },
+        ],
+        opts.json,
+      );
+    });
+
+  webhooks
+    .command('remove <id>')
+    .description('remove an endpoint and its deliveries')
+    .addHelpText('after', examples('plantstore webhooks remove 3'))
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.webhooks.removeEndpoint(parseId('endpoint id', id)));
+      say(`removed webhook endpoint ${id}`);
+    });
+
+  webhooks
+    .command('rotate-secret <id>')
+    .description('give an endpoint a new secret; prints it alone. Deliveries are signed with both until --overlap ends')
+    .addHelpText('after', examples('SECRET=$(plantstore webhooks rotate-secret 3)', 'plantstore webhooks rotate-secret 3 --overlap 7d'))
+    .option('--overlap <duration>', 'how long the old secret signs too', '24h')
+    .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
+      const secret = newWebhookSecret();
+      const until = Date.now() + parseDuration(opts.overlap);
+      await withStore(cmd, (store) => store.webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
+      process.stdout.write(`${secret}\n`);
+      say(`rotated the secret of webhook endpoint ${id}; the old one also signs until ${new Date(until).toISOString()}`);
+    });
+
+  webhooks
+    .command('enable <id>')
+    .description('enable an endpoint disabled after answering 410 Gone')
+    .addHelpText('after', examples('plantstore webhooks enable 3'))
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      await withStore(cmd, (store) => store.webhooks.enableEndpoint(parseId('endpoint id', id)));
+      say(`enabled webhook endpoint ${id}`);
+    });
+
+  webhooks
+    .command('deliveries')
+    .description('recent deliveries, newest first: status, attempts, next retry, last answer')
+    .addHelpText('after', examples('plantstore webhooks deliveries', 'plantstore webhooks deliveries --endpoint 3 --limit 10 --json'))
+    .option('--endpoint <id>', 'only deliveries to this endpoint')
+    .option('--limit <n>', 'at most this many', '50')
+    .option('--json', 'print a JSON array', false)
+    .action(async (opts: { endpoint?: string; limit: string; json: boolean }, cmd: Command) => {
+      const filter = {
+        limit: parseId('limit', opts.limit),
+        ...(opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) }),
+      };
+      const rows = await withStore(cmd, (store) => store.webhooks.listDeliveries(filter));
+      printRows(
+        rows,
+        [
+          { header: 'event', value: (d) => `msg_${d.eventId}` },
+          { header: 'endpoint', value: (d) => String(d.endpointId) },
+          { header: 'plant', value: (d) => String(d.plantId) },
+          { header: 'status', value: (d) => d.status },
+          { header: 'attempts', value: (d) => String(d.attempts) },
+          { header: 'next attempt', value: (d) => isoDate(d.nextAttemptAt) },
+          { header: 'last answer', value: (d) => (d.lastStatus !== undefined ? String(d.lastStatus) : (d.lastError ?? '-')) },
+        ],
+        opts.json,
+      );
+    });
+
+  webhooks
+    .command('retry')
+    .description('try failed deliveries again now (all, or of one endpoint)')
+    .addHelpText('after', examples('plantstore webhooks retry', 'plantstore webhooks retry --endpoint 3'))
+    .option('--endpoint <id>', 'only deliveries to this endpoint')
+    .action(async (opts: { endpoint?: string }, cmd: Command) => {
+      const filter = opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) };
+      const count = await withStore(cmd, (store) => store.webhooks.retry(filter));
+      say(`${count} failed deliver${count === 1 ? 'y' : 'ies'} will be tried again`);
+    });
+}

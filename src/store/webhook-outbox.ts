@@ -1,0 +1,244 @@
+import { sql, type Kysely } from 'kysely';
+import { notFound } from '../domain-errors.js';
+import type { Database, Dialect } from './schema.js';
+
+/** A receiving endpoint as operators see it (never its secrets). */
+export interface WebhookEndpoint {
+  id: number;
+  url: string;
+  createdAt: Date;
+  disabledAt?: Date;
+  disabledReason?: string;
+  /** Until when the previous secret signs too, after a rotation. */
+  previousSecretUntil?: Date;
+}
+
+/** One event for one endpoint, as `webhooks deliveries` lists it. */
+export interface WebhookDelivery {
+  eventId: number;
+  endpointId: number;
+  plantId: number;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  nextAttemptAt?: Date;
+  lastAttemptAt?: Date;
+  lastStatus?: number;
+  lastError?: string;
+}
+
+/** A delivery claimed by this process: what to send, where, signed with which secrets. */
+export interface ClaimedDelivery {
+  eventId: number;
+  endpointId: number;
+  attempts: number;
+  url: string;
+  secrets: string[];
+  payload: { id: number; name: string; tag?: string };
+  createdAt: number;
+}
+
+/** How an attempt ended: delivered, to be tried again at `retryAt`, failed for good, or the endpoint is gone (410). */
+export type AttemptOutcome =
+  | { kind: 'delivered'; status: number }
+  | { kind: 'retry'; retryAt: number; status?: number; error?: string }
+  | { kind: 'failed'; status?: number; error?: string }
+  | { kind: 'gone'; status: number };
+
+type Row = Record<string, string | number | null>;
+const num = (v: unknown): number | undefined => (v === null || v === undefined ? undefined : Number(v));
+const date = (v: unknown): Date | undefined => (v === null || v === undefined ? undefined : new Date(Number(v)));
+
+/**
+ * The webhook outbox and its endpoints (migration 0006), in SQL both backends run. Deliveries are claimed with a
+ * lease, so that several processes (workers, instances) deliver each event once per endpoint; on PostgreSQL the
+ * claim skips rows another claim holds (FOR UPDATE SKIP LOCKED) instead of waiting for them.
+ */
+export class WebhookOutbox {
+  constructor(
+    private readonly db: () => Kysely<Database>,
+    private readonly dialect: Dialect,
+  ) {}
+
+  async addEndpoint(url: string, secret: string): Promise<WebhookEndpoint> {
+    const createdAt = Date.now();
+    const { rows } =
+      await sql<Row>`INSERT INTO webhook_endpoints (url, secret, created_at) VALUES (${url}, ${secret}, ${createdAt}) RETURNING id`.execute(
+        this.db(),
+      );
+    return { id: Number(rows[0]!.id), url, createdAt: new Date(createdAt) };
+  }
+
+  async listEndpoints(): Promise<WebhookEndpoint[]> {
+    const { rows } =
+      await sql<Row>`SELECT id, url, created_at, disabled_at, disabled_reason, previous_until FROM webhook_endpoints ORDER BY id`.execute(
+        this.db(),
+      );
+    const now = Date.now();
+    return rows.map((r) => ({
+      id: Number(r.id),
+      url: String(r.url),
+      createdAt: new Date(Number(r.created_at)),
+      ...(r.disabled_at === null ? {} : { disabledAt: date(r.disabled_at)!, disabledReason: String(r.disabled_reason ?? '') }),
+      ...(r.previous_until !== null && Number(r.previous_until) > now ? { previousSecretUntil: date(r.previous_until)! } : {}),
+    }));
+  }
+
+  async removeEndpoint(id: number): Promise<void> {
+    const { numAffectedRows } = await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(this.db());
+    if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
+  }
+
+  /** A new secret; the current one goes on signing too until `previousUntil` (epoch ms). */
+  async rotateSecret(id: number, secret: string, previousUntil: number): Promise<void> {
+    const { numAffectedRows } =
+      await sql`UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ${previousUntil}, secret = ${secret}
+      WHERE id = ${id}`.execute(this.db());
+    if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
+  }
+
+  /** Enables a disabled endpoint again (its failed deliveries stay failed until retried). */
+  async enableEndpoint(id: number): Promise<void> {
+    const { numAffectedRows } = await sql`UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE id = ${id}`.execute(
+      this.db(),
+    );
+    if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
+  }
+
+  async listDeliveries(filter: { endpointId?: number; limit: number }): Promise<WebhookDelivery[]> {
+    const where = filter.endpointId === undefined ? sql`` : sql`WHERE d.endpoint_id = ${filter.endpointId}`;
+    const { rows } =
+      await sql<Row>`SELECT d.event_id, d.endpoint_id, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
+        d.last_status, d.last_error FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ${where}
+      ORDER BY d.event_id DESC, d.endpoint_id LIMIT ${filter.limit}`.execute(this.db());
+    return rows.map((r) => ({
+      eventId: Number(r.event_id),
+      endpointId: Number(r.endpoint_id),
+      plantId: Number(r.plant_id),
+      status: r.status as WebhookDelivery['status'],
+      attempts: Number(r.attempts),
+      ...(r.status === 'pending' ? { nextAttemptAt: date(r.next_attempt_at)! } : {}),
+      ...(r.last_attempt_at === null ? {} : { lastAttemptAt: date(r.last_attempt_at)! }),
+      ...(r.last_status === null ? {} : { lastStatus: num(r.last_status)! }),
+      ...(r.last_error === null ? {} : { lastError: String(r.last_error) }),
+    }));
+  }
+
+  /** Failed deliveries (of one endpoint, or one event) are tried again now; resolves to how many. */
+  async retry(filter: { endpointId?: number; eventId?: number }): Promise<number> {
+    const endpoint = filter.endpointId === undefined ? sql`` : sql` AND endpoint_id = ${filter.endpointId}`;
+    const event = filter.eventId === undefined ? sql`` : sql` AND event_id = ${filter.eventId}`;
+    const { numAffectedRows } =
+      await sql`UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${Date.now()}, lease_until = NULL
+      WHERE status = 'failed'${endpoint}${event}`.execute(this.db());
+    return Number(numAffectedRows ?? 0);
+  }
+
+  /**
+   * Claims up to `limit` due deliveries of enabled endpoints for `leaseMs`: no other process takes them meanwhile.
+   * A read comes first: most polls find nothing due, and then take no write lock (on SQLite, a claim would wait
+   * behind another process's import, and this process's own writes behind it).
+   */
+  async claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const now = Date.now();
+    const { rows: anyDue } = await sql<Row>`SELECT 1 AS due FROM webhook_deliveries
+      WHERE status = 'pending' AND next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until < ${now}) LIMIT 1`.execute(this.db());
+    if (anyDue.length === 0) return [];
+    const due = sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until < ${now}) AND p.disabled_at IS NULL
+      ORDER BY d.next_attempt_at LIMIT ${limit}`;
+    const claimed =
+      this.dialect === 'postgres'
+        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs} FROM (${due} FOR UPDATE OF d SKIP LOCKED) c
+            WHERE w.event_id = c.event_id AND w.endpoint_id = c.endpoint_id RETURNING w.event_id, w.endpoint_id, w.attempts`
+        : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${due})
+            RETURNING event_id, endpoint_id, attempts`;
+    const { rows } = await claimed.execute(this.db());
+    if (rows.length === 0) return [];
+    const events = [...new Set(rows.map((r) => Number(r.event_id)))];
+    const endpoints = [...new Set(rows.map((r) => Number(r.endpoint_id)))];
+    const [eventRows, endpointRows] = await Promise.all([
+      sql<Row>`SELECT id, plant_id, name, tag, created_at FROM webhook_events WHERE id IN (${sql.join(events)})`.execute(this.db()),
+      sql<Row>`SELECT id, url, secret, previous_secret, previous_until FROM webhook_endpoints WHERE id IN (${sql.join(endpoints)})`.execute(
+        this.db(),
+      ),
+    ]);
+    const eventById = new Map(eventRows.rows.map((e) => [Number(e.id), e]));
+    const endpointById = new Map(endpointRows.rows.map((e) => [Number(e.id), e]));
+    return rows.flatMap((r) => {
+      const event = eventById.get(Number(r.event_id));
+      const endpoint = endpointById.get(Number(r.endpoint_id));
+      if (event === undefined || endpoint === undefined) return [];
+      const previous = endpoint.previous_secret !== null && Number(endpoint.previous_until) > now ? [String(endpoint.previous_secret)] : [];
+      return [
+        {
+          eventId: Number(r.event_id),
+          endpointId: Number(r.endpoint_id),
+          attempts: Number(r.attempts),
+          url: String(endpoint.url),
+          secrets: [String(endpoint.secret), ...previous],
+          payload: { id: Number(event.plant_id), name: String(event.name), ...(event.tag === null ? {} : { tag: String(event.tag) }) },
+          createdAt: Number(event.created_at),
+        },
+      ];
+    });
+  }
+
+  /** Records an attempt's outcome and lets the lease go. */
+  async finish(delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<void> {
+    const now = Date.now();
+    const status = outcome.kind === 'delivered' ? 'delivered' : outcome.kind === 'retry' ? 'pending' : 'failed';
+    const next = outcome.kind === 'retry' ? outcome.retryAt : now;
+    const code = 'status' in outcome && outcome.status !== undefined ? outcome.status : null;
+    const error = 'error' in outcome && outcome.error !== undefined ? outcome.error.slice(0, 500) : null;
+    await sql`UPDATE webhook_deliveries SET status = ${status}, attempts = attempts + 1, next_attempt_at = ${next}, lease_until = NULL,
+      last_attempt_at = ${now}, last_status = ${code}, last_error = ${error}
+      WHERE event_id = ${delivery.eventId} AND endpoint_id = ${delivery.endpointId}`.execute(this.db());
+    if (outcome.kind === 'gone') {
+      await sql`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${'the endpoint answered 410 Gone'}
+        WHERE id = ${delivery.endpointId} AND disabled_at IS NULL`.execute(this.db());
+    }
+  }
+
+  /** Lets go of deliveries this process claimed but will not finish (it is stopping): another may send them at once. */
+  async release(deliveries: readonly ClaimedDelivery[]): Promise<void> {
+    for (const d of deliveries) {
+      await sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE event_id = ${d.eventId} AND endpoint_id = ${d.endpointId}
+        AND status = 'pending'`.execute(this.db());
+    }
+  }
+
+  /** Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever. */
+  async prune(before: number): Promise<number> {
+    const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE created_at < ${before}
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(this.db());
+    return Number(numAffectedRows ?? 0);
+  }
+
+  /** Deliveries waiting, and when the oldest of them was raised (epoch ms), for metrics and doctor. */
+  async backlog(): Promise<{ pending: number; oldestCreatedAt?: number }> {
+    const { rows } = await sql<Row>`SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
+      JOIN webhook_events e ON e.id = d.event_id WHERE d.status = 'pending'`.execute(this.db());
+    const oldest = num(rows[0]?.oldest);
+    return { pending: Number(rows[0]?.pending ?? 0), ...(oldest === undefined ? {} : { oldestCreatedAt: oldest }) };
+  }
+}
+
+/**
+ * The statements an import runs before its commit to raise one event per plant it added (and their deliveries),
+ * instead of a trigger per row: plants after catalogue position `before`, events after `lastEvent`. Nothing is
+ * raised while no endpoint is enabled. Values are integers the import read itself, written as literals.
+ */
+export function importedPlantEvents(dialect: Dialect, before: number, lastEvent: number, now: number): string[] {
+  for (const n of [before, lastEvent, now]) if (!Number.isSafeInteger(n)) throw new Error(`not an integer: ${n}`);
+  // On PostgreSQL, only this transaction's rows: another writer's plant raised its own event by trigger.
+  const ours = dialect === 'postgres' ? ' AND xmin = pg_current_xact_id()::xid' : '';
+  return [
+    `INSERT INTO webhook_events (plant_id, name, tag, created_at) SELECT api_id, name, tag, ${now} FROM plants ` +
+      `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL) ORDER BY id`,
+    `INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) SELECT e.id, p.id, ${now} ` +
+      `FROM webhook_events e CROSS JOIN webhook_endpoints p WHERE e.id > ${lastEvent} AND p.disabled_at IS NULL`,
+  ];
+}
+
+/** The last event id so far (0 for none): what `importedPlantEvents` counts from. */
+export const LAST_EVENT_SQL = 'SELECT coalesce(max(id), 0) AS last FROM webhook_events';

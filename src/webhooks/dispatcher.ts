@@ -1,0 +1,137 @@
+import type { AttemptOutcome, ClaimedDelivery, WebhookOutbox } from '../store/webhook-outbox.js';
+import { nextAttemptAt } from './retry-schedule.js';
+import { signatureHeader } from './signing.js';
+
+/** Where the dispatcher reports what it cannot do (the app's logger). */
+export interface WarningLog {
+  warn(details: object, message: string): void;
+}
+
+export interface DispatcherOptions {
+  /** How often the outbox is looked at. */
+  pollMs: number;
+  /** How long a claimed delivery is this process's: past it (a crash), another process delivers it. */
+  leaseMs: number;
+  /** A receiver that has not answered with a status in this long has failed this attempt. */
+  timeoutMs: number;
+  /** Deliveries in flight at once, per process. */
+  concurrency: number;
+  /** Told each attempt's outcome (metrics). */
+  onAttempt?: (outcome: AttemptOutcome['kind']) => void;
+}
+
+/** How long a delivered or failed event stays listed (`webhooks deliveries`, `retry`) before it is pruned. */
+export const KEPT_MS = 7 * 24 * 3_600_000;
+const PRUNE_EVERY_MS = 10 * 60_000;
+
+export const DISPATCHER_DEFAULTS: DispatcherOptions = { pollMs: 500, leaseMs: 60_000, timeoutMs: 15_000, concurrency: 8 };
+
+/**
+ * Delivers the outbox's new-plant events to their endpoints, in the background of a serving process: the API
+ * never waits for a receiver. At most `concurrency` requests are in flight; a slow receiver holds one of them,
+ * never a request of the API.
+ */
+export class WebhookDispatcher {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly inFlight = new Map<Promise<void>, ClaimedDelivery>();
+  private prunedAt = 0;
+  private claiming: Promise<void> | undefined;
+  private stopped = false;
+  private readonly controller = new AbortController();
+
+  constructor(
+    private readonly outbox: WebhookOutbox,
+    private readonly log: WarningLog,
+    private readonly options: DispatcherOptions = DISPATCHER_DEFAULTS,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.claimMore(), this.options.pollMs);
+    this.timer.unref();
+  }
+
+  /** Stops claiming and abandons deliveries in flight (their leases run out, and another attempt follows). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.controller.abort();
+    await this.claiming;
+    const abandoned = [...this.inFlight.values()];
+    await Promise.all(this.inFlight.keys());
+    await this.outbox.release(abandoned).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
+  }
+
+  /** Claims as many due deliveries as there are free slots, and starts them; one claim at a time. */
+  private claimMore(): void {
+    const free = this.options.concurrency - this.inFlight.size;
+    if (this.stopped || this.claiming !== undefined || free <= 0) return;
+    this.claiming = this.pruneNow()
+      .then(() => this.outbox.claim(free, this.options.leaseMs))
+      .then((claimed) => {
+        for (const delivery of claimed) {
+          const running = this.deliver(delivery).finally(() => {
+            this.inFlight.delete(running);
+            // A slot is free: the next due delivery need not wait for the next poll.
+            if (claimed.length === free) this.claimMore();
+          });
+          this.inFlight.set(running, delivery);
+        }
+      })
+      .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not readable; trying again'))
+      .finally(() => (this.claiming = undefined));
+  }
+
+  /** Every few minutes, one poll also prunes what the outbox no longer needs. */
+  private async pruneNow(): Promise<void> {
+    const now = Date.now();
+    if (now - this.prunedAt < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
+    await this.outbox.prune(now - KEPT_MS);
+  }
+
+  private async deliver(delivery: ClaimedDelivery): Promise<void> {
+    const outcome = await this.attempt(delivery);
+    if (this.stopped) return;
+    this.options.onAttempt?.(outcome.kind);
+    try {
+      await this.outbox.finish(delivery, outcome);
+    } catch (err) {
+      // The lease runs out and the delivery is tried again: at least once, never lost.
+      this.log.warn({ err }, 'webhook delivery outcome not recorded');
+    }
+  }
+
+  private async attempt(delivery: ClaimedDelivery): Promise<AttemptOutcome> {
+    const body = JSON.stringify(delivery.payload);
+    const msgId = `msg_${delivery.eventId}`;
+    const timestamp = new Date();
+    const attempts = delivery.attempts + 1;
+    const retry = (status?: number, error?: string, retryAfter?: string | null): AttemptOutcome => {
+      const at = nextAttemptAt(attempts, Date.now(), retryAfter);
+      return at === undefined ? { kind: 'failed', status, error } : { kind: 'retry', retryAt: at, status, error };
+    };
+    try {
+      const res = await fetch(delivery.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': msgId,
+          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-signature': signatureHeader(delivery.secrets, msgId, timestamp, body),
+          'user-agent': 'plantstore-webhooks',
+        },
+        body,
+        // A redirect is not followed: it could lead a delivery (and its signature) anywhere.
+        redirect: 'manual',
+        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs), this.controller.signal]),
+      });
+      await res.body?.cancel();
+      if (res.status >= 200 && res.status < 300) return { kind: 'delivered', status: res.status };
+      if (res.status === 410) return { kind: 'gone', status: 410 };
+      return retry(res.status, `answered ${res.status}`, res.headers.get('retry-after'));
+    } catch (err) {
+      const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${this.options.timeoutMs} ms` : (err as Error).message;
+      return retry(undefined, reason);
+    }
+  }
+}

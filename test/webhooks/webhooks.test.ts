@@ -1,0 +1,201 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { recordBatch, type Store } from '../../src/store/store.js';
+import { newWebhookSecret } from '../../src/webhooks/signing.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+
+// The new-plant webhook end to end: a real receiver on loopback verifies every delivery with the Standard
+// Webhooks library, counts them, fails on purpose and recovers.
+
+after(() => cleanupBackends());
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+  payload: unknown;
+}
+
+/** A receiver that answers `respond(n)` to its n-th request (200 by default) and keeps what it got. */
+async function startReceiver(respond: (n: number) => { status: number; headers?: Record<string, string> } = () => ({ status: 200 })) {
+  const received: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body, payload: JSON.parse(body) as unknown });
+      const answer = respond(received.length);
+      res.writeHead(answer.status, answer.headers).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/hooks`, received, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** Verifies a delivery as a receiver would, with the specification's own library; returns the payload. */
+function verify(secret: string, got: Received): unknown {
+  return new Webhook(secret).verify(got.body, {
+    'webhook-id': String(got.headers['webhook-id']),
+    'webhook-timestamp': String(got.headers['webhook-timestamp']),
+    'webhook-signature': String(got.headers['webhook-signature']),
+  });
+}
+
+async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4 };
+
+for (const backend of BACKENDS) {
+  describe(`new-plant webhook [${backend.name}]`, { skip: backend.skip }, () => {
+    let store: Store;
+    let server: RunningApp;
+    let tokens: Record<string, string>;
+
+    before(async () => {
+      store = await backend.open();
+      ({ tokens } = await seed(store, { users: [{ name: 'alice' }] }));
+      server = await startApp(store, { webhooks: FAST });
+    });
+    after(async () => {
+      await server?.close();
+      await store?.close();
+    });
+
+    const create = (id: number, name: string) =>
+      rawRequest(
+        server.url,
+        '/plants',
+        { ...bearer(tokens.alice!), 'content-type': 'application/json' },
+        'POST',
+        JSON.stringify({ id, name }),
+      );
+
+    it('delivers every plant added, over HTTP, by the CLI and by an import, signed, once each', async () => {
+      const receiver = await startReceiver();
+      const secret = newWebhookSecret();
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, secret);
+      try {
+        assert.equal((await create(101, 'Over HTTP')).status, 200);
+        await store.addPlant({ name: 'By the CLI', owner: 'alice', public: false, id: 102 });
+        await store.importRecords(recordBatch([{ type: 'plant', id: 103, name: 'Imported', owner: 'alice' }]));
+        await until(() => receiver.received.length >= 3, 'three deliveries');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const payloads = receiver.received.map((got) => verify(secret, got));
+        assert.deepEqual(payloads, [
+          { id: 101, name: 'Over HTTP' },
+          { id: 102, name: 'By the CLI' },
+          { id: 103, name: 'Imported' },
+        ]);
+        const ids = receiver.received.map((got) => got.headers['webhook-id']);
+        assert.equal(new Set(ids).size, 3, 'one webhook-id per event');
+        for (const got of receiver.received) assert.match(String(got.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]+=*$/);
+        assert.throws(() => verify(newWebhookSecret(), receiver.received[0]!), /signature/i, 'another secret does not verify');
+        const deliveries = await store.webhooks.listDeliveries({ limit: 10 });
+        assert.deepEqual(
+          deliveries.map((d) => [d.plantId, d.status, d.attempts]),
+          [
+            [103, 'delivered', 1],
+            [102, 'delivered', 1],
+            [101, 'delivered', 1],
+          ],
+        );
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
+
+    it('retries a failed delivery with the same webhook-id, honouring Retry-After, until it is taken', async () => {
+      const receiver = await startReceiver((n) => (n === 1 ? { status: 503, headers: { 'retry-after': '1' } } : { status: 204 }));
+      const secret = newWebhookSecret();
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, secret);
+      try {
+        assert.equal((await create(201, 'Retried')).status, 200);
+        await until(() => receiver.received.length >= 2, 'a second attempt', 15_000);
+        const [first, second] = receiver.received;
+        assert.equal(first!.headers['webhook-id'], second!.headers['webhook-id']);
+        const gap = Number(second!.headers['webhook-timestamp']) - Number(first!.headers['webhook-timestamp']);
+        assert.ok(gap >= 1, `retried after Retry-After (${gap} s) or the 5 s schedule`);
+        assert.deepEqual(verify(secret, second!), { id: 201, name: 'Retried' });
+        await until(() => receiver.received.length === 2, 'no third attempt');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const [delivery] = await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 });
+        assert.deepEqual([delivery?.plantId, delivery?.status, delivery?.attempts, delivery?.lastStatus], [201, 'delivered', 2, 204]);
+        assert.equal(receiver.received.length, 2);
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
+
+    it('disables an endpoint that answers 410 Gone, and never follows a redirect', async () => {
+      const gone = await startReceiver(() => ({ status: 410 }));
+      const redirecting = await startReceiver(() => ({ status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } }));
+      const a = await store.webhooks.addEndpoint(gone.url, newWebhookSecret());
+      const b = await store.webhooks.addEndpoint(redirecting.url, newWebhookSecret());
+      try {
+        assert.equal((await create(301, 'Gone')).status, 200);
+        await until(() => gone.received.length >= 1 && redirecting.received.length >= 1, 'both endpoints tried');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const endpoints = await store.webhooks.listEndpoints();
+        assert.match(endpoints.find((e) => e.id === a.id)?.disabledReason ?? '', /410/);
+        assert.equal(endpoints.find((e) => e.id === b.id)?.disabledAt, undefined);
+        const [redirected] = await store.webhooks.listDeliveries({ endpointId: b.id, limit: 1 });
+        assert.equal(redirected?.status, 'pending', 'a redirect is a failed attempt, tried again later');
+        assert.equal(redirected?.lastStatus, 302);
+        assert.equal(redirecting.received.length, 1);
+      } finally {
+        await store.webhooks.removeEndpoint(a.id);
+        await store.webhooks.removeEndpoint(b.id);
+        await gone.close();
+        await redirecting.close();
+      }
+    });
+
+    it('signs with the old and the new secret while a rotation overlaps', async () => {
+      const receiver = await startReceiver();
+      const old = newWebhookSecret();
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, old);
+      const fresh = newWebhookSecret();
+      await store.webhooks.rotateSecret(endpoint.id, fresh, Date.now() + 60_000);
+      try {
+        assert.equal((await create(401, 'Rotated')).status, 200);
+        await until(() => receiver.received.length >= 1, 'a delivery');
+        const [got] = receiver.received;
+        assert.equal(String(got!.headers['webhook-signature']).split(' ').length, 2);
+        assert.deepEqual(verify(old, got!), { id: 401, name: 'Rotated' });
+        assert.deepEqual(verify(fresh, got!), { id: 401, name: 'Rotated' });
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
+
+    it('prunes events nobody waits for, never one with a delivery still pending', async () => {
+      const failing = await startReceiver(() => ({ status: 500 }));
+      const endpoint = await store.webhooks.addEndpoint(failing.url, newWebhookSecret());
+      try {
+        assert.equal((await create(501, 'Waiting')).status, 200);
+        await until(() => failing.received.length >= 1, 'a failed attempt');
+        assert.ok((await store.webhooks.prune(Date.now() + 1)) > 0, 'the delivered events of the tests above are pruned');
+        const left = await store.webhooks.listDeliveries({ limit: 100 });
+        assert.deepEqual(
+          left.map((d) => [d.plantId, d.status]),
+          [[501, 'pending']],
+        );
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await failing.close();
+      }
+    });
+  });
+}
