@@ -75,7 +75,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const run = await runCli(db, ['doctor', '--port', '0']);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const lines = run.stdout.trimEnd().split('\n');
-    for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts']) {
+    for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts', 'webhooks']) {
       assert.ok(
         lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)),
         `no ok line for ${name}:\n${run.stdout}`,
@@ -91,6 +91,35 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(code, 0);
     assert.match(byName(checks, 'journal').detail, /WAL/);
     assert.match(byName(checks, 'counts').detail, /^1 users \(0 admins\), 1 plants, 1 tokens \(1 active\)$/);
+  });
+
+  it('warns about webhook endpoints that are disabled or failing, naming them', async () => {
+    const db = join(dir, 'webhooks.db');
+    await prepare(
+      () => SqliteStore.open({ path: db }),
+      async (store) => {
+        await store.addUser('alice', false);
+        await store.webhooks.addEndpoint('https://gone.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+        await store.webhooks.addEndpoint('https://failing.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+        await store.webhooks.addEndpoint('https://fine.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+        await store.addPlant({ name: 'Fern', owner: 'alice', public: false });
+        const claimed = await store.webhooks.claim(10, 60_000);
+        for (const delivery of claimed) {
+          if (delivery.url.includes('gone')) await store.webhooks.finish(delivery, { kind: 'gone', status: 410 });
+          if (delivery.url.includes('failing'))
+            await store.webhooks.finish(delivery, { kind: 'retry', retryAt: Date.now() + 5000, status: 500 });
+          if (delivery.url.includes('fine')) await store.webhooks.finish(delivery, { kind: 'delivered', status: 200 });
+        }
+      },
+    );
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 0, 'warnings only');
+    const check = byName(checks, 'webhooks');
+    assert.equal(check.status, 'warn');
+    assert.equal(
+      check.detail,
+      '3 endpoint(s), 1 deliveries waiting; disabled (answered 410): https://gone.example/hooks; failing: https://failing.example/hooks',
+    );
   });
 
   it('fails with exit 1 and one clear line on an invalid configuration', async () => {

@@ -111,6 +111,20 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     }
   });
 
+  it('declares the new-plant webhook with the NewPlant body and the Standard Webhooks headers', () => {
+    const hook = (doc as Json).webhooks['/plant/webhook'].post as Json;
+    assert.deepEqual(hook.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewPlant' });
+    assert.deepEqual(
+      (hook.parameters as Json[]).map((p) => [p.name, p.in, p.required]),
+      [
+        ['webhook-id', 'header', true],
+        ['webhook-timestamp', 'header', true],
+        ['webhook-signature', 'header', true],
+      ],
+    );
+    assert.ok(hook.responses['200']);
+  });
+
   it('GET /plants answers 200 with an array of Plant and 400 with Error, both application/json', () => {
     const responses = doc.paths['/plants'].get.responses as Json;
     const ok = responses['200'].content['application/json'].schema;

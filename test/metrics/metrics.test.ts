@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, seed, uncheckedRequest } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
 import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
+import { newWebhookSecret } from '../../src/webhooks/signing.js';
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -163,6 +165,37 @@ for (const backend of BACKENDS) {
         assert.equal(pool('plantstore_db_pool_waiting_requests'), 0);
       } else {
         assert.equal(pool('plantstore_db_pool_connections'), undefined, 'SQLite has no pool');
+      }
+    });
+
+    it('counts webhook deliveries by outcome and shows the backlog and the age of its oldest event', async () => {
+      const receiver = createServer((req, res) => {
+        req.resume();
+        req.on('end', () => res.writeHead(req.url === '/ok' ? 200 : 500).end());
+      });
+      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+      const base = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+      const endpoints = [
+        await store.webhooks.addEndpoint(`${base}/ok`, newWebhookSecret()),
+        await store.webhooks.addEndpoint(`${base}/fail`, newWebhookSecret()),
+      ];
+      try {
+        await store.addPlant({ name: 'Hooked', owner: 'alice', public: false });
+        const outcome = (samples: Sample[], name: string) =>
+          sampleValue(samples, 'plantstore_webhook_deliveries_total', { outcome: name }) ?? 0;
+        let samples = await scrape(server.metricsUrl!);
+        for (let i = 0; i < 100 && (outcome(samples, 'delivered') < 1 || outcome(samples, 'retry') < 1); i++) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          samples = await scrape(server.metricsUrl!);
+        }
+        assert.equal(outcome(samples, 'delivered'), 1);
+        assert.equal(outcome(samples, 'retry'), 1);
+        assert.equal(outcome(samples, 'gone'), 0, 'every outcome is exported');
+        assert.equal(sampleValue(samples, 'plantstore_webhook_backlog'), 1, 'the failing delivery waits');
+        assert.ok((sampleValue(samples, 'plantstore_webhook_oldest_pending_seconds') ?? -1) >= 0);
+      } finally {
+        for (const endpoint of endpoints) await store.webhooks.removeEndpoint(endpoint.id);
+        await new Promise<void>((resolve) => receiver.close(() => resolve()));
       }
     });
   });

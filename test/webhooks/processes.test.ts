@@ -106,6 +106,35 @@ for (const backend of BACKENDS) {
       },
     );
 
+    it('manages endpoints from the CLI: secrets shown once, never listed; rotation, retry, enable and remove', async () => {
+      const db = await backend.freshDb();
+      const secret = await cli(db, 'webhooks', 'add', 'https://example.com/hooks/plants');
+      assert.match(secret, /^whsec_[A-Za-z0-9+/]{32}$/);
+      const list = async () => JSON.parse((await runCli(db, ['webhooks', 'list', '--json'])).stdout) as Array<Record<string, unknown>>;
+      const [endpoint] = await list();
+      assert.equal(endpoint!.url, 'https://example.com/hooks/plants');
+      assert.ok(!JSON.stringify(await list()).includes('whsec_'), 'secrets are never listed');
+      const rotated = await cli(db, 'webhooks', 'rotate-secret', String(endpoint!.id), '--overlap', '1h');
+      assert.match(rotated, /^whsec_/);
+      assert.notEqual(rotated, secret);
+      assert.ok((await list())[0]!.previousSecretUntil, 'the old secret signs too, until the overlap ends');
+      const retry = await runCli(db, ['webhooks', 'retry']);
+      assert.equal(retry.code, 0);
+      assert.match(retry.stderr, /0 failed deliveries will be tried again/);
+      for (const bad of [
+        ['add', 'ftp://example.com/x'],
+        ['add', 'https://user:pw@example.com/x'],
+        ['add', 'not a url'],
+        ['enable', '999'],
+      ]) {
+        const run = await runCli(db, ['webhooks', ...bad]);
+        assert.equal(run.code, 1, `${bad.join(' ')}: ${run.stderr}`);
+        assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
+      }
+      await cli(db, 'webhooks', 'remove', String(endpoint!.id));
+      assert.deepEqual(await list(), []);
+    });
+
     if (backend.name === 'postgres') {
       it('two instances on one database deliver each event once', { timeout: 60_000 }, async () => {
         const db = await backend.freshDb();

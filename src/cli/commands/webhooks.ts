@@ -33,7 +33,7 @@ export function registerWebhookCommands(program: Command): void {
     .action(async (text: string, _opts: unknown, cmd: Command) => {
       const url = parseEndpointUrl(text);
       const secret = newWebhookSecret();
-      const endpoint = await withStore(cmd, (store) => store.webhooks.addEndpoint(url, secret));
+      const endpoint = await withStore(cmd, (store) => store.webhooks.addEndpoint(url, secret), { create: true });
       process.stdout.write(`${secret}\n`);
       say(`added webhook endpoint ${endpoint.id} for ${url}; store the secret now, it cannot be shown again`);
     });
