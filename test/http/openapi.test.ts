@@ -112,7 +112,7 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
   });
 
   it('declares the new-plant webhook with the NewPlant body and the Standard Webhooks headers', () => {
-    const hook = (doc as Json).webhooks['/plant/webhook'].post as Json;
+    const hook = doc.webhooks['/plant/webhook'].post as Json;
     assert.deepEqual(hook.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewPlant' });
     assert.deepEqual(
       (hook.parameters as Json[]).map((p) => [p.name, p.in, p.required]),

@@ -180,6 +180,33 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('answers writes and reads while every delivery hangs at a receiver that never answers', async () => {
+      const held: Array<import('node:http').ServerResponse> = [];
+      const hanging = createServer((req, res) => {
+        req.resume();
+        held.push(res);
+      });
+      await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+      const endpoint = await store.webhooks.addEndpoint(
+        `http://127.0.0.1:${(hanging.address() as { port: number }).port}/`,
+        newWebhookSecret(),
+      );
+      try {
+        for (let i = 0; i < FAST.concurrency + 2; i++) assert.equal((await create(601 + i, `Unheard ${i}`)).status, 200);
+        await until(() => held.length === FAST.concurrency, 'every delivery slot taken by the hanging receiver');
+        // Every slot is stuck, and the API still answers: it never waits for a receiver.
+        assert.equal((await create(699, 'Still answered')).status, 200);
+        const listed = await rawRequest(server.url, '/plants', bearer(tokens.alice!));
+        assert.ok((listed.body as Array<{ name: string }>).some((p) => p.name === 'Still answered'));
+        assert.equal(held.length, FAST.concurrency, 'no more than the slots were sent');
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        for (const res of held) res.destroy();
+        hanging.closeAllConnections();
+        await new Promise<void>((resolve) => hanging.close(() => resolve()));
+      }
+    });
+
     it('prunes events nobody waits for, never one with a delivery still pending', async () => {
       const failing = await startReceiver(() => ({ status: 500 }));
       const endpoint = await store.webhooks.addEndpoint(failing.url, newWebhookSecret());
