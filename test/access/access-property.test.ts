@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Plant } from '../../src/http/schemas.js';
+import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp } from '../helpers/http-app.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
@@ -117,6 +118,21 @@ function oracle(world: ReturnType<typeof normalise>, user: string, viaJwt: boole
     .map((plant) => (plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag }));
 }
 
+/** Writes the world's users, groups and plants through the Store interface, in catalogue order. */
+function seedWorld(store: Store, world: ReturnType<typeof normalise>) {
+  return seed(store, {
+    users: world.users.map(({ name, admin }) => ({ name, admin })),
+    groups: world.groups,
+    plants: world.plants.map((plant) => ({
+      name: plant.name,
+      ...(plant.tag === null ? {} : { tag: plant.tag }),
+      owner: plant.owner,
+      public: plant.public,
+      sharedWith: [...plant.users.map((user) => ({ user })), ...plant.groups.map((group) => ({ group }))],
+    })),
+  });
+}
+
 /**
  * Builds the scenario on a fresh database of `backend` through the Store interface, starts the real server
  * once, and for every user compares GET /plants (and, with `withLimits`, two limited listings) to the oracle.
@@ -125,17 +141,7 @@ async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean,
   const world = normalise(s);
   const store = await backend.open();
   try {
-    const { tokens } = await seed(store, {
-      users: world.users.map(({ name, admin }) => ({ name, admin })),
-      groups: world.groups,
-      plants: world.plants.map((plant) => ({
-        name: plant.name,
-        ...(plant.tag === null ? {} : { tag: plant.tag }),
-        owner: plant.owner,
-        public: plant.public,
-        sharedWith: [...plant.users.map((user) => ({ user })), ...plant.groups.map((group) => ({ group }))],
-      })),
-    });
+    const { tokens } = await seedWorld(store, world);
     const server = await startApp(
       store,
       viaJwt
@@ -206,17 +212,7 @@ async function checkWrites(backend: Backend, s: Scenario, ops: WriteOp[]): Promi
   const world = normalise(s);
   const store = await backend.open();
   try {
-    const seeded = await seed(store, {
-      users: world.users.map(({ name, admin }) => ({ name, admin })),
-      groups: world.groups,
-      plants: world.plants.map((plant) => ({
-        name: plant.name,
-        ...(plant.tag === null ? {} : { tag: plant.tag }),
-        owner: plant.owner,
-        public: plant.public,
-        sharedWith: [...plant.users.map((user) => ({ user })), ...plant.groups.map((group) => ({ group }))],
-      })),
-    });
+    const seeded = await seedWorld(store, world);
     const ids = seeded.plants.map((p) => p.id);
     const server = await startApp(store);
     try {
