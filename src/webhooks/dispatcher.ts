@@ -91,7 +91,8 @@ export class WebhookDispatcher {
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
     const outcome = await this.attempt(delivery);
-    if (this.stopped) return;
+    // Cut off by stop(): not an attempt of the receiver's; the delivery is released for another process.
+    if (this.controller.signal.aborted && outcome.kind !== 'delivered') return;
     this.options.onAttempt?.(outcome.kind);
     try {
       await this.outbox.finish(delivery, outcome);
