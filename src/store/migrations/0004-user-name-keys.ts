@@ -2,7 +2,7 @@ import { sql, type Kysely, type Migration } from 'kysely';
 import { nameKey } from '../../names.js';
 import { EVERYTHING } from '../change-log.js';
 import type { Dialect } from '../schema.js';
-import { BULK_LOAD_SETTING, changeTriggerName } from './0003-change-log.js';
+import { inTransaction, unlogged } from './backfill.js';
 
 /** Users whose keys are written per statement while the column is filled. */
 const BATCH = 10_000;
@@ -14,35 +14,19 @@ const BATCH = 10_000;
  */
 export function userNameKeys(dialect: Dialect): Migration {
   return {
-    async up(db: Kysely<any>) {
-      // Kysely runs SQLite migrations outside a transaction: this one needs one, or a failure could leave the
-      // log's trigger dropped. (PostgreSQL migrations run in one already.)
-      if (dialect === 'postgres') return addKeys(db, dialect);
-      await sql`BEGIN IMMEDIATE`.execute(db);
-      try {
-        await addKeys(db, dialect);
-        await sql`COMMIT`.execute(db);
-      } catch (err) {
-        await sql`ROLLBACK`.execute(db);
-        throw err;
-      }
-    },
+    up: (db: Kysely<any>) => inTransaction(db, dialect, () => addKeys(db, dialect)),
   };
 }
 
 async function addKeys(db: Kysely<any>, dialect: Dialect): Promise<void> {
   await sql`ALTER TABLE users ADD COLUMN name_key text`.execute(db);
   await sql`CREATE INDEX users_by_name_key ON users (name_key)`.execute(db);
-  // The per-row log of the backfill is of no use to anyone: suppressed, then one broad change.
-  let trigger: string | undefined;
-  if (dialect === 'postgres') {
-    await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`).execute(db);
-  } else {
-    const name = changeTriggerName('users', 'update');
-    trigger = (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${name}`.execute(db)).rows[0]
-      ?.sql;
-    if (trigger !== undefined) await sql.raw(`DROP TRIGGER ${name}`).execute(db);
-  }
+  await unlogged(db, dialect, 'users', () => fillKeys(db, dialect));
+  // Readers hear of the backfill as one broad change.
+  await sql`INSERT INTO change_log (table_name) VALUES (${EVERYTHING})`.execute(db);
+}
+
+async function fillKeys(db: Kysely<any>, dialect: Dialect): Promise<void> {
   for (let after = 0; ;) {
     const { rows } = await sql<{
       id: number;
@@ -60,6 +44,4 @@ async function addKeys(db: Kysely<any>, dialect: Dialect): Promise<void> {
         WHERE id IN (SELECT value ->> 0 FROM json_each(${keys}))`.execute(db);
     }
   }
-  if (trigger !== undefined) await sql.raw(trigger).execute(db);
-  await sql`INSERT INTO change_log (table_name) VALUES (${EVERYTHING})`.execute(db);
 }

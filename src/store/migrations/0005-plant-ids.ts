@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Migration } from 'kysely';
 import type { Dialect } from '../schema.js';
-import { BULK_LOAD_SETTING, changeTriggerName } from './0003-change-log.js';
+import { inTransaction, unlogged } from './backfill.js';
 
 /**
  * `plants.api_id`: a plant's public identifier, the `id` of the API's `NewPlant` and of `DELETE /plants/{id}`,
@@ -15,30 +15,20 @@ export const PLANT_ID_TRIGGER = 'plants_api_id_given';
 
 export function plantIds(dialect: Dialect): Migration {
   return {
-    async up(db: Kysely<any>) {
-      if (dialect === 'postgres') return addPostgres(db);
-      // Kysely runs SQLite migrations outside a transaction; this one needs one (a trigger is dropped meanwhile).
-      await sql`BEGIN IMMEDIATE`.execute(db);
-      try {
-        await addSqlite(db);
-        await sql`COMMIT`.execute(db);
-      } catch (err) {
-        await sql`ROLLBACK`.execute(db);
-        throw err;
-      }
-    },
+    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
   };
+}
+
+/** Existing plants keep their numbers. The backfill changes nothing anyone sees: it is not logged. */
+function backfillIds(db: Kysely<any>, dialect: Dialect): Promise<void> {
+  return unlogged(db, dialect, 'plants', async () => {
+    await sql`UPDATE plants SET api_id = id`.execute(db);
+  });
 }
 
 async function addSqlite(db: Kysely<any>): Promise<void> {
   await sql`ALTER TABLE plants ADD COLUMN api_id INTEGER`.execute(db);
-  // The backfill changes nothing anyone sees: its per-row log is suppressed.
-  const name = changeTriggerName('plants', 'update');
-  const trigger = (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${name}`.execute(db)).rows[0]
-    ?.sql;
-  if (trigger !== undefined) await sql.raw(`DROP TRIGGER ${name}`).execute(db);
-  await sql`UPDATE plants SET api_id = id`.execute(db);
-  if (trigger !== undefined) await sql.raw(trigger).execute(db);
+  await backfillIds(db, 'sqlite');
   await sql`CREATE UNIQUE INDEX plants_by_api_id ON plants (api_id)`.execute(db);
   // SQLite has no BEFORE trigger that can set a column: the row is completed right after its insert.
   await sql`CREATE TRIGGER ${sql.raw(PLANT_ID_TRIGGER)} AFTER INSERT ON plants WHEN NEW.api_id IS NULL BEGIN
@@ -48,9 +38,7 @@ async function addSqlite(db: Kysely<any>): Promise<void> {
 
 async function addPostgres(db: Kysely<any>): Promise<void> {
   await sql`ALTER TABLE plants ADD COLUMN api_id bigint`.execute(db);
-  await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`).execute(db);
-  await sql`UPDATE plants SET api_id = id`.execute(db);
-  await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'off'`).execute(db);
+  await backfillIds(db, 'postgres');
   // Inserts without an api_id take the next one under a lock held to their commit, so that two such inserts
   // never take the same number.
   await sql

@@ -1,0 +1,40 @@
+import { sql, type Kysely } from 'kysely';
+import type { LoggedTable } from '../change-log.js';
+import type { Dialect } from '../schema.js';
+import { BULK_LOAD_SETTING, changeTriggerName } from './0003-change-log.js';
+
+/**
+ * Runs a migration step in one transaction. PostgreSQL migrations already run in one; Kysely runs SQLite's
+ * outside any, and a step that drops a trigger must not leave it dropped if it fails.
+ */
+export async function inTransaction(db: Kysely<any>, dialect: Dialect, run: () => Promise<void>): Promise<void> {
+  if (dialect === 'postgres') return run();
+  await sql`BEGIN IMMEDIATE`.execute(db);
+  try {
+    await run();
+    await sql`COMMIT`.execute(db);
+  } catch (err) {
+    await sql`ROLLBACK`.execute(db);
+    throw err;
+  }
+}
+
+/**
+ * Runs a backfill of `table` without its row-by-row change log (of no use to anyone: the step records one broad
+ * change if readers must hear of it). SQLite drops the table's update trigger and restores it exactly;
+ * PostgreSQL switches the log's triggers off for the transaction meanwhile.
+ */
+export async function unlogged(db: Kysely<any>, dialect: Dialect, table: LoggedTable, run: () => Promise<void>): Promise<void> {
+  if (dialect === 'postgres') {
+    await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`).execute(db);
+    await run();
+    await sql.raw(`SET LOCAL ${BULK_LOAD_SETTING} = 'off'`).execute(db);
+    return;
+  }
+  const name = changeTriggerName(table, 'update');
+  const trigger = (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ${name}`.execute(db)).rows[0]
+    ?.sql;
+  if (trigger !== undefined) await sql.raw(`DROP TRIGGER ${name}`).execute(db);
+  await run();
+  if (trigger !== undefined) await sql.raw(trigger).execute(db);
+}
