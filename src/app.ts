@@ -98,6 +98,8 @@ function createFastify(config: Config, logStream: DestinationStream | undefined)
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
   app.decorateRequest('viewer', null);
+  // Bodies are JSON only: Fastify would otherwise parse text/plain as a string, a bad body instead of a 415.
+  app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler(strictValidatorCompiler);
   return app;
 }

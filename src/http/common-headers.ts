@@ -1,5 +1,8 @@
 import { VERSION } from '../version.js';
 
+/** The media type of every JSON answer, errors included. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
 /** Sent on every response (also the admin listener's), so a client or a log can tell which release answered. */
 export const VERSION_HEADER = 'Plantstore-Version';
 

@@ -3,10 +3,9 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { DomainError } from '../domain-errors.js';
-import { COMMON_HEADERS } from './common-headers.js';
+import { COMMON_HEADERS, JSON_TYPE } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-codes.js';
 
-const JSON_TYPE = 'application/json; charset=utf-8';
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {

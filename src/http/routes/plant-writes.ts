@@ -5,16 +5,13 @@ import { DomainError } from '../../domain-errors.js';
 import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
-import { JSON_TYPE, rateLimitHeaders, requireJsonAcceptable, wwwAuthenticate } from './plants.js';
+import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
 /** The answers every write may give besides its own, as the listing documents them. */
 const commonErrors = {
-  401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
-    ...wwwAuthenticate,
-    ...rateLimitHeaders,
-  }),
+  401: unauthorized,
   429: errorResponse('Too many requests in the current window for this token (or client address)', {
-    'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
+    ...retryAfterWindow,
     ...rateLimitHeaders,
   }),
   500: errorResponse('Unexpected server error'),
@@ -73,17 +70,14 @@ export async function plantWriteRoutes(
 ): Promise<void> {
   const { store, authenticate } = opts;
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
-  // Only JSON bodies: text/plain would otherwise be parsed as a string and refused as a bad body, not a 415.
-  app.removeContentTypeParser('text/plain');
 
-  routes.post('/plants', { onRequest: [authenticate, requireJsonAcceptable], schema: createPlantSchema }, async (request, reply) => {
+  routes.post('/plants', { onRequest: [authenticate, requireJsonAcceptable], schema: createPlantSchema }, async (request) => {
     const plant = request.body as NewPlant;
     try {
       await store.createPlant(request.viewer!.userId, plant);
     } catch (err) {
       throw asApiError(err);
     }
-    reply.type(JSON_TYPE);
     const answer: Plant = plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
     return answer;
   });

@@ -1,47 +1,10 @@
-import type { FastifyInstance, onRequestHookHandler, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Negotiator from 'negotiator';
 import { Type } from 'typebox';
-import { ApiError } from '../error-codes.js';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
+import { JSON_TYPE } from '../common-headers.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
-
-// Header patterns give the documented form of each header, so clients and the conformance tests can check it.
-export const wwwAuthenticate = {
-  'WWW-Authenticate': {
-    type: 'string' as const,
-    pattern: '^Bearer realm="[^"]*"(, error="invalid_token", error_description="[^"\\\\]*")?$',
-    description: 'Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent.',
-  },
-};
-
-/**
- * 406 only when the client's Accept header rules JSON out; no (or an empty) header, `*\/*` or JSON pass at
- * once. The offered type carries its charset so that `application/json; charset=utf-8` matches too.
- */
-export function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const accept = request.headers.accept;
-  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return done();
-  if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
-    return done(new ApiError('not_acceptable', 'This resource is only available as application/json'));
-  }
-  done();
-}
-
-export const JSON_TYPE = 'application/json; charset=utf-8';
-
-export const rateLimitHeaders = {
-  RateLimit: {
-    type: 'string' as const,
-    description:
-      'When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. ' +
-      '`"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft).',
-  },
-  'RateLimit-Policy': {
-    type: 'string' as const,
-    description: 'When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`.',
-  },
-};
+import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
 /** `GET /plants` as the served document describes it; the same schema validates the query. */
 const listPlantsSchema = {
@@ -68,20 +31,14 @@ const listPlantsSchema = {
       },
     },
     400: errorResponse('Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request'),
-    401: errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
-      ...wwwAuthenticate,
-      ...rateLimitHeaders,
-    }),
+    401: unauthorized,
     406: errorResponse('The Accept header rules out application/json'),
     414: errorResponse('The request target (path and query) is too long'),
     429: errorResponse(
       'Too many requests in the current window for this token, or for this client address when no valid token ' +
         'was sent (which then also holds back its requests with a token until the window ends); or too many ' +
         'full listings (no `limit`, or above 1000) at once for this user',
-      {
-        'Retry-After': { type: 'string', description: 'Seconds until the window ends and requests are accepted again.' },
-        ...rateLimitHeaders,
-      },
+      { ...retryAfterWindow, ...rateLimitHeaders },
     ),
     431: errorResponse('The request line or headers are too large'),
     500: errorResponse('Unexpected server error'),

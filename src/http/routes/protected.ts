@@ -1,0 +1,53 @@
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import Negotiator from 'negotiator';
+import { ApiError } from '../error-codes.js';
+import { errorResponse } from '../schemas.js';
+
+// What every route behind bearer authentication shares: the Accept check, and how the served document describes
+// the answers authentication and rate limiting give. Header patterns give the documented form of each header,
+// so clients and the conformance tests can check it.
+
+export const wwwAuthenticate = {
+  'WWW-Authenticate': {
+    type: 'string' as const,
+    pattern: '^Bearer realm="[^"]*"(, error="invalid_token", error_description="[^"\\\\]*")?$',
+    description: 'Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent.',
+  },
+};
+
+export const rateLimitHeaders = {
+  RateLimit: {
+    type: 'string' as const,
+    description:
+      'When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. ' +
+      '`"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft).',
+  },
+  'RateLimit-Policy': {
+    type: 'string' as const,
+    description: 'When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`.',
+  },
+};
+
+/** The `Retry-After` of a 429 for a spent rate-limit window. */
+export const retryAfterWindow = {
+  'Retry-After': { type: 'string' as const, description: 'Seconds until the window ends and requests are accepted again.' },
+};
+
+/** The 401 of every protected operation. */
+export const unauthorized = errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
+  ...wwwAuthenticate,
+  ...rateLimitHeaders,
+});
+
+/**
+ * 406 only when the client's Accept header rules JSON out; no (or an empty) header, `*\/*` or JSON pass at
+ * once. The offered type carries its charset so that `application/json; charset=utf-8` matches too.
+ */
+export function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const accept = request.headers.accept;
+  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return done();
+  if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
+    return done(new ApiError('not_acceptable', 'This resource is only available as application/json'));
+  }
+  done();
+}
