@@ -17,12 +17,10 @@ function checkText(what: string, value: string): void {
 }
 
 /** Plant names and tags may hold anything printable or not (quotes, HTML, control characters but NUL). */
-export function checkPlantName(name: string): void {
-  checkText('plant name', name);
-}
-
-export function checkTag(tag: string): void {
-  checkText('tag', tag);
+/** A plant's name, and its tag when it has one. */
+export function checkPlant(plant: { name: string; tag?: string | undefined }): void {
+  checkText('plant name', plant.name);
+  if (plant.tag !== undefined) checkText('tag', plant.tag);
 }
 
 /**

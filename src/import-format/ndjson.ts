@@ -3,7 +3,7 @@ import { Compile } from 'typebox/schema';
 import { invalidInput } from '../domain-errors.js';
 import type { NumberedRecord } from '../store/store.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
-import { checkGroupName, checkPlantName, checkTag, checkUserName } from '../names.js';
+import { checkGroupName, checkPlant, checkUserName } from '../names.js';
 
 const validators = {
   user: Compile(UserRecord),
@@ -47,8 +47,7 @@ export function toRecord(value: unknown): CatalogueRecord {
       checkGroupName(record.name);
       break;
     case 'plant':
-      checkPlantName(record.name);
-      if (record.tag !== undefined) checkTag(record.tag);
+      checkPlant(record);
       break;
   }
   return record;

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { checkGroupName, checkPlantName, checkTag, checkUserName, nameKey } from '../names.js';
+import { checkGroupName, checkPlant, checkUserName, nameKey } from '../names.js';
 import type { CatalogueRecord } from '../import-format/records.js';
 import { conflict, notFound, unavailable } from '../domain-errors.js';
 import type { ChangeFeed } from './change-log.js';
@@ -339,8 +339,7 @@ export abstract class StoreBase implements Store {
 
   addPlant(plant: { id?: number; name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo> {
     return this.write(async () => {
-      checkPlantName(plant.name);
-      if (plant.tag !== undefined) checkTag(plant.tag);
+      checkPlant(plant);
       const createdAt = Date.now();
       return this.db.transaction().execute(async (trx) => {
         const ownerId = await this.userId(trx, plant.owner);
@@ -366,8 +365,7 @@ export abstract class StoreBase implements Store {
   }
 
   async createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'> {
-    checkPlantName(plant.name);
-    if (plant.tag !== undefined) checkTag(plant.tag);
+    checkPlant(plant);
     const outcome = await this.write(() =>
       this.db.transaction().execute(async (trx) => {
         // DO NOTHING waits for a concurrent insert of the same id and then skips: the retry of a create that is

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../domain-errors.js';
 import type { Database, Dialect } from './schema.js';
 
@@ -83,24 +83,26 @@ export class WebhookOutbox {
     }));
   }
 
-  async removeEndpoint(id: number): Promise<void> {
-    const { numAffectedRows } = await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(this.db());
-    if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
+  removeEndpoint(id: number): Promise<void> {
+    return this.changeEndpoint(id, sql`DELETE FROM webhook_endpoints WHERE id = ${id}`);
   }
 
   /** A new secret; the current one goes on signing too until `previousUntil` (epoch ms). */
-  async rotateSecret(id: number, secret: string, previousUntil: number): Promise<void> {
-    const { numAffectedRows } =
-      await sql`UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ${previousUntil}, secret = ${secret}
-      WHERE id = ${id}`.execute(this.db());
-    if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
+  rotateSecret(id: number, secret: string, previousUntil: number): Promise<void> {
+    return this.changeEndpoint(
+      id,
+      sql`UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ${previousUntil}, secret = ${secret} WHERE id = ${id}`,
+    );
   }
 
   /** Enables a disabled endpoint again (its failed deliveries stay failed until retried). */
-  async enableEndpoint(id: number): Promise<void> {
-    const { numAffectedRows } = await sql`UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE id = ${id}`.execute(
-      this.db(),
-    );
+  enableEndpoint(id: number): Promise<void> {
+    return this.changeEndpoint(id, sql`UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE id = ${id}`);
+  }
+
+  /** Runs `statement`, which changes endpoint `id`; an endpoint it did not find is the caller's mistake. */
+  private async changeEndpoint(id: number, statement: RawBuilder<unknown>): Promise<void> {
+    const { numAffectedRows } = await statement.execute(this.db());
     if (Number(numAffectedRows ?? 0) === 0) throw notFound(`no webhook endpoint with id ${id}`);
   }
 
@@ -135,17 +137,19 @@ export class WebhookOutbox {
 
   /**
    * Claims up to `limit` due deliveries of enabled endpoints for `leaseMs`: no other process takes them meanwhile.
-   * A read comes first: most polls find nothing due, and then take no write lock (on SQLite, a claim would wait
-   * behind another process's import, and this process's own writes behind it).
+   * The same query, read-only, comes first: most polls find nothing due (deliveries of a disabled endpoint are
+   * not due), and then take no write lock (on SQLite, a claim would wait behind another process's import, and
+   * this process's own writes behind it).
    */
   async claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
     const now = Date.now();
-    const { rows: anyDue } = await sql<Row>`SELECT 1 AS due FROM webhook_deliveries
-      WHERE status = 'pending' AND next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until < ${now}) LIMIT 1`.execute(this.db());
-    if (anyDue.length === 0) return [];
-    const due = sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id
+    const dueUpTo = (
+      n: number,
+    ) => sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id
       WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until < ${now}) AND p.disabled_at IS NULL
-      ORDER BY d.next_attempt_at LIMIT ${limit}`;
+      ORDER BY d.next_attempt_at LIMIT ${n}`;
+    if ((await dueUpTo(1).execute(this.db())).rows.length === 0) return [];
+    const due = dueUpTo(limit);
     const claimed =
       this.dialect === 'postgres'
         ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs} FROM (${due} FOR UPDATE OF d SKIP LOCKED) c
