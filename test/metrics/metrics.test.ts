@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,6 +15,7 @@ import { bearer, mintToken, rawRequest, seed, uncheckedRequest } from '../helper
 import { BIN, runCli } from '../helpers/processes.js';
 import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -169,12 +169,8 @@ for (const backend of BACKENDS) {
     });
 
     it('counts webhook deliveries by outcome and shows the backlog and the age of its oldest event', async () => {
-      const receiver = createServer((req, res) => {
-        req.resume();
-        req.on('end', () => res.writeHead(req.url === '/ok' ? 200 : 500).end());
-      });
-      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-      const base = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+      const receiver = await startReceiver((_, path) => ({ status: path === '/ok' ? 200 : 500 }));
+      const base = receiver.base;
       const endpoints = [
         await store.webhooks.addEndpoint(`${base}/ok`, newWebhookSecret()),
         await store.webhooks.addEndpoint(`${base}/fail`, newWebhookSecret()),
@@ -195,7 +191,7 @@ for (const backend of BACKENDS) {
         assert.ok((sampleValue(samples, 'plantstore_webhook_oldest_pending_seconds') ?? -1) >= 0);
       } finally {
         for (const endpoint of endpoints) await store.webhooks.removeEndpoint(endpoint.id);
-        await new Promise<void>((resolve) => receiver.close(() => resolve()));
+        await receiver.close();
       }
     });
   });

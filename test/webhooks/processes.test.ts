@@ -1,61 +1,14 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { after, describe, it } from 'node:test';
-import { Webhook } from 'standardwebhooks';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { runCli, spawnServe } from '../helpers/processes.js';
+import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
 // The webhook with real processes: an event committed while no server runs, or while the server that was
 // sending it is killed (-9), is delivered after a restart; two instances on one PostgreSQL database deliver
 // each event once.
 
 after(() => cleanupBackends());
-
-interface Got {
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** A receiver whose `hold(n)` says whether to leave its n-th request unanswered (a delivery in flight). */
-async function receiver(hold: (n: number) => boolean = () => false) {
-  const got: Got[] = [];
-  const held: ServerResponse[] = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      got.push({ headers: req.headers, body });
-      if (hold(got.length)) held.push(res);
-      else res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}/hooks`,
-    got,
-    close: () => {
-      for (const res of held) res.destroy();
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
-async function until(check: () => boolean, what: string, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-const verify = (secret: string, got: Got) =>
-  new Webhook(secret).verify(got.body, {
-    'webhook-id': String(got.headers['webhook-id']),
-    'webhook-timestamp': String(got.headers['webhook-timestamp']),
-    'webhook-signature': String(got.headers['webhook-signature']),
-  });
 
 async function cli(db: string, ...args: string[]): Promise<string> {
   const run = await runCli(db, args);
@@ -71,25 +24,25 @@ for (const backend of BACKENDS) {
       async () => {
         const db = await backend.freshDb();
         // The first delivery of plant 2 is held, unanswered, while its server is killed.
-        const hook = await receiver((n) => n === 2);
+        const hook = await startReceiver((n) => (n === 2 ? 'hold' : { status: 200 }));
         try {
           await cli(db, 'users', 'add', 'alice');
           const secret = await cli(db, 'webhooks', 'add', hook.url);
           assert.match(secret, /^whsec_[A-Za-z0-9+/]+=*$/);
           await cli(db, 'plants', 'add', '--name', 'While down', '--owner', 'alice', '--id', '1');
           const first = await spawnServe(db, ['--webhook-lease', '16']);
-          await until(() => hook.got.length === 1, 'the event committed while no server ran', 10_000);
-          assert.deepEqual(verify(secret, hook.got[0]!), { id: 1, name: 'While down' });
+          await until(() => hook.received.length === 1, 'the event committed while no server ran', 10_000);
+          assert.deepEqual(verify(secret, hook.received[0]!), { id: 1, name: 'While down' });
           await cli(db, 'plants', 'add', '--name', 'In flight', '--owner', 'alice', '--id', '2');
-          await until(() => hook.got.length === 2, 'the delivery in flight', 10_000);
+          await until(() => hook.received.length === 2, 'the delivery in flight', 10_000);
           first.child.kill('SIGKILL');
           await first.stop();
           const second = await spawnServe(db, ['--webhook-lease', '16']);
           try {
             // The killed server's lease runs out (16 s), then the restarted one sends the event again.
-            await until(() => hook.got.length === 3, 'the event after the lease ran out', 30_000);
-            assert.equal(hook.got[2]!.headers['webhook-id'], hook.got[1]!.headers['webhook-id'], 'the same event');
-            assert.deepEqual(verify(secret, hook.got[2]!), { id: 2, name: 'In flight' });
+            await until(() => hook.received.length === 3, 'the event after the lease ran out', 30_000);
+            assert.equal(hook.received[2]!.headers['webhook-id'], hook.received[1]!.headers['webhook-id'], 'the same event');
+            assert.deepEqual(verify(secret, hook.received[2]!), { id: 2, name: 'In flight' });
             const deliveries = JSON.parse(await runCli(db, ['webhooks', 'deliveries', '--json']).then((r) => r.stdout)) as Array<{
               status: string;
             }>;
@@ -138,7 +91,7 @@ for (const backend of BACKENDS) {
     if (backend.name === 'postgres') {
       it('two instances on one database deliver each event once', { timeout: 60_000 }, async () => {
         const db = await backend.freshDb();
-        const hook = await receiver();
+        const hook = await startReceiver();
         try {
           await cli(db, 'users', 'add', 'alice');
           const secret = await cli(db, 'webhooks', 'add', hook.url);
@@ -150,9 +103,9 @@ for (const backend of BACKENDS) {
             const run = await runCli(db, ['import', '-'], records.join('\n') + '\n');
             assert.equal(run.code, 0, run.stderr);
             for (let i = 41; i <= 60; i++) await cli(db, 'plants', 'add', '--name', `p${i}`, '--owner', 'alice', '--id', String(i));
-            await until(() => hook.got.length >= 60, '60 deliveries', 30_000);
+            await until(() => hook.received.length >= 60, '60 deliveries', 30_000);
             await new Promise((resolve) => setTimeout(resolve, 1500));
-            const ids = hook.got.map((got) => (verify(secret, got) as { id: number }).id).sort((a, b) => a - b);
+            const ids = hook.received.map((got) => (verify(secret, got) as { id: number }).id).sort((a, b) => a - b);
             assert.deepEqual(
               ids,
               Array.from({ length: 60 }, (_, i) => i + 1),

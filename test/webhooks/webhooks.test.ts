@@ -1,56 +1,15 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { Webhook } from 'standardwebhooks';
 import { recordBatch, type Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
 // The new-plant webhook end to end: a real receiver on loopback verifies every delivery with the Standard
 // Webhooks library, counts them, fails on purpose and recovers.
 
 after(() => cleanupBackends());
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: string;
-  payload: unknown;
-}
-
-/** A receiver that answers `respond(n)` to its n-th request (200 by default) and keeps what it got. */
-async function startReceiver(respond: (n: number) => { status: number; headers?: Record<string, string> } = () => ({ status: 200 })) {
-  const received: Received[] = [];
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body, payload: JSON.parse(body) as unknown });
-      const answer = respond(received.length);
-      res.writeHead(answer.status, answer.headers).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/hooks`, received, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
-
-/** Verifies a delivery as a receiver would, with the specification's own library; returns the payload. */
-function verify(secret: string, got: Received): unknown {
-  return new Webhook(secret).verify(got.body, {
-    'webhook-id': String(got.headers['webhook-id']),
-    'webhook-timestamp': String(got.headers['webhook-timestamp']),
-    'webhook-signature': String(got.headers['webhook-signature']),
-  });
-}
-
-async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4 };
 
@@ -181,29 +140,19 @@ for (const backend of BACKENDS) {
     });
 
     it('answers writes and reads while every delivery hangs at a receiver that never answers', async () => {
-      const held: Array<import('node:http').ServerResponse> = [];
-      const hanging = createServer((req, res) => {
-        req.resume();
-        held.push(res);
-      });
-      await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
-      const endpoint = await store.webhooks.addEndpoint(
-        `http://127.0.0.1:${(hanging.address() as { port: number }).port}/`,
-        newWebhookSecret(),
-      );
+      const hanging = await startReceiver(() => 'hold');
+      const endpoint = await store.webhooks.addEndpoint(hanging.url, newWebhookSecret());
       try {
         for (let i = 0; i < FAST.concurrency + 2; i++) assert.equal((await create(601 + i, `Unheard ${i}`)).status, 200);
-        await until(() => held.length === FAST.concurrency, 'every delivery slot taken by the hanging receiver');
+        await until(() => hanging.received.length === FAST.concurrency, 'every delivery slot taken by the hanging receiver');
         // Every slot is stuck, and the API still answers: it never waits for a receiver.
         assert.equal((await create(699, 'Still answered')).status, 200);
         const listed = await rawRequest(server.url, '/plants', bearer(tokens.alice!));
         assert.ok((listed.body as Array<{ name: string }>).some((p) => p.name === 'Still answered'));
-        assert.equal(held.length, FAST.concurrency, 'no more than the slots were sent');
+        assert.equal(hanging.received.length, FAST.concurrency, 'no more than the slots were sent');
       } finally {
         await store.webhooks.removeEndpoint(endpoint.id);
-        for (const res of held) res.destroy();
-        hanging.closeAllConnections();
-        await new Promise<void>((resolve) => hanging.close(() => resolve()));
+        await hanging.close();
       }
     });
 
