@@ -14,8 +14,6 @@ import { lsnValue, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import { PostgresImport } from './postgres-import.js';
 import { createPool, isConnectionError, type PostgresOptions } from './postgres-pool.js';
-
-export type { PostgresOptions };
 import type {
   HotQuery,
   ImportProgress,
@@ -27,6 +25,8 @@ import type {
   UserCredential,
   VisiblePage,
 } from '../store.js';
+
+export type { PostgresOptions };
 
 /** Users whose latest write a replica may not show yet, at most (see PostgresStore.wrote). */
 const RECENT_WRITERS = 10_000;
@@ -56,6 +56,8 @@ async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, t
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export class PostgresStore extends StoreBase {
   readonly backend = 'postgres' as const;
+  /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
+  private readonly recentWriters = new Map<number, bigint>();
   private closed = false;
 
   readonly changes: PostgresChangeFeed;
@@ -208,9 +210,6 @@ export class PostgresStore extends StoreBase {
     }
     return this.page(rows);
   }
-
-  /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
-  private readonly recentWriters = new Map<number, bigint>();
 
   protected override async wrote(userId: number): Promise<void> {
     if (this.readPool === this.pool) return;
