@@ -92,8 +92,9 @@ function stopper(child: ChildProcess): () => Promise<void> {
   };
 }
 
-async function startCeiling(): Promise<Server> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/ceiling.ts'), '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** A constant-body server of this folder (the ceiling, or the framework floor) on a free port. */
+async function startConstantServer(script: 'ceiling.ts' | 'framework-floor.ts'): Promise<Server> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', script), '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [, port] = await waitForLine(child, /listening (\d+)/);
   return { url: `http://127.0.0.1:${port}`, process: child, stop: stopper(child) };
 }
@@ -284,6 +285,21 @@ function writerLoad(
   };
 }
 
+/** The framework floor (bench/framework-floor.ts) against the ceiling, alternately: for information. */
+async function measureFrameworkFloor(ceiling: Server, tokens: string[]): Promise<Paired> {
+  const floor = await startConstantServer('framework-floor.ts');
+  try {
+    log('framework floor: Fastify with the same headers and a constant body, against the ceiling alternately…');
+    const [ceilingRounds, floorRounds] = await inRounds([
+      { url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
+      { url: `${floor.url}/plants?limit=20`, tokens, pid: floor.process.pid! },
+    ]);
+    return pairOf(ceilingRounds!, floorRounds!);
+  } finally {
+    await floor.stop();
+  }
+}
+
 /**
  * Starts the service on `db` with `env` and measures it against the ceiling (A B A B …); with `writes`, also
  * under a writer's load, as a third target (A B C …: ceiling, quiet, under writes). Stops it, also on failure.
@@ -461,7 +477,7 @@ async function main(): Promise<void> {
     rounds: ROUNDS,
     connections: CONNECTIONS,
   };
-  const ceiling = await startCeiling();
+  const ceiling = await startConstantServer('ceiling.ts');
   try {
     // 2. SQLite, the default catalogue.
     log(`\nSQLite: importing ${fmt(spec.plants)} plants…`);
@@ -472,6 +488,7 @@ async function main(): Promise<void> {
       import: sqliteImport,
       ...(await measure(ceiling, 'SQLite', sqliteDb, sqliteTokens.rotating, {}, { plants: spec.plants })),
     };
+    results.frameworkFloor = await measureFrameworkFloor(ceiling, sqliteTokens.rotating);
     // The same with one worker per core (`serve --workers`): what the machine gives the service. The ceiling
     // stays one process, so this ratio is shown beside the target's measure, never in its place.
     const workers = cpus().length;
@@ -594,6 +611,7 @@ function renderReport(r: Record<string, unknown>): string {
   const sqlite = r.sqlite as Row;
   const postgres = r.postgres as Row | { skipped: string };
   const noCache = r.sqliteNoCache as Paired;
+  const floor = r.frameworkFloor as Paired | undefined;
   const workers = r.sqliteWorkers as (Paired & { workers: number }) | undefined;
   const scale = r.scale as Array<{
     plants: number;
@@ -639,6 +657,16 @@ function renderReport(r: Record<string, unknown>): string {
     row('ceiling: bare node:http, constant body (with the SQLite run)', sqlite.ceiling),
     row('Plant Store, SQLite', sqlite.service, against(sqlite)),
     ...(sqlite.underWrites ? [writesRow('Plant Store, SQLite', sqlite.underWrites)] : []),
+    ...(floor
+      ? [
+          row('ceiling (with the framework floor run)', floor.ceiling),
+          row(
+            'for information, the framework floor: Fastify answering the same constant body with the headers of a Plant Store page, nothing else (`bench/framework-floor.ts`)',
+            floor.service,
+            against(floor),
+          ),
+        ]
+      : []),
     ...(workers
       ? [
           row('ceiling (with the SQLite `--workers` run)', workers.ceiling),
@@ -737,6 +765,10 @@ function renderReport(r: Record<string, unknown>): string {
   const cpu = (pair: Paired) => ranged(pair.cpuRatio, pair.roundCpuRatios, 3);
   lines.push(`| SQLite \`limit=20\`: CPU per request ≥ 0.60 of the ceiling's | ${cpu(sqlite)} | ${verdict(sqlite.cpuRatio >= 0.6)} |`);
   lines.push(`| (for information) the same as a requests/s ratio | ${ranged(sqlite.ratio, sqlite.roundRatios, 3)} | for information |`);
+  if (floor)
+    lines.push(
+      `| (for information) the framework floor (Fastify, the same headers, a constant body): CPU per request against the ceiling's | ${cpu(floor)} | for information |`,
+    );
   if (workers)
     lines.push(
       `| (for information) \`--workers ${workers.workers}\` against the one-process ceiling, requests/s | ${ranged(workers.ratio, workers.roundRatios, 3)} | for information |`,
