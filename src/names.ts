@@ -16,8 +16,10 @@ function checkText(what: string, value: string): void {
   if (value.includes('\u0000')) throw invalidInput(`${what} must not contain the NUL character`);
 }
 
-/** Plant names and tags may hold anything printable or not (quotes, HTML, control characters but NUL). */
-/** A plant's name, and its tag when it has one. */
+/**
+ * A plant's name, and its tag when it has one: they may hold anything printable or not (quotes, HTML, control
+ * characters), but NUL.
+ */
 export function checkPlant(plant: { name: string; tag?: string | undefined }): void {
   checkText('plant name', plant.name);
   if (plant.tag !== undefined) checkText('tag', plant.tag);

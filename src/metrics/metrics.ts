@@ -1,12 +1,13 @@
 import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import type { WebhookOutbox } from '../store/webhook-outbox.js';
-
-const WEBHOOK_OUTCOMES = ['delivered', 'retry', 'failed', 'gone'] as const;
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import type { HealthStore, HotQuery } from '../store/store.js';
+import type { AttemptOutcome, WebhookOutbox } from '../store/webhook-outbox.js';
 import { VERSION } from '../version.js';
 import { HotHistogram } from './histogram.js';
+
+/** Every outcome of a webhook delivery attempt, each exported from the start. */
+const WEBHOOK_OUTCOMES = ['delivered', 'retry', 'failed', 'gone'] as const satisfies ReadonlyArray<AttemptOutcome['kind']>;
 
 /** The route label of requests that matched no route (unknown paths, 405s): never the raw URL. */
 export const UNMATCHED_ROUTE = '(unmatched)';
@@ -55,10 +56,9 @@ export class Metrics {
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
   private readonly refusals: Map<string, Inc>;
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
-
-  /** `refusalReasons`: every reason authentication can refuse a request for, each exported from the start. */
   private readonly webhookOutcomes: Map<string, Inc>;
 
+  /** `refusalReasons`: every reason authentication can refuse a request for, each exported from the start. */
   constructor(
     private readonly store: HealthStore & { webhooks: Pick<WebhookOutbox, 'backlog'> },
     refusalReasons: readonly string[],
