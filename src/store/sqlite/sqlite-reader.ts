@@ -13,7 +13,6 @@ const RELEASE_MS = 2;
 /** Listing statements kept prepared, one per limit and shape (see visible-plants-sql.ts); the least recently made go first. */
 const PREPARED_LISTINGS = 64;
 
-type PlantRow = [id: number, name: string, tag: string | null];
 type ChangeRow = [
   seq: number,
   table: string | null,
@@ -26,22 +25,25 @@ type ChangeRow = [
 ];
 
 /**
- * A listing's rows come back as one JSON text, `[[id, name, tag], …]`, parsed here: better-sqlite3 builds each
- * row through V8's generic property API (about 1,000 instructions a value), which cost more than the whole
- * index work of a page; SQLite's JSON and V8's JSON.parse are far cheaper, and escape any text exactly.
+ * A listing's rows come back as three JSON texts, the ids, the names and the tags, each an array in the rows'
+ * order, parsed here: better-sqlite3 builds each row through V8's generic property API (about 1,000
+ * instructions a value), which cost more than the whole index work of a page; SQLite's JSON and V8's
+ * JSON.parse are far cheaper, and escape any text exactly. Three flat arrays rather than one array of rows: no
+ * json_array call per row, and V8 parses arrays of one kind of value faster (a page 6% cheaper than rows).
  */
-const asJsonRows = (sql: string): string => `SELECT json_group_array(json_array(id, name, tag)) FROM (${sql})`;
+const asJsonColumns = (sql: string): string => `SELECT json_group_array(id), json_group_array(name), json_group_array(tag) FROM (${sql})`;
 
-function toListed(json: string): ListedPlant[] {
-  const rows = JSON.parse(json) as PlantRow[];
+function toListed([idsJson, namesJson, tagsJson]: [string, string, string]): ListedPlant[] {
+  const ids = JSON.parse(idsJson) as number[];
+  const names = JSON.parse(namesJson) as string[];
+  const tags = JSON.parse(tagsJson) as Array<string | null>;
+  const plants = new Array<ListedPlant>(ids.length);
+  for (let i = 0; i < ids.length; i++) plants[i] = { id: ids[i]!, name: names[i]!, tag: tags[i]! };
   // The rows were ordered before they were aggregated; SQLite does not promise to keep that order, so check it.
-  for (let i = 1; i < rows.length; i++) {
-    if (rows[i]![0] <= rows[i - 1]![0]) {
-      rows.sort((a, b) => a[0] - b[0]);
-      break;
-    }
+  for (let i = 1; i < plants.length; i++) {
+    if (plants[i]!.id <= plants[i - 1]!.id) return plants.sort((a, b) => a.id - b.id);
   }
-  return rows.map(([id, name, tag]) => ({ id, name, tag }));
+  return plants;
 }
 
 /** Statements made on first use, by key, the most recent PREPARED_LISTINGS kept. */
@@ -54,7 +56,7 @@ class PreparedListings {
     let statement = this.statements.get(key);
     if (statement === undefined) {
       if (this.statements.size >= PREPARED_LISTINGS) this.statements.delete(this.statements.keys().next().value!);
-      statement = this.db.prepare(asJsonRows(sql())).pluck(true);
+      statement = this.db.prepare(asJsonColumns(sql())).raw(true);
       this.statements.set(key, statement);
     }
     return statement;
@@ -187,21 +189,29 @@ export class SqliteReader implements ChangeFeed {
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
     const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
-    let rows: string;
+    let rows: [string, string, string];
     if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
-      rows = listings.get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false)).get(params) as string;
+      rows = listings.get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false)).get(params) as [
+        string,
+        string,
+        string,
+      ];
     } else {
       const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
-      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as string;
+      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as [string, string, string];
     }
     return { plants: toListed(rows), groupIds, cacheable: true };
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as string;
+    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as [
+      string,
+      string,
+      string,
+    ];
     return { plants: toListed(rows), groupIds: [], cacheable: true };
   }
 
