@@ -174,7 +174,7 @@ export class PostgresChangeFeed implements ChangeFeed {
     try {
       await client.connect();
       // The planner overestimates READ_SQL (the one-row state table is rarely analyzed) past jit_above_cost, and
-      // compiling it took ~5 ms of the server's CPU for a 0.1 ms read, at every notification: under 100 changes a
+      // compiling it took ~5 ms of PostgreSQL's CPU for a 0.1 ms read, at every notification: under 100 changes a
       // second, half a core.
       await client.query('SET jit = off');
       const { rows } = await client.query<{ schema: string }>('SELECT current_schema() AS schema');

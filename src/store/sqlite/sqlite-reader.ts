@@ -24,6 +24,8 @@ type ChangeRow = [
   isPublic: number | null,
 ];
 
+type JsonColumns = [ids: string, names: string, tags: string];
+
 /**
  * A listing's rows come back as three JSON texts, the ids, the names and the tags, each an array in the rows'
  * order, parsed here: better-sqlite3 builds each row through V8's generic property API (about 1,000
@@ -33,12 +35,12 @@ type ChangeRow = [
  */
 const asJsonColumns = (sql: string): string => `SELECT json_group_array(id), json_group_array(name), json_group_array(tag) FROM (${sql})`;
 
-function toListed([idsJson, namesJson, tagsJson]: [string, string, string]): ListedPlant[] {
+function toListed([idsJson, namesJson, tagsJson]: JsonColumns): ListedPlant[] {
   const ids = JSON.parse(idsJson) as number[];
   const names = JSON.parse(namesJson) as string[];
   const tags = JSON.parse(tagsJson) as Array<string | null>;
   const plants = new Array<ListedPlant>(ids.length);
-  for (let i = 0; i < ids.length; i++) plants[i] = { id: ids[i]!, name: names[i]!, tag: tags[i]! };
+  for (let i = 0; i < ids.length; i++) plants[i] = { id: ids[i]!, name: names[i]!, tag: tags[i] ?? null };
   // The rows were ordered before they were aggregated; SQLite does not promise to keep that order, so check it.
   for (let i = 1; i < plants.length; i++) {
     if (plants[i]!.id <= plants[i - 1]!.id) return plants.sort((a, b) => a.id - b.id);
@@ -189,29 +191,23 @@ export class SqliteReader implements ChangeFeed {
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
     const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
-    let rows: [string, string, string];
+    let rows: JsonColumns;
     if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
-      rows = listings.get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false)).get(params) as [
-        string,
-        string,
-        string,
-      ];
+      rows = listings
+        .get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false))
+        .get(params) as JsonColumns;
     } else {
       const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
-      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as [string, string, string];
+      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as JsonColumns;
     }
     return { plants: toListed(rows), groupIds, cacheable: true };
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as [
-      string,
-      string,
-      string,
-    ];
+    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as JsonColumns;
     return { plants: toListed(rows), groupIds: [], cacheable: true };
   }
 
