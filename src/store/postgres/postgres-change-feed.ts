@@ -201,7 +201,12 @@ export class PostgresChangeFeed implements ChangeFeed {
     const sentAt = performance.now();
     const horizon = this.horizon;
     client
-      .query<ReadRow>(READ_SQL, [horizon === undefined ? null : horizon.toString(), [...this.consumed.keys()]])
+      // Named, so the connection parses and plans it once, not at every notification.
+      .query<ReadRow>({
+        name: 'plantstore_read_change_log',
+        text: READ_SQL,
+        values: [horizon === undefined ? null : horizon.toString(), [...this.consumed.keys()]],
+      })
       .then(
         ({ rows }) => {
           if (this.client !== client) return;
