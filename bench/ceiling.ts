@@ -1,10 +1,10 @@
 import { createServer } from 'node:http';
+import { CONSTANT_PAGE } from './constant-page.js';
 
 // The ceiling: a bare node:http server answering a constant 20-plant JSON body, nothing else.
 // Same body size and headers class as the service's first page, no routing, no auth, no database.
 
-const plants = Array.from({ length: 20 }, (_, i) => (i % 3 === 2 ? { name: `Ficus #${i}` } : { name: `Monstera #${i}`, tag: 'tropical' }));
-const body = Buffer.from(JSON.stringify(plants));
+const body = Buffer.from(CONSTANT_PAGE);
 const port = Number(process.argv[2] ?? 0);
 
 const server = createServer((_req, res) => {

@@ -191,24 +191,24 @@ export class SqliteReader implements ChangeFeed {
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
     const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
-    let rows: JsonColumns;
+    let columns: JsonColumns;
     if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
-      rows = listings
+      columns = listings
         .get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false))
         .get(params) as JsonColumns;
     } else {
       const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
-      rows = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as JsonColumns;
+      columns = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as JsonColumns;
     }
-    return { plants: toListed(rows), groupIds, cacheable: true };
+    return { plants: toListed(columns), groupIds, cacheable: true };
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    const rows = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as JsonColumns;
-    return { plants: toListed(rows), groupIds: [], cacheable: true };
+    const columns = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as JsonColumns;
+    return { plants: toListed(columns), groupIds: [], cacheable: true };
   }
 
   close(): void {
