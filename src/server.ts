@@ -4,6 +4,7 @@ import { buildApp } from './app.js';
 import type { Config, ConfigInput } from './config.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
+import { keepTickObjectShape } from './tick-object-shape.js';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -46,6 +47,7 @@ async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<v
 }
 
 export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
+  keepTickObjectShape();
   const store = existingStore ?? (await openStore(config));
   let built: FastifyInstance | undefined;
   let admin: { app: FastifyInstance; url: string } | undefined;
