@@ -19,7 +19,7 @@ export interface Viewer {
  * The page says which groups it counted for the viewer (see `pageScopes`).
  */
 export function listVisiblePage(store: ListingStore, viewer: Viewer, page: PageRequest): Awaitable<VisiblePage> {
-  if (page.limit === 0) return { plants: [], groupIds: [], cacheable: true };
+  if (page.limit === 0) return { json: '[]', ids: [], more: false, groupIds: [], cacheable: true };
   if (viewer.admin) return store.listAllPlants(page, viewer.userId);
   return store.listPlantsVisibleTo(viewer.userId, page, viewer.groups);
 }

@@ -1,15 +1,12 @@
 import { Readable } from 'node:stream';
-import fastJson from 'fast-json-stringify';
-import { Type } from 'typebox';
 import type { AnswerCaches } from '../access/answer-caches.js';
 import { scope } from '../access/change-scopes.js';
 import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/viewer.js';
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
-import type { ListedPlant, ListingStore } from '../store/store.js';
+import type { ListingStore } from '../store/store.js';
 import { ApiError } from './error-codes.js';
 import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
-import { PlantSchema, type Plant } from './schemas.js';
 
 /** Limits up to this are answered from one store call (and cached); larger or absent limits stream. */
 export const MAX_BUFFERED_LIMIT = 1000;
@@ -18,11 +15,6 @@ const PAGE_CACHE_ENTRIES = 10_000;
 const PAGE_CACHE_MAX_BODY = 64 * 1024;
 /** All cached page bodies together (UTF-16 code units, about bytes): memory stays flat under many cursors. */
 const PAGE_CACHE_MAX_TOTAL = 8 * 1024 * 1024;
-
-// Serialized from the contract's Plant schema (not a hand-written copy of its shape).
-const serializePlants = fastJson(Type.Array(PlantSchema));
-
-const toPlant = (p: ListedPlant): Plant => (p.tag === null ? { name: p.name } : { name: p.name, tag: p.tag });
 
 /** An opaque continuation: the catalogue position of the last plant sent. Access is re-checked on every page. */
 function encodeCursor(id: number): string {
@@ -74,8 +66,8 @@ export class PlantListing {
   }
 
   /**
-   * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, and whether more follow (one extra row
-   * says so). A cached page, and any page on SQLite, is returned synchronously: no promise on the hot path.
+   * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, with a Link when more follow. A cached page,
+   * and any page on SQLite, is returned synchronously: no promise on the hot path.
    */
   page(viewer: Viewer, after: number, limit: number): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', link: undefined };
@@ -84,10 +76,8 @@ export class PlantListing {
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
     const readAt = this.caches.position;
-    return then(listVisiblePage(this.store, viewer, { after, limit: limit + 1 }), ({ plants: rows, groupIds, cacheable }) => {
-      const more = rows.length > limit;
-      const shown = more ? rows.slice(0, limit) : rows;
-      const page = { body: serializePlants(shown.map(toPlant)), link: more ? nextLink(limit, shown.at(-1)!.id) : undefined };
+    return then(listVisiblePage(this.store, viewer, { after, limit }), ({ json, ids, more, groupIds, cacheable }) => {
+      const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!) : undefined };
       if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
       return page;
     });
@@ -105,22 +95,22 @@ export class PlantListing {
     let remaining = limit ?? Infinity;
     const read = async (from: number, size: number) => {
       const chunk = Math.min(remaining, size);
-      const { plants: rows } = await listVisiblePage(store, viewer, { after: from, limit: chunk });
-      remaining -= rows.length;
-      return { rows, last: rows.length < chunk || remaining <= 0 };
+      const { json, ids, more } = await listVisiblePage(store, viewer, { after: from, limit: chunk });
+      remaining -= ids.length;
+      return { json, last: ids.at(-1), done: !more || remaining <= 0 };
     };
     const first = await read(after, FIRST_CHUNK);
-    if (first.last) return serializePlants(first.rows.map(toPlant));
+    if (first.done) return first.json;
     const handle = this.streams.admit(viewer.userId, cutOff);
     async function* json(): AsyncGenerator<string> {
-      let { rows, last } = first;
-      let text = serializePlants(rows.map(toPlant)).slice(0, -1);
+      let { json: plants, last, done } = first;
+      let text = plants.slice(0, -1);
       handle.sent(text.length);
       yield text;
-      while (!last) {
-        ({ rows, last } = await read(rows.at(-1)!.id, await handle.next()));
-        if (rows.length === 0) continue;
-        text = `,${serializePlants(rows.map(toPlant)).slice(1, -1)}`;
+      while (!done) {
+        ({ json: plants, last, done } = await read(last!, await handle.next()));
+        if (last === undefined) break;
+        text = `,${plants.slice(1, -1)}`;
         handle.sent(text.length);
         yield text;
       }

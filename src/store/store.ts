@@ -51,16 +51,17 @@ export interface PageRequest {
   limit: number;
 }
 
-/** A listed plant with its catalogue position (`id`), which continuation cursors are made of. */
-export interface ListedPlant {
-  id: number;
-  name: string;
-  tag: string | null;
-}
-
 /** One page of a listing, and what a cached copy of it would depend on. */
 export interface VisiblePage {
-  plants: ListedPlant[];
+  /**
+   * The plants as the response body lists them: a JSON array of the contract's Plant objects (`name`, and `tag`
+   * when the plant has one), in catalogue order, built by the database (see visible-plants-sql.ts).
+   */
+  json: string;
+  /** Their catalogue positions, in the same order: how many there are, and where the next page starts. */
+  ids: readonly number[];
+  /** Whether the listing goes on after this page. */
+  more: boolean;
   /** The groups the page counted for the user (none for an admin's page). */
   groupIds: readonly number[];
   /**
@@ -153,7 +154,8 @@ export interface CredentialStore {
 /** Pages of the listing: what `GET /plants` reads. */
 export interface ListingStore {
   /**
-   * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`.
+   * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`, and
+   * whether more follow.
    * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
    * no stored group grant nothing. Cost grows with `limit` and the user's group count, not the catalogue.
    * The page also says which groups it counted for the user: what a cached copy of it depends on.

@@ -1,4 +1,5 @@
 import type { Dialect } from './schema.js';
+import type { VisiblePage } from './store.js';
 
 /**
  * The access rule as SQL, written once for both backends: one page of what a user may see, in one statement.
@@ -18,6 +19,62 @@ import type { Dialect } from './schema.js';
  *   lookup, since SQLite has no LATERAL). The limit is a literal, so statements are prepared per limit: a bound
  *   `LIMIT ?` costs SQLite about 3.5 µs more per statement (measured on 3.53).
  */
+
+/**
+ * A listed plant as the response body shows it, the contract's Plant object: `{"name":…}`, with `"tag":…` only
+ * when the plant has one. The database builds each page's body, so a request handles two texts, not a row
+ * per plant (SQLite's JSON functions and PostgreSQL's to_json escape any text exactly). Compact, and `name`
+ * first in both dialects: `dropLastPlant` relies on it.
+ */
+const PLANT_JSON: Record<Dialect, string> = {
+  sqlite: `CASE WHEN tag IS NULL THEN json_object('name', name) ELSE json_object('name', name, 'tag', tag) END`,
+  postgres: `'{"name":' || to_json(name)::text || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`,
+};
+
+/** Where each plant of a page's JSON starts after the first: a `{"name":` cannot occur inside a JSON string, whose quotes are escaped. */
+const NEXT_PLANT = ',{"name":';
+
+/**
+ * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects, in id
+ * order), from `sql`, a query of rows (id, name, tag) in id order. SQLite does not promise to aggregate rows in
+ * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReader). On
+ * PostgreSQL the aggregates always sort, and the columns follow from the query's other columns (`extra`).
+ */
+export function pageColumnsSql(dialect: Dialect, sql: string, { ordered = false, extra = '' } = {}): string {
+  if (dialect === 'sqlite') {
+    const order = ordered ? ' ORDER BY id' : '';
+    return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants FROM (${sql})`;
+  }
+  return (
+    `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
+    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
+  );
+}
+
+/** The JSON array of the plants in `plants` (as PLANT_JSON builds them) without its last. */
+function dropLastPlant(plants: string): string {
+  const last = plants.lastIndexOf(NEXT_PLANT);
+  return last === -1 ? '[]' : `${plants.slice(0, last)}]`;
+}
+
+/**
+ * A page of at most `limit` plants from the page columns of a query that read up to `limit + 1`: the extra
+ * row, when there is one, says that more follow and is left out. Undefined when the ids are not in ascending
+ * order (SQLite aggregated them out of order: read again with `ordered`).
+ */
+export function pageFromColumns(
+  ids: string,
+  plants: string,
+  limit: number,
+  groupIds: readonly number[],
+  cacheable: boolean,
+): VisiblePage | undefined {
+  const positions = JSON.parse(ids) as number[];
+  for (let i = 1; i < positions.length; i++) if (positions[i]! <= positions[i - 1]!) return undefined;
+  const more = positions.length > limit;
+  if (more) positions.length = limit;
+  return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, groupIds, cacheable };
+}
 
 /** Groups of a user that SQLite reads as branches of their own; a user in more goes through one joined branch. */
 export const SQLITE_GROUP_BRANCHES = 16;
@@ -60,9 +117,9 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
 
 /**
  * PostgreSQL: one page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4
- * when `withClaims`: rows (id, name, tag) in id order, then one more row with a null id and, in a fourth
- * column (`groups`), the ids of the groups the page counted, so that a cache knows what it depends on without
- * a second round trip, and in a fifth (`replayed`) the standby's replay position.
+ * when `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page
+ * counted (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's
+ * replay position (`replayed`).
  */
 export function postgresVisiblePlantsSql(withClaims: boolean): string {
   const p = PARAMS.postgres;
@@ -73,10 +130,10 @@ export function postgresVisiblePlantsSql(withClaims: boolean): string {
     `SELECT gg.plant_id FROM viewer_groups g CROSS JOIN LATERAL (SELECT plant_id FROM plant_group_grants ` +
       `WHERE group_id = g.id AND plant_id > ${p.after} ORDER BY plant_id LIMIT $3) gg`,
   );
+  const rows = `SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id`;
   return (
     `WITH viewer_groups AS (${viewerGroups('postgres', withClaims)}), page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
-    `SELECT p.id, p.name, p.tag, NULL::bigint[] AS groups, NULL AS replayed FROM page JOIN plants p ON p.id = page.id ` +
-    `UNION ALL SELECT NULL, NULL, NULL, ARRAY(SELECT id FROM viewer_groups), ${REPLAYED} ORDER BY 1`
+    pageColumnsSql('postgres', rows, { extra: `, ARRAY(SELECT id FROM viewer_groups) AS groups, ${REPLAYED} AS replayed` })
   );
 }
 
@@ -108,15 +165,13 @@ export function viewerGroupsSql(withClaims: boolean): string {
 }
 
 /**
- * One page of every plant (what an admin sees): rows (id, name, tag) in id order. Parameters: `after` (and the
- * limit on PostgreSQL, where one more row follows with a null id and the standby's replay position in `replayed`).
+ * One page of every plant (what an admin sees). SQLite: rows (id, name, tag) in id order after `:after`, at most
+ * `limit`. PostgreSQL: after $1, at most $2, one row of page columns with the standby's replay position (`replayed`).
  */
 export function allPlantsSql(dialect: Dialect, limit: number): string {
   if (dialect === 'sqlite') return `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
-  return (
-    `(SELECT id, name, tag, NULL AS replayed FROM plants WHERE id > $1 ORDER BY id LIMIT $2) ` +
-    `UNION ALL SELECT NULL, NULL, NULL, ${REPLAYED} ORDER BY 1`
-  );
+  const rows = 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2';
+  return pageColumnsSql('postgres', rows, { extra: `, NULL::bigint[] AS groups, ${REPLAYED} AS replayed` });
 }
 
 /**

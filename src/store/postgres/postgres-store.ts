@@ -9,7 +9,7 @@ import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-lo
 import { StoreBase } from '../store-base.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import { allPlantsSql, postgresVisiblePlantsSql } from '../visible-plants-sql.js';
+import { allPlantsSql, pageFromColumns, postgresVisiblePlantsSql } from '../visible-plants-sql.js';
 import { lsnValue, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import { PostgresImport } from './postgres-import.js';
@@ -31,8 +31,8 @@ export type { PostgresOptions };
 /** Users whose latest write a replica may not show yet, at most (see PostgresStore.wrote). */
 const RECENT_WRITERS = 10_000;
 
-/** A row of a listing query: a plant, or (last, id null) what the page counted and the standby's replay position. */
-type PageRow = { id: number; name: string; tag: string | null; groups?: Array<number | string> | null; replayed: string | null };
+/** The one row of a listing query: page columns (see pageColumnsSql), the groups the page counted and the standby's replay position. */
+type PageRow = { ids: string; plants: string; groups: Array<number | string> | null; replayed: string | null };
 
 // The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
 const VISIBLE_PLANTS = postgresVisiblePlantsSql(false);
@@ -181,34 +181,42 @@ export class PostgresStore extends StoreBase {
 
   listPlantsVisibleTo(userId: number, { after, limit }: PageRequest, extraGroups: readonly string[] = []): Promise<VisiblePage> {
     return extraGroups.length > 0
-      ? this.listing(userId, 'visible_plants', VISIBLE_PLANTS_WITH_CLAIMS, [userId, after, limit, extraGroups], 'visible_plants_claims')
-      : this.listing(userId, 'visible_plants', VISIBLE_PLANTS, [userId, after, limit]);
+      ? this.listing(
+          userId,
+          'visible_plants',
+          VISIBLE_PLANTS_WITH_CLAIMS,
+          limit,
+          [userId, after, limit + 1, extraGroups],
+          'visible_plants_claims',
+        )
+      : this.listing(userId, 'visible_plants', VISIBLE_PLANTS, limit, [userId, after, limit + 1]);
   }
 
   listAllPlants({ after, limit }: PageRequest, readerId?: number): Promise<VisiblePage> {
-    return this.listing(readerId, 'all_plants', ALL_PLANTS, [after, limit]);
+    return this.listing(readerId, 'all_plants', ALL_PLANTS, limit, [after, limit + 1]);
   }
 
   /**
-   * A listing page, read on the replica (when there is one), unless `readerId` wrote through this process and
-   * the replica has not replayed that write yet: then it is read again on the primary, so the writer sees it.
+   * A listing page of at most `limit` plants (the query reads one more), read on the replica (when there is one),
+   * unless `readerId` wrote through this process and the replica has not replayed that write yet: then it is
+   * read again on the primary, so the writer sees it.
    */
   private async listing(
     readerId: number | undefined,
     name: HotQuery,
     text: string,
+    limit: number,
     values: unknown[],
     statement?: string,
   ): Promise<VisiblePage> {
-    const rows = await this.query<PageRow>(name, text, values, this.readPool, statement);
+    const [row] = await this.query<PageRow>(name, text, values, this.readPool, statement);
     const wrote = readerId === undefined ? undefined : this.recentWriters.get(readerId);
     if (wrote !== undefined) {
-      const { replayed } = rows.at(-1)!;
-      if (replayed !== null && lsnValue(replayed) < wrote)
-        return this.page(await this.query<PageRow>(name, text, values, this.pool, statement));
+      if (row!.replayed !== null && lsnValue(row!.replayed) < wrote)
+        return this.page((await this.query<PageRow>(name, text, values, this.pool, statement))[0]!, limit);
       this.recentWriters.delete(readerId!);
     }
-    return this.page(rows);
+    return this.page(row!, limit);
   }
 
   protected override async wrote(userId: number): Promise<void> {
@@ -221,13 +229,13 @@ export class PostgresStore extends StoreBase {
   }
 
   /**
-   * The rows of a listing query (see visible-plants-sql.ts). A page read from a standby that has not replayed
+   * The row of a listing query (see visible-plants-sql.ts). A page read from a standby that has not replayed
    * every change the feed delivered could be older than the caches' view: it is served, not cached.
    */
-  private page(rows: PageRow[]): VisiblePage {
-    const { groups, replayed } = rows.pop()!;
+  private page({ ids, plants, groups, replayed }: PageRow, limit: number): VisiblePage {
     const cacheable = replayed === null || lsnValue(replayed) >= this.changes.walPosition;
-    return { plants: rows, groupIds: (groups ?? []).map(Number), cacheable };
+    // PostgreSQL's aggregates sort the rows themselves: the ids are in order.
+    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable)!;
   }
 
   async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {

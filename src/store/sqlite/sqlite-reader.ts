@@ -1,7 +1,15 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
-import { allPlantsSql, groupParam, SQLITE_GROUP_BRANCHES, sqliteVisiblePlantsSql, viewerGroupsSql } from '../visible-plants-sql.js';
-import type { ListedPlant, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import {
+  allPlantsSql,
+  groupParam,
+  pageColumnsSql,
+  pageFromColumns,
+  SQLITE_GROUP_BRANCHES,
+  sqliteVisiblePlantsSql,
+  viewerGroupsSql,
+} from '../visible-plants-sql.js';
+import type { TokenCredential, UserCredential, VisiblePage } from '../store.js';
 
 /**
  * How old a read snapshot may get before the next read renews it. A change committed by any process is seen
@@ -24,41 +32,38 @@ type ChangeRow = [
   isPublic: number | null,
 ];
 
-type JsonColumns = [ids: string, names: string, tags: string];
+type PageColumns = [ids: string, plants: string];
 
 /**
- * A listing's rows come back as three JSON texts, the ids, the names and the tags, each an array in the rows'
- * order, parsed here: better-sqlite3 builds each row through V8's generic property API (about 1,000
- * instructions a value), which cost more than the whole index work of a page; SQLite's JSON and V8's
- * JSON.parse are far cheaper, and escape any text exactly. Three flat arrays rather than one array of rows: no
- * json_array call per row, and V8 parses arrays of one kind of value faster (a page 6% cheaper than rows).
+ * Listing statements made on first use, by key, the most recent PREPARED_LISTINGS kept. Each reads one row more
+ * than the page holds and answers page columns (see pageColumnsSql): better-sqlite3 builds each row through
+ * V8's generic property API (about 1,000 instructions a value), which cost more than the whole index work of
+ * a page, and the body would then be serialized again; SQLite's JSON functions build it at once.
  */
-const asJsonColumns = (sql: string): string => `SELECT json_group_array(id), json_group_array(name), json_group_array(tag) FROM (${sql})`;
-
-function toListed([idsJson, namesJson, tagsJson]: JsonColumns): ListedPlant[] {
-  const ids = JSON.parse(idsJson) as number[];
-  const names = JSON.parse(namesJson) as string[];
-  const tags = JSON.parse(tagsJson) as Array<string | null>;
-  const plants = new Array<ListedPlant>(ids.length);
-  for (let i = 0; i < ids.length; i++) plants[i] = { id: ids[i]!, name: names[i]!, tag: tags[i] ?? null };
-  // The rows were ordered before they were aggregated; SQLite does not promise to keep that order, so check it.
-  for (let i = 1; i < plants.length; i++) {
-    if (plants[i]!.id <= plants[i - 1]!.id) return plants.sort((a, b) => a.id - b.id);
-  }
-  return plants;
-}
-
-/** Statements made on first use, by key, the most recent PREPARED_LISTINGS kept. */
 class PreparedListings {
   private readonly statements = new Map<string, BetterSqlite3.Statement<unknown[]>>();
 
   constructor(private readonly db: BetterSqlite3.Database) {}
 
-  get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
+  /**
+   * A page of at most `limit` plants that counted `groupIds`. `rows(limit + 1)` is the query of its rows (id,
+   * name, tag) in id order, and `key` names it (with its limit).
+   */
+  page(key: string, limit: number, rows: (limit: number) => string, params: object, groupIds: readonly number[]): VisiblePage {
+    const [ids, plants] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
+    const page = pageFromColumns(ids, plants, limit, groupIds, true);
+    if (page) return page;
+    // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
+    const sorted = this.get(`${key} ordered`, () => pageColumnsSql('sqlite', rows(limit + 1), { ordered: true }));
+    const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
+    return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
+  }
+
+  private get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
     let statement = this.statements.get(key);
     if (statement === undefined) {
       if (this.statements.size >= PREPARED_LISTINGS) this.statements.delete(this.statements.keys().next().value!);
-      statement = this.db.prepare(asJsonColumns(sql())).raw(true);
+      statement = this.db.prepare(sql()).raw(true);
       this.statements.set(key, statement);
     }
     return statement;
@@ -191,24 +196,19 @@ export class SqliteReader implements ChangeFeed {
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
     const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
-    let columns: JsonColumns;
     if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
-      columns = listings
-        .get(`${limit} ${groupIds.length}`, () => sqliteVisiblePlantsSql(limit, groupIds.length, false))
-        .get(params) as JsonColumns;
-    } else {
-      const sql = () => sqliteVisiblePlantsSql(limit, 'joined', claimed);
-      columns = listings.get(`${limit} joined ${claimed}`, sql).get({ ...viewer, after }) as JsonColumns;
+      const rows = (n: number) => sqliteVisiblePlantsSql(n, groupIds.length, false);
+      return listings.page(`${limit} ${groupIds.length}`, limit, rows, params, groupIds);
     }
-    return { plants: toListed(columns), groupIds, cacheable: true };
+    const rows = (n: number) => sqliteVisiblePlantsSql(n, 'joined', claimed);
+    return listings.page(`${limit} joined ${claimed}`, limit, rows, { ...viewer, after }, groupIds);
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    const columns = this.statements.listings.get(`${limit} all`, () => allPlantsSql('sqlite', limit)).get({ after }) as JsonColumns;
-    return { plants: toListed(columns), groupIds: [], cacheable: true };
+    return this.statements.listings.page(`${limit} all`, limit, (n) => allPlantsSql('sqlite', n), { after }, []);
   }
 
   close(): void {
