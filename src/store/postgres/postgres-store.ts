@@ -209,14 +209,15 @@ export class PostgresStore extends StoreBase {
     values: unknown[],
     statement?: string,
   ): Promise<VisiblePage> {
-    const [row] = await this.query<PageRow>(name, text, values, this.readPool, statement);
+    // The statement aggregates: it answers exactly one row.
+    const read = async (pool: pg.Pool) => (await this.query<PageRow>(name, text, values, pool, statement))[0]!;
+    const row = await read(this.readPool);
     const wrote = readerId === undefined ? undefined : this.recentWriters.get(readerId);
     if (wrote !== undefined) {
-      if (row!.replayed !== null && lsnValue(row!.replayed) < wrote)
-        return this.page((await this.query<PageRow>(name, text, values, this.pool, statement))[0]!, limit);
+      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return this.page(await read(this.pool), limit);
       this.recentWriters.delete(readerId!);
     }
-    return this.page(row!, limit);
+    return this.page(row, limit);
   }
 
   protected override async wrote(userId: number): Promise<void> {
