@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { destination, type Bindings, type ChildLoggerOptions, type DestinationStream, type LoggerOptions } from 'pino';
+import { destination, levels, type Bindings, type ChildLoggerOptions, type DestinationStream, type LoggerOptions } from 'pino';
 import type { LogLevel } from './config.js';
 
 /** Paths censored in every log line, wherever a request, its headers or a secret may be logged. */
@@ -80,6 +80,14 @@ class LazyChildLogger {
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.logger.child(bindings, options);
   }
+
+  logAt(level: (typeof LEVELS)[number], args: unknown[]): void {
+    // Below the level (Fastify's request lines when request logs are on and the level is warn) a call logs
+    // nothing, so it makes no child either; `silent` never logs.
+    if (level === 'silent' || (this.made === undefined && !(levels.values[level]! >= levels.values[this.level]!))) return;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: pino's overloads take no spread
+    (this.logger[level] as LogCall)(...args);
+  }
 }
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type -- see above
@@ -89,8 +97,7 @@ type LogCall = (...args: unknown[]) => void;
 // On the prototype, not per instance: nothing is allocated for a request until it logs.
 for (const level of LEVELS) {
   LazyChildLogger.prototype[level] = function (this: LazyChildLogger, ...args: unknown[]) {
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: pino's overloads take no spread
-    (this.logger[level] as LogCall)(...args);
+    this.logAt(level, args);
   };
 }
 
