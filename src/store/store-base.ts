@@ -204,6 +204,13 @@ export abstract class StoreBase implements Store {
   /** Holds, until the transaction ends, every other provisioning of a name with this key (SQLite's writing transactions already do). */
   protected abstract lockNameKey(trx: Transaction<Database>, key: string): Promise<void>;
 
+  /**
+   * Runs one statement that writes, as its own transaction. On PostgreSQL a statement is one: a transaction
+   * around it would add two round trips (BEGIN, COMMIT), each a wake-up of the database and of this process. On
+   * SQLite it runs in a writing transaction, whose wait for another process's write is asynchronous.
+   */
+  protected abstract writeStatement<T>(run: (db: Db) => Promise<T>): Promise<T>;
+
   setAdmin(name: string, admin: boolean): Promise<boolean> {
     return this.write(() =>
       this.db.transaction().execute(async (trx) => {
@@ -366,24 +373,29 @@ export abstract class StoreBase implements Store {
 
   async createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'> {
     checkPlant(plant);
-    const outcome = await this.write(() =>
-      this.db.transaction().execute(async (trx) => {
-        // DO NOTHING waits for a concurrent insert of the same id and then skips: the retry of a create that is
-        // still committing answers like one that has, never with a unique violation.
-        const inserted = await trx
+    const outcome = await this.write(async () => {
+      // DO NOTHING waits for a concurrent insert of the same id and then skips: the retry of a create that is
+      // still committing answers like one that has, never with a unique violation.
+      const inserted = await this.writeStatement((db) =>
+        db
           .insertInto('plants')
           .values({ api_id: plant.id, name: plant.name, tag: plant.tag ?? null, owner_id: ownerId, is_public: 0, created_at: Date.now() })
           .onConflict((oc) => oc.column('api_id').doNothing())
           .returning('id')
-          .executeTakeFirst();
-        if (inserted !== undefined) return 'created' as const;
-        const taken = await trx.selectFrom('plants').select(['owner_id', 'name', 'tag']).where('api_id', '=', plant.id).executeTakeFirst();
-        const same =
-          taken !== undefined && Number(taken.owner_id) === ownerId && taken.name === plant.name && taken.tag === (plant.tag ?? null);
-        if (same) return 'existing' as const;
-        throw conflict(`plant id ${plant.id} is taken by another plant`);
-      }),
-    );
+          .executeTakeFirst(),
+      );
+      if (inserted !== undefined) return 'created' as const;
+      // Committed, since DO NOTHING waited for it: the plant that holds the id.
+      const taken = await this.db
+        .selectFrom('plants')
+        .select(['owner_id', 'name', 'tag'])
+        .where('api_id', '=', plant.id)
+        .executeTakeFirst();
+      const same =
+        taken !== undefined && Number(taken.owner_id) === ownerId && taken.name === plant.name && taken.tag === (plant.tag ?? null);
+      if (same) return 'existing' as const;
+      throw conflict(`plant id ${plant.id} is taken by another plant`);
+    });
     if (outcome === 'created') await this.wrote(ownerId);
     return outcome;
   }
@@ -444,46 +456,73 @@ export abstract class StoreBase implements Store {
     }));
   }
 
+  /**
+   * Grants a plant to a user or a group, in one statement when both are there: false when it already was. Only
+   * when nothing was inserted are the plant and the grantee looked up, for the error that names what is missing.
+   */
   addGrant(plantId: number, grantee: Grantee): Promise<boolean> {
-    return this.write(() =>
-      this.db.transaction().execute(async (trx) => {
-        const position = await this.plantPosition(trx, plantId);
-        const result =
-          'user' in grantee
-            ? await trx
-                .insertInto('plant_user_grants')
-                .values({ user_id: await this.userId(trx, grantee.user), plant_id: position })
-                .onConflict((oc) => oc.doNothing())
-                .executeTakeFirst()
-            : await trx
-                .insertInto('plant_group_grants')
-                .values({ group_id: await this.groupId(trx, grantee.group), plant_id: position })
-                .onConflict((oc) => oc.doNothing())
-                .executeTakeFirst();
-        return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
-      }),
-    );
+    return this.write(async () => {
+      const result = await this.writeStatement((db) =>
+        'user' in grantee
+          ? db
+              .insertInto('plant_user_grants')
+              .columns(['user_id', 'plant_id'])
+              .expression(
+                db
+                  .selectFrom(['users as u', 'plants as p'])
+                  .select(['u.id as user_id', 'p.id as plant_id'])
+                  .where('u.name', '=', grantee.user)
+                  .where('p.api_id', '=', plantId),
+              )
+              .onConflict((oc) => oc.doNothing())
+              .executeTakeFirst()
+          : db
+              .insertInto('plant_group_grants')
+              .columns(['group_id', 'plant_id'])
+              .expression(
+                db
+                  .selectFrom(['groups as g', 'plants as p'])
+                  .select(['g.id as group_id', 'p.id as plant_id'])
+                  .where('g.name', '=', grantee.group)
+                  .where('p.api_id', '=', plantId),
+              )
+              .onConflict((oc) => oc.doNothing())
+              .executeTakeFirst(),
+      );
+      if (Number(result.numInsertedOrUpdatedRows ?? 0) > 0) return true;
+      await this.grantParties(plantId, grantee);
+      return false;
+    });
   }
 
+  /** Removes a grant in one statement: false when there was none. Then, as for addGrant, what is missing is an error. */
   removeGrant(plantId: number, grantee: Grantee): Promise<boolean> {
-    return this.write(() =>
-      this.db.transaction().execute(async (trx) => {
-        const position = await this.plantPosition(trx, plantId);
-        const result =
-          'user' in grantee
-            ? await trx
-                .deleteFrom('plant_user_grants')
-                .where('user_id', '=', await this.userId(trx, grantee.user))
-                .where('plant_id', '=', position)
-                .executeTakeFirst()
-            : await trx
-                .deleteFrom('plant_group_grants')
-                .where('group_id', '=', await this.groupId(trx, grantee.group))
-                .where('plant_id', '=', position)
-                .executeTakeFirst();
-        return Number(result.numDeletedRows) > 0;
-      }),
-    );
+    return this.write(async () => {
+      const result = await this.writeStatement((db) => {
+        const plant = db.selectFrom('plants').select('id').where('api_id', '=', plantId);
+        return 'user' in grantee
+          ? db
+              .deleteFrom('plant_user_grants')
+              .where('user_id', '=', db.selectFrom('users').select('id').where('name', '=', grantee.user))
+              .where('plant_id', '=', plant)
+              .executeTakeFirst()
+          : db
+              .deleteFrom('plant_group_grants')
+              .where('group_id', '=', db.selectFrom('groups').select('id').where('name', '=', grantee.group))
+              .where('plant_id', '=', plant)
+              .executeTakeFirst();
+      });
+      if (Number(result.numDeletedRows) > 0) return true;
+      await this.grantParties(plantId, grantee);
+      return false;
+    });
+  }
+
+  /** Fails (not_found) unless the plant and the grantee of a grant both exist: the plant is named first. */
+  private async grantParties(plantId: number, grantee: Grantee): Promise<void> {
+    await this.plantPosition(this.db, plantId);
+    if ('user' in grantee) await this.userId(this.db, grantee.user);
+    else await this.groupId(this.db, grantee.group);
   }
 
   async listGrants(filter: { plantId?: number }): Promise<GrantInfo[]> {
@@ -520,31 +559,37 @@ export abstract class StoreBase implements Store {
     return all.map(({ plantId, plantName, grantee }) => ({ plantId, plantName, grantee }));
   }
 
+  /** One statement, the user's id read in it; a user that is not there fails it (user_id is NOT NULL), and is then named. */
   addToken(token: NewToken): Promise<TokenInfo> {
     return this.write(async () => {
       const createdAt = Date.now();
-      return this.db.transaction().execute(async (trx) => {
-        const userId = await this.userId(trx, token.user);
-        const row = await trx
-          .insertInto('tokens')
-          .values({
-            user_id: userId,
-            token_hash: token.hash,
-            label: token.label ?? null,
-            created_at: createdAt,
-            expires_at: token.expiresAt?.getTime() ?? null,
-            revoked_at: null,
-          })
-          .returning('id')
-          .executeTakeFirstOrThrow();
-        return {
-          id: Number(row.id),
-          user: token.user,
-          ...(token.label === undefined ? {} : { label: token.label }),
-          createdAt: new Date(createdAt),
-          ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt }),
-        };
-      });
+      let row: { id: number | bigint };
+      try {
+        row = await this.writeStatement((db) =>
+          db
+            .insertInto('tokens')
+            .values({
+              user_id: db.selectFrom('users').select('id').where('name', '=', token.user),
+              token_hash: token.hash,
+              label: token.label ?? null,
+              created_at: createdAt,
+              expires_at: token.expiresAt?.getTime() ?? null,
+              revoked_at: null,
+            })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        );
+      } catch (err) {
+        await this.userId(this.db, token.user);
+        throw err;
+      }
+      return {
+        id: Number(row.id),
+        user: token.user,
+        ...(token.label === undefined ? {} : { label: token.label }),
+        createdAt: new Date(createdAt),
+        ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt }),
+      };
     });
   }
 

@@ -78,6 +78,22 @@ for (const backend of BACKENDS) {
         (await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr,
         new RegExp(`plant ${id} was not shared with user alice`),
       );
+      assert.match(
+        (await ok(db, ['grants', 'add', id, '--group', 'gardeners'])).stderr,
+        new RegExp(`shared plant ${id} with group gardeners`),
+      );
+      assert.match(
+        (await ok(db, ['grants', 'add', id, '--group', 'gardeners'])).stderr,
+        new RegExp(`plant ${id} was already shared with group gardeners`),
+      );
+      assert.match(
+        (await ok(db, ['grants', 'remove', id, '--group', 'gardeners'])).stderr,
+        new RegExp(`stopped sharing plant ${id} with group gardeners`),
+      );
+      assert.match(
+        (await ok(db, ['grants', 'remove', id, '--group', 'gardeners'])).stderr,
+        new RegExp(`plant ${id} was not shared with group gardeners`),
+      );
 
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /added alice to group gardeners/);
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
@@ -98,6 +114,12 @@ for (const backend of BACKENDS) {
       await fails(db, ['tokens', 'list', '--user', 'nobody'], /no user named "nobody"/);
       await fails(db, ['tokens', 'revoke', '99999'], /no token with id 99999/);
       await fails(db, ['grants', 'add', id, '--user', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['grants', 'add', id, '--group', 'nobody'], /no group named "nobody"/);
+      await fails(db, ['grants', 'add', '99999', '--user', 'alice'], /no plant with id 99999/);
+      await fails(db, ['grants', 'remove', id, '--user', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['grants', 'remove', id, '--group', 'nobody'], /no group named "nobody"/);
+      await fails(db, ['grants', 'remove', '99999', '--group', 'gardeners'], /no plant with id 99999/);
+      await fails(db, ['tokens', 'create', 'nobody'], /no user named "nobody"/);
       await fails(db, ['tokens', 'create', 'alice', '--expires-in', '0s'], /must live longer than 0/);
     });
 

@@ -153,6 +153,10 @@ export class PostgresStore extends StoreBase {
     await sql`SELECT pg_advisory_xact_lock(hashtext(${`plantstore name ${key}`}))`.execute(trx);
   }
 
+  protected writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+    return run(this.db);
+  }
+
   protected isUniqueViolation(err: unknown): boolean {
     return (err as { code?: string }).code === '23505';
   }

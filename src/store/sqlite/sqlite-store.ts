@@ -1,7 +1,7 @@
 import { existsSync, statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely } from 'kysely';
+import { Kysely, type Transaction } from 'kysely';
 import type { CatalogueRecord } from '../../import-format/records.js';
 import { notFound, unavailable } from '../../domain-errors.js';
 import { importCatalogue } from '../catalogue-import.js';
@@ -178,6 +178,10 @@ export class SqliteStore extends StoreBase {
 
   protected async lockNameKey(): Promise<void> {
     // Nothing to do: the store's transactions are writing ones (BEGIN IMMEDIATE), one at a time.
+  }
+
+  protected writeStatement<T>(run: (db: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(run);
   }
 
   protected isUniqueViolation(err: unknown): boolean {
