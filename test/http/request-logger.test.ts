@@ -38,10 +38,8 @@ test("a request's logger makes its child on the first call that logs, and none f
   log.info('still below the level');
   assert.equal(parent.children(), 1);
   assert.equal(lines.length, 1);
-  assert.deepEqual(
-    { msg: JSON.parse(lines[0]!).msg, reqId: JSON.parse(lines[0]!).reqId, level: JSON.parse(lines[0]!).level },
-    { msg: 'slow client', reqId: 'req-1', level: 40 },
-  );
+  const { msg, reqId, level } = JSON.parse(lines[0]!) as { msg: string; reqId: string; level: number };
+  assert.deepEqual({ msg, reqId, level }, { msg: 'slow client', reqId: 'req-1', level: 40 });
 });
 
 test("a request's logger follows a route's own level, and a silent logger never logs", () => {
