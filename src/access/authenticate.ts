@@ -65,7 +65,7 @@ export function createAuthenticator(
       if (!credential) return UNKNOWN_TOKEN;
       const viewer = Object.freeze({ userId: credential.userId, admin: credential.admin });
       const known: KnownToken = { credential, accepted: Object.freeze({ ok: true, viewer, tokenKey: key }) };
-      if (usable) tokens.set(key, known, [scope.token(credential.tokenId), scope.user(credential.userId)], readAt);
+      if (usable) tokens.set(key, known, [scope.token(credential.tokenId), scope.account(credential.userId)], readAt);
       return judge(known);
     });
   }
@@ -76,7 +76,7 @@ export function createAuthenticator(
     if (cached) return cached;
     const readAt = caches.position;
     return then(store.findUser(name), (user) => {
-      if (user && usable) users.set(name, user, [scope.user(user.userId)], readAt);
+      if (user && usable) users.set(name, user, [scope.account(user.userId)], readAt);
       return user;
     });
   }

@@ -7,10 +7,13 @@ import type { Change } from '../store/change-log.js';
  * to the user, or to a group the user belongs to. So a page of user U depends on U (U's grants, memberships and
  * owned plants all name U), on each group it counted for U (that group's grants), on the group names a JWT
  * claimed (a group of that name may be created or renamed), and on every public plant; an admin's page
- * depends on every plant. A token check depends on the token and its user; a JWT's user on that user.
+ * depends on every plant. A token check depends on the token and its user's own row (the admin flag, the user
+ * being there at all), not on the user's plants, grants or memberships; a JWT's user on that row alone.
  */
 export const scope = {
   user: (id: number): string => `user:${id}`,
+  /** A user's own row: what a token check or a JWT's user depends on. */
+  account: (id: number): string => `account:${id}`,
   group: (id: number): string => `group:${id}`,
   groupName: (name: string): string => `group-name:${name}`,
   token: (id: number): string => `token:${id}`,
@@ -26,9 +29,11 @@ export function scopesOf(change: Change): string[] {
   const { userId, groupId } = change;
   switch (change.table) {
     case 'users':
+      // The admin flag decides the user's pages and credentials alike.
+      return userId === null ? [scope.everything] : [scope.user(userId), scope.account(userId)];
     case 'group_members':
     case 'plant_user_grants':
-      // A user's own row (admin flag), memberships and direct grants decide only that user's answers.
+      // Memberships and direct grants decide only that user's pages.
       return userId === null ? [scope.everything] : [scope.user(userId)];
     case 'groups':
       return groupId === null

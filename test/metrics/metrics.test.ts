@@ -152,6 +152,38 @@ for (const backend of BACKENDS) {
       assert.ok(delta(before, after, 'plantstore_db_query_duration_seconds_sum', { query: 'visible_plants' }) > 0);
     });
 
+    it('a change drops only the cached answers it can affect', async () => {
+      await store.addUser('carol', false);
+      const { token } = await mintToken(store, 'carol');
+      await settle(store);
+      const get = async () => assert.equal((await rawRequest(server.url, '/plants?limit=5', bearer(token))).status, 200);
+      await get();
+      /** Token and page misses over one request after `change`. */
+      const missesAfter = async (change: () => Promise<unknown>) => {
+        await change();
+        await settle(store);
+        const before = await scrape(server.metricsUrl!);
+        await get();
+        const after = await scrape(server.metricsUrl!);
+        const misses = (cache: string) => delta(before, after, 'plantstore_cache_misses_total', { cache });
+        return { token: misses('token'), page: misses('page') };
+      };
+      assert.deepEqual(await missesAfter(async () => {}), { token: 0, page: 0 }, 'nothing changed');
+      assert.deepEqual(
+        await missesAfter(() => store.addPlant({ name: 'Fern', owner: 'bob', public: false })),
+        { token: 0, page: 0 },
+        "another user's plant",
+      );
+      // Carol's pages change; her token's answer (her id and admin flag) does not.
+      assert.deepEqual(
+        await missesAfter(() => store.addPlant({ name: 'Ivy', owner: 'carol', public: false })),
+        { token: 0, page: 1 },
+        'her own plant',
+      );
+      assert.deepEqual(await missesAfter(() => store.setAdmin('carol', true)), { token: 1, page: 1 }, 'her admin flag');
+      assert.deepEqual(await missesAfter(() => store.setAdmin('carol', false)), { token: 1, page: 1 }, 'her admin flag back');
+    });
+
     it('reports the version, the backend, default process metrics and (PostgreSQL) the pool', async () => {
       const samples = await scrape(server.metricsUrl!);
       assert.equal(sampleValue(samples, 'plantstore_info', { version: PACKAGE_VERSION, backend: backend.name }), 1);
