@@ -54,7 +54,7 @@ async function change(i: number): Promise<void> {
 }
 
 // node:http on one kept-alive connection rather than fetch: the writer is load, not what is measured, and
-// fetch cost it about a third more CPU on the cores the measured reads share.
+// fetch cost it about a fifth more CPU on the cores the measured reads share.
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
 function createOverHttp(i: number): Promise<void> {
