@@ -15,8 +15,8 @@ const READ_TIMEOUT_MS = 2_000;
 const RECONNECT_MS = 1_000;
 /**
  * A notification is acted on this long after it arrives, so that the commits of a burst are read in one go
- * rather than one read each (under 100 changes a second, about a fifth of the reads). It is a twentieth of the
- * one-second bound; this process's own writes do not wait for it (see catchUp).
+ * rather than one read each (20 quick commits: one or two reads, not 19). It is a twentieth of the one-second
+ * bound; this process's own writes do not wait for it (see catchUp).
  */
 const NOTIFIED_READ_DELAY_MS = 50;
 
