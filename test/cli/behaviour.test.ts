@@ -65,35 +65,17 @@ for (const backend of BACKENDS) {
       const id = plant.stdout.trim();
       assert.match(plant.stderr, new RegExp(`^added plant ${id} \\(Fern\\) for bob$`, 'm'));
 
-      assert.match((await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr, new RegExp(`shared plant ${id} with user alice`));
-      assert.match(
-        (await ok(db, ['grants', 'add', id, '--user', 'alice'])).stderr,
-        new RegExp(`plant ${id} was already shared with user alice`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr,
-        new RegExp(`stopped sharing plant ${id} with user alice`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'remove', id, '--user', 'alice'])).stderr,
-        new RegExp(`plant ${id} was not shared with user alice`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'add', id, '--group', 'gardeners'])).stderr,
-        new RegExp(`shared plant ${id} with group gardeners`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'add', id, '--group', 'gardeners'])).stderr,
-        new RegExp(`plant ${id} was already shared with group gardeners`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'remove', id, '--group', 'gardeners'])).stderr,
-        new RegExp(`stopped sharing plant ${id} with group gardeners`),
-      );
-      assert.match(
-        (await ok(db, ['grants', 'remove', id, '--group', 'gardeners'])).stderr,
-        new RegExp(`plant ${id} was not shared with group gardeners`),
-      );
+      // The same four steps for each kind of grantee: shared, already shared, stopped, not shared.
+      for (const [flag, name, kind] of [
+        ['--user', 'alice', 'user'],
+        ['--group', 'gardeners', 'group'],
+      ] as const) {
+        const grant = async (action: 'add' | 'remove') => (await ok(db, ['grants', action, id, flag, name])).stderr;
+        assert.match(await grant('add'), new RegExp(`shared plant ${id} with ${kind} ${name}`));
+        assert.match(await grant('add'), new RegExp(`plant ${id} was already shared with ${kind} ${name}`));
+        assert.match(await grant('remove'), new RegExp(`stopped sharing plant ${id} with ${kind} ${name}`));
+        assert.match(await grant('remove'), new RegExp(`plant ${id} was not shared with ${kind} ${name}`));
+      }
 
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /added alice to group gardeners/);
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
