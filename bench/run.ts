@@ -454,7 +454,7 @@ async function dropSchema(url: string, schema: string): Promise<void> {
 
 /**
  * The processor's name, with its family and model from /proc/cpuinfo on Linux: a virtual machine may name only
- * the vendor's line ("AMD EPYC"), and generations of one line differ by a factor of two in these ratios.
+ * the vendor's line ("AMD EPYC"), and two generations of it gave 0.49 and 0.69 for the same cached page.
  */
 function processorModel(): string {
   const name = cpus()[0]?.model ?? 'unknown';
