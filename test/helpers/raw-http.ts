@@ -49,11 +49,36 @@ export function parseResponse(raw: Buffer, head: boolean): WireResponse {
  * Writes `request` to a fresh TCP connection byte for byte (nothing normalises it, unlike an HTTP client)
  * and resolves with the response once the server closes the connection. Send `Connection: close`.
  */
-export function sendRaw(port: number, request: Buffer | string, opts: { head?: boolean; timeoutMs?: number } = {}): Promise<WireResponse> {
+export async function sendRaw(
+  port: number,
+  request: Buffer | string,
+  opts: { head?: boolean; timeoutMs?: number } = {},
+): Promise<WireResponse> {
+  return parseResponse(await exchangeRaw(port, request, opts.timeoutMs), opts.head ?? false);
+}
+
+/**
+ * The answers to pipelined requests (written together by `exchangeRaw`), in order; each must carry
+ * Content-Length, as a page does.
+ */
+export function parseResponses(raw: Buffer): WireResponse[] {
+  const responses: WireResponse[] = [];
+  while (raw.length > 0) {
+    const response = parseResponse(raw, false);
+    const length = Number(response.headers['content-length']);
+    if (!Number.isInteger(length)) throw new Error('a pipelined answer without Content-Length');
+    responses.push(response);
+    raw = raw.subarray(raw.indexOf('\r\n\r\n') + 4 + length);
+  }
+  return responses;
+}
+
+/** Writes `request` to a fresh TCP connection and resolves with every byte the server sent until it closed. */
+export function exchangeRaw(port: number, request: Buffer | string, timeoutMs = 15_000): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
-    socket.setTimeout(opts.timeoutMs ?? 15_000, () => {
+    socket.setTimeout(timeoutMs, () => {
       socket.destroy();
       reject(
         new Error(
@@ -64,13 +89,7 @@ export function sendRaw(port: number, request: Buffer | string, opts: { head?: b
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     // A reset after the answer was written (the server closes on a request it refused) still leaves the answer.
     socket.on('error', () => undefined);
-    socket.on('close', () => {
-      try {
-        resolve(parseResponse(Buffer.concat(chunks), opts.head ?? false));
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
+    socket.on('close', () => resolve(Buffer.concat(chunks)));
     socket.write(typeof request === 'string' ? Buffer.from(request, 'latin1') : request);
   });
 }

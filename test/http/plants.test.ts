@@ -7,6 +7,7 @@ import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { assertError, assertJsonType, INT32_MAX } from '../helpers/assertions.js';
 import { bearer, mintToken, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
+import { exchangeRaw, parseResponses } from '../helpers/raw-http.js';
 
 // Black-box tests of the HTTP contract over a real socket, once per storage backend.
 
@@ -95,6 +96,25 @@ for (const backend of BACKENDS) {
           ALL.filter((p) => !['Basil', 'Yucca'].includes(p.name)),
         );
         assertPlants(await asUser('root'), ALL);
+      });
+
+      it('answers requests that arrive together (pipelined in one write) each with its own page, in order', async () => {
+        const visible: Record<string, Plant[]> = { alice: ALICE, carol: CAROL, dave: DAVE, root: ALL };
+        const asked = ['alice', 'carol', 'dave', 'alice', 'root', 'carol', 'dave'];
+        const request = asked
+          .map((user, i) => {
+            const close = i === asked.length - 1 ? 'Connection: close\r\n' : '';
+            return `GET /plants?limit=${i + 1} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${tokens[user]}\r\n${close}\r\n`;
+          })
+          .join('');
+        const answers = parseResponses(await exchangeRaw(Number(new URL(server.url).port), request));
+        assert.equal(answers.length, asked.length);
+        for (const [i, answer] of answers.entries()) {
+          const plants = visible[asked[i]!]!;
+          assert.equal(answer.status, 200, answer.text);
+          assert.deepEqual(JSON.parse(answer.text), plants.slice(0, i + 1), `answer ${i}, to ${asked[i]}`);
+          assert.equal(answer.headers['link'] !== undefined, plants.length > i + 1, `answer ${i}: a Link exactly when more follow`);
+        }
       });
 
       it('keeps catalogue (insertion) order, not alphabetical order', async () => {

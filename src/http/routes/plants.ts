@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { JSON_TYPE } from '../common-headers.js';
+import { sendAfterPoll } from '../replies-after-poll.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
@@ -93,15 +94,26 @@ export async function plantRoutes(
   });
 }
 
-/** Sends a page: its Link when more follow, and its body, already serialized from the Plant schema. */
-function sendPage(reply: FastifyReply, page: Page | Promise<Page>): FastifyReply | Promise<FastifyReply> | undefined {
+/**
+ * Sends a page: its Link when more follow, and its body, already serialized from the Plant schema. Sent with the
+ * replies of the requests that arrived with it (see replies-after-poll.ts), so the handler returns nothing and
+ * Fastify waits for the send.
+ */
+function sendPage(reply: FastifyReply, page: Page | Promise<Page>): undefined {
   const send = (ready: Page) => {
     if (ready.link !== undefined) reply.header('link', ready.link);
     // Fastify sends a string with a JSON type as it is.
-    return reply.send(ready.body);
+    reply.send(ready.body);
   };
-  // Not an async handler: a cached page (and any page on SQLite) is sent synchronously.
-  if (page instanceof Promise) return page.then(send);
-  send(page);
+  // A cached page (and any page on SQLite) is ready at once: no promise.
+  if (page instanceof Promise) {
+    // A failed read is answered as Fastify answers an error thrown by the handler.
+    page.then(
+      (ready) => sendAfterPoll(reply, () => send(ready)),
+      (err: unknown) => reply.send(err),
+    );
+  } else {
+    sendAfterPoll(reply, () => send(page));
+  }
   return undefined;
 }
