@@ -9,8 +9,8 @@ import type { FastifyReply } from 'fastify';
  * on this process's CPU time. For a client on the same host (a local proxy or sidecar, the benchmark's load
  * generator) that is most of a response's kernel time, and more on a virtual machine, where waking an idle CPU
  * is an interrupt through the hypervisor. Written one at a time between requests, nearly every response pays
- * it; written together, the first wakes the peer and the others find it running. A response waits for the rest
- * of its poll's requests to be read, about one page each; alone, it waits one turn of the loop.
+ * it; written together, the first wakes the peer and the others find it running. A response waits while the
+ * rest of its poll's requests are handled (a page each); a lone one waits one turn of the loop (about 3 µs).
  */
 let replies: FastifyReply[] = [];
 let sends: Array<() => void> = [];
