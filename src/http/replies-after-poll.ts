@@ -12,27 +12,24 @@ import type { FastifyReply } from 'fastify';
  * it; written together, the first wakes the peer and the others find it running. A response waits while the
  * rest of its poll's requests are handled (a page each); a lone one waits one turn of the loop (about 3 µs).
  */
-let replies: FastifyReply[] = [];
-let sends: Array<() => void> = [];
+let queued: Array<{ reply: FastifyReply; send: () => void }> = [];
 
 /** Runs `send` (which sends `reply`) after the current poll's other requests have been handled. */
 export function sendAfterPoll(reply: FastifyReply, send: () => void): void {
-  if (sends.length === 0) setImmediate(sendQueued);
-  replies.push(reply);
-  sends.push(send);
+  if (queued.length === 0) setImmediate(sendQueued);
+  queued.push({ reply, send });
 }
 
 function sendQueued(): void {
-  const [batchReplies, batchSends] = [replies, sends];
-  replies = [];
-  sends = [];
-  for (let i = 0; i < batchSends.length; i++) {
+  const batch = queued;
+  queued = [];
+  for (const { reply, send } of batch) {
     try {
-      batchSends[i]!();
+      send();
     } catch (err) {
       // Fastify answers a failing hook itself; whatever still throws must not hold back the rest of the batch.
-      batchReplies[i]!.log.error({ err }, 'sending a reply failed');
-      batchReplies[i]!.raw.destroy();
+      reply.log.error({ err }, 'sending a reply failed');
+      reply.raw.destroy();
     }
   }
 }
