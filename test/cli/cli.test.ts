@@ -316,6 +316,64 @@ for (const backend of BACKENDS)
       assert.deepEqual(await storedSchema(db), schemaBefore);
     });
 
+    it('imports grants to many grantees in any order beside stored ones; a failed import leaves them as they were', async () => {
+      const db = await freshDb();
+      const users = Array.from({ length: 12 }, (_, u) => `u${u}`);
+      const groups = Array.from({ length: 4 }, (_, g) => `g${g}`);
+      // Grantees in an order of their own per plant, repeated, users and groups mixed (SQLite queues them and
+      // writes them sorted by grantee at the end).
+      const plants = (prefix: string, count: number) =>
+        Array.from({ length: count }, (_, i) => ({
+          type: 'plant',
+          name: `${prefix}${i}`,
+          owner: users[(i * 5) % users.length]!,
+          public: false,
+          sharedWith: [
+            users[(i * 7 + 3) % users.length]!,
+            `group:${groups[(i * 3) % groups.length]}`,
+            users[(i * 11) % users.length]!,
+          ].concat(i % 4 === 0 ? [users[(i * 7 + 3) % users.length]!] : []),
+        }));
+      const first = plants('a', 5);
+      await ok(
+        db,
+        ['import', '-'],
+        ndjson([...users.map((name) => ({ type: 'user', name })), ...groups.map((name) => ({ type: 'group', name })), ...first]),
+      );
+      const schemaBefore = await storedSchema(db);
+      // Larger than what is stored, so SQLite writes it in bulk.
+      const second = plants('b', 60);
+      await ok(db, ['import', '-'], ndjson(second));
+      const exported = (await ok(db, ['export'])).stdout;
+      // Also larger than what is stored: it fails after its grants were queued and its indexes dropped.
+      await fails(
+        db,
+        ['import', '-'],
+        /line 81: no user named "nobody"/,
+        ndjson([...plants('c', 80), { type: 'plant', name: 'x', owner: 'nobody' }]),
+      );
+      assert.equal((await ok(db, ['export'])).stdout, exported, 'a failed import writes no plant and no grant');
+      assert.deepEqual(await storedSchema(db), schemaBefore, 'the indexes are built again as they were');
+      // What the export must show: users by id, then groups by id, each once.
+      const expected = [...first, ...second].map((plant, i) => {
+        const named = new Set(plant.sharedWith);
+        return {
+          type: 'plant',
+          id: i + 1,
+          name: plant.name,
+          owner: plant.owner,
+          public: false,
+          sharedWith: [...users.filter((u) => named.has(u)), ...groups.filter((g) => named.has(`group:${g}`)).map((g) => `group:${g}`)],
+        };
+      });
+      const exportedPlants = exported
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { type: string })
+        .filter((record) => record.type === 'plant');
+      assert.deepEqual(exportedPlants, expected);
+    });
+
     it(
       'loads a first catalogue with its foreign keys when another transaction holds its tables',
       { skip: backend.name !== 'postgres' },

@@ -6,7 +6,7 @@ import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
-import { dropKeysForFirstLoad } from './first-load-keys.js';
+import { dropForFirstLoad } from './first-load.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
 
 /** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
@@ -50,7 +50,8 @@ export class PostgresImport implements ImportTarget {
   private batchSize = 1_000;
   /** The batch of plants being written, if any. */
   private writing: Promise<void> = Promise.resolve();
-  private addKeys: string[] = [];
+  /** What a first load dropped (see first-load.ts), as the statements that add it back. */
+  private addBack: string[] = [];
   /** The first catalogue position this import reserved: its plants are at it and after. */
   private firstPosition: number | undefined;
 
@@ -62,7 +63,7 @@ export class PostgresImport implements ImportTarget {
     await this.client.query('SET LOCAL statement_timeout = 0');
     // Row by row, the change log would double what an import writes: it records one broad change instead.
     await this.client.query(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`);
-    this.addKeys = (await dropKeysForFirstLoad(this.client)).add;
+    this.addBack = (await dropForFirstLoad(this.client)).add;
     // Plants without an id in the file are numbered like those added without one (see 0005-plant-ids.ts).
     const { rows } = await this.client.query<{ largest: string }>(
       `SELECT greatest(coalesce(max(api_id), 0), coalesce(pg_sequence_last_value(pg_get_serial_sequence('plants', 'id')::regclass), 0)) AS largest FROM plants`,
@@ -105,7 +106,7 @@ export class PostgresImport implements ImportTarget {
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
-    for (const statement of this.addKeys) await this.client.query(statement);
+    for (const statement of this.addBack) await this.client.query(statement);
     if (this.firstPosition !== undefined) {
       const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);
       for (const statement of importedPlantEvents('postgres', this.firstPosition - 1, Number(rows[0]!.last), this.now)) {

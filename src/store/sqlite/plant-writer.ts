@@ -1,19 +1,33 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import { BULK_IMPORT_INDEXES, type ImportedPlant } from '../catalogue-import.js';
 
-/** Plants per INSERT statement once an import writes in bulk. */
-const PLANTS_PER_INSERT = 32;
+/** Rows per INSERT statement once an import writes in bulk, and per INSERT into the grants queued in TEMP. */
+const ROWS_PER_INSERT = 32;
+/**
+ * Plants from which sorting in runs pays (see PlantWriter.sorting); the page cache then, in KiB (negative, as
+ * the pragma takes it); the sorter's helper threads.
+ */
+const SORT_IN_RUNS_FROM = 200_000;
+const SORT_RUN_CACHE = -2048;
+const SORT_THREADS = 2;
 /** The columns an import writes a plant's row to, in the order its values are queued. */
 const PLANT_COLUMNS = ['id', 'api_id', 'name', 'tag', 'owner_id', 'is_public', 'created_at'] as const;
 
 /**
- * Writes an import's plants, inside its transaction, with ids assigned here the way AUTOINCREMENT would (after
- * the largest ever used), so that grants can refer to a plant before its row is written.
+ * Writes an import's plants and their grants, inside its transaction, with catalogue positions assigned here
+ * the way AUTOINCREMENT would (after the largest ever used), so that a grant can name its plant before the
+ * plant's row is written.
  *
  * Once the import has written more plants than the table held before, it switches to bulk writing: the
- * `plants_by_owner` and `plants_by_api_id` indexes are dropped and built again from the whole table before the commit (sorting the
- * table once costs less than as many random index inserts as it has rows), and plants go in multi-row
- * INSERTs. Multi-row INSERTs only pay without that index; with it they are slower than one row at a time.
- * Readers never see the index missing: the drop and the rebuild commit together.
+ * indexes of BULK_IMPORT_INDEXES are dropped and built again from the whole tables before the commit (sorting
+ * a table once costs less than as many random index inserts as it has rows), and plants go in multi-row
+ * INSERTs. Multi-row INSERTs only pay without those indexes; with them they are slower than one row at a time.
+ * Readers never see an index missing: the drop and the rebuild commit together.
+ *
+ * Grants are keyed by grantee, so in file order each one lands somewhere else in its table: with a thousand
+ * users, a grant cost about three times a plant's row. They are queued in TEMP tables instead (appended, no
+ * index) and written at the end sorted by grantee, so that they fill their table's pages in order (a million
+ * plants with 400,000 grants: about a fifth less time in all).
  */
 export class PlantWriter {
   private readonly one: BetterSqlite3.Statement<unknown[]>;
@@ -21,14 +35,15 @@ export class PlantWriter {
   private nextId: number;
   /** Plants the table held before the import, or more: the largest position ever used, deleted plants included. */
   private readonly before: number;
-
-  get largestPosition(): number {
-    return this.before;
-  }
   /** The dropped indexes' own SQL while writing in bulk, to build them again exactly as they were. */
   private droppedIndexes: string[] = [];
   private bulk = false;
   private readonly pending: unknown[] = [];
+  private readonly grants: { user: GrantQueue; group: GrantQueue };
+
+  get largestPosition(): number {
+    return this.before;
+  }
 
   constructor(
     private readonly db: BetterSqlite3.Database,
@@ -37,7 +52,7 @@ export class PlantWriter {
     const insert = `INSERT INTO plants (${PLANT_COLUMNS.join(', ')}) VALUES `;
     const row = `(${PLANT_COLUMNS.map(() => '?').join(', ')})`;
     this.one = db.prepare(insert + row);
-    this.many = db.prepare(insert + Array<string>(PLANTS_PER_INSERT).fill(row).join(', '));
+    this.many = db.prepare(insert + Array<string>(ROWS_PER_INSERT).fill(row).join(', '));
     this.before = db
       .prepare(
         `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'plants'), 0), coalesce((SELECT max(id) FROM plants), 0))`,
@@ -45,39 +60,111 @@ export class PlantWriter {
       .pluck()
       .get() as number;
     this.nextId = this.before + 1;
+    this.grants = { user: new GrantQueue(db, 'plant_user_grants', 'user_id'), group: new GrantQueue(db, 'plant_group_grants', 'group_id') };
   }
 
-  /** Writes (or queues) one plant and returns its catalogue position. */
-  add(apiId: number, name: string, tag: string | null, ownerId: number, isPublic: number): number {
+  /** Writes (or queues) one plant, queues its grants, and returns its catalogue position. */
+  add(plant: ImportedPlant): number {
     const id = this.nextId++;
     if (!this.bulk && id - this.before > this.before) this.startBulk();
-    if (!this.bulk) {
-      this.one.run(id, apiId, name, tag, ownerId, isPublic, this.createdAt);
-      return id;
+    const isPublic = plant.isPublic ? 1 : 0;
+    if (this.bulk) {
+      this.pending.push(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
+      if (this.pending.length === ROWS_PER_INSERT * PLANT_COLUMNS.length) {
+        this.many.run(this.pending);
+        this.pending.length = 0;
+      }
+    } else {
+      this.one.run(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
     }
-    this.pending.push(id, apiId, name, tag, ownerId, isPublic, this.createdAt);
-    if (this.pending.length === PLANTS_PER_INSERT * PLANT_COLUMNS.length) {
-      this.many.run(this.pending);
-      this.pending.length = 0;
-    }
+    for (const userId of plant.userIds) this.grants.user.add(userId, id);
+    for (const groupId of plant.groupIds) this.grants.group.add(groupId, id);
     return id;
   }
 
-  /** Writes what is queued and builds the index again; the caller commits. */
+  /** Writes what is queued and builds the indexes again; the caller commits. */
   finish(): void {
     const width = PLANT_COLUMNS.length;
     for (let i = 0; i < this.pending.length; i += width) this.one.run(this.pending.slice(i, i + width));
     this.pending.length = 0;
-    // Building the unique index again is where an id given twice is found: the import fails and rolls back.
-    for (const sql of this.droppedIndexes) this.db.exec(sql);
+    this.sorting(() => {
+      this.grants.user.write();
+      this.grants.group.write();
+      // Building the unique index again is where an id given twice is found: the import fails and rolls back.
+      for (const sql of this.droppedIndexes) this.db.exec(sql);
+    });
+  }
+
+  /**
+   * Runs `sorts` (statements that sort the tables' rows) in runs that fit the processor's cache once the tables
+   * are large. SQLite sorts in memory up to the page cache's size, and merges sorted runs beyond it: in one run
+   * of 64 MB (the import's cache) a million plants' two indexes took 0.9-1.2 s to sort, in runs of 2 MB sorted
+   * by helper threads 0.5 s. Below a few hundred thousand rows one run in memory is as fast or faster.
+   */
+  private sorting(sorts: () => void): void {
+    const { db } = this;
+    if (this.nextId - 1 < SORT_IN_RUNS_FROM) return sorts();
+    const cacheSize = db.pragma('cache_size', { simple: true }) as number;
+    const threads = db.pragma('threads', { simple: true }) as number;
+    db.pragma(`cache_size = ${SORT_RUN_CACHE}`);
+    db.pragma(`threads = ${SORT_THREADS}`);
+    try {
+      sorts();
+    } finally {
+      db.pragma(`cache_size = ${cacheSize}`);
+      db.pragma(`threads = ${threads}`);
+    }
   }
 
   private startBulk(): void {
     this.bulk = true;
     this.droppedIndexes = this.db
-      .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name IN ('plants_by_owner', 'plants_by_api_id')")
+      .prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name IN (${BULK_IMPORT_INDEXES.map(() => '?').join(', ')})`)
       .pluck()
-      .all() as string[];
-    this.db.exec('DROP INDEX IF EXISTS plants_by_owner; DROP INDEX IF EXISTS plants_by_api_id');
+      .all(...BULK_IMPORT_INDEXES) as string[];
+    for (const name of BULK_IMPORT_INDEXES) this.db.exec(`DROP INDEX IF EXISTS ${name}`);
+  }
+}
+
+/**
+ * One grant table's grants of an import, queued in a TEMP table of the import's connection (rolled back with
+ * the import's transaction, gone with the connection) and written sorted by grantee.
+ */
+class GrantQueue {
+  private readonly queue: string;
+  private readonly many: BetterSqlite3.Statement<unknown[]>;
+  private readonly pending: number[] = [];
+
+  constructor(
+    private readonly db: BetterSqlite3.Database,
+    private readonly table: string,
+    private readonly grantee: string,
+  ) {
+    this.queue = `temp.imported_${table}`;
+    db.exec(`CREATE TEMP TABLE imported_${table} (grantee_id INTEGER NOT NULL, plant_id INTEGER NOT NULL)`);
+    this.many = db.prepare(`INSERT INTO ${this.queue} VALUES ${Array<string>(ROWS_PER_INSERT).fill('(?, ?)').join(', ')}`);
+  }
+
+  add(granteeId: number, plantId: number): void {
+    this.pending.push(granteeId, plantId);
+    if (this.pending.length === 2 * ROWS_PER_INSERT) {
+      this.many.run(this.pending);
+      this.pending.length = 0;
+    }
+  }
+
+  /** Writes the queued grants into their table, in the table's own order, and drops the queue. */
+  write(): void {
+    const { db, queue } = this;
+    if (this.pending.length > 0) {
+      const one = db.prepare(`INSERT INTO ${queue} VALUES (?, ?)`);
+      for (let i = 0; i < this.pending.length; i += 2) one.run(this.pending[i], this.pending[i + 1]);
+      this.pending.length = 0;
+    }
+    db.exec(
+      `INSERT INTO ${this.table} (${this.grantee}, plant_id) SELECT grantee_id, plant_id FROM ${queue}
+       ORDER BY grantee_id, plant_id ON CONFLICT DO NOTHING`,
+    );
+    db.exec(`DROP TABLE ${queue}`);
   }
 }

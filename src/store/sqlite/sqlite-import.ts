@@ -51,8 +51,6 @@ export class SqliteImport implements ImportTarget {
         group: db.prepare<[string], number>('SELECT id FROM groups WHERE name = ?').pluck(true),
       },
       addMember: db.prepare('INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING'),
-      grantUser: db.prepare('INSERT INTO plant_user_grants (user_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING'),
-      grantGroup: db.prepare('INSERT INTO plant_group_grants (group_id, plant_id) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     };
     const { find } = this.statements;
     this.names = new KnownNames((what, name) => find[what].get(name));
@@ -102,9 +100,7 @@ export class SqliteImport implements ImportTarget {
   }
 
   plant(plant: ImportedPlant): void {
-    const plantId = this.plants!.add(plant.id, plant.name, plant.tag, plant.ownerId, plant.isPublic ? 1 : 0);
-    for (const userId of plant.userIds) this.statements.grantUser.run(userId, plantId);
-    for (const groupId of plant.groupIds) this.statements.grantGroup.run(groupId, plantId);
+    this.plants!.add(plant);
   }
 
   async commit(): Promise<void> {

@@ -1,0 +1,57 @@
+import type pg from 'pg';
+import { BULK_IMPORT_INDEXES } from '../catalogue-import.js';
+
+/**
+ * What a first load goes without, as statements that drop it and add it back, in the order to add it back:
+ * the indexes of BULK_IMPORT_INDEXES (built by one sort each at the end; 100,000 plants and 40,000 grants load
+ * about 14% faster), then the foreign keys of the tables an import fills. Checked row by row, the keys were
+ * most of a first load's time (0.77 s of COPY with them, 0.25 s without, 0.05 s to add them back, which
+ * checks every row in one join per key).
+ */
+async function firstLoadDeferrals(client: pg.PoolClient): Promise<{ drop: string[]; add: string[] }> {
+  const { rows: indexes } = await client.query<{ name: string; definition: string }>(
+    `SELECT quote_ident(indexname) AS name, indexdef AS definition FROM pg_indexes
+     WHERE schemaname = current_schema() AND indexname = ANY($1::text[]) ORDER BY indexname`,
+    [BULK_IMPORT_INDEXES],
+  );
+  const { rows: keys } = await client.query<{ table: string; name: string; definition: string }>(
+    `SELECT conrelid::regclass::text AS table, quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition
+     FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('plants'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass)
+     ORDER BY conrelid, conname`,
+  );
+  return {
+    drop: [...indexes.map((i) => `DROP INDEX ${i.name}`), ...keys.map((k) => `ALTER TABLE ${k.table} DROP CONSTRAINT ${k.name}`)],
+    add: [...indexes.map((i) => i.definition), ...keys.map((k) => `ALTER TABLE ${k.table} ADD CONSTRAINT ${k.name} ${k.definition}`)],
+  };
+}
+
+/** SQLSTATEs of a lock not taken: lock_timeout ran out (55P03), or a reader and the load waited on each other (40P01). */
+const LOCK_NOT_TAKEN = new Set(['55P03', '40P01']);
+
+/**
+ * A first load (no plant yet) goes without some indexes and the foreign keys, and adds them back before its
+ * commit: the ids it writes come from its own lookups and reservations, and adding a key back checks every row
+ * anyway. Dropping them locks their tables (users and groups too) until the commit, so readers wait for the
+ * load: with no catalogue to serve yet that costs little, while a load into a live catalogue keeps them. When
+ * another transaction holds one of those tables for more than a second, the load keeps them too, rather than
+ * make every reader queue behind its lock request; so it does when a reader that holds one table waits for
+ * another it holds. Returns the statements that add back what was dropped.
+ */
+export async function dropForFirstLoad(client: pg.PoolClient): Promise<{ add: string[] }> {
+  const none = { add: [] };
+  const { rows } = await client.query<{ empty: boolean }>('SELECT NOT EXISTS (SELECT FROM plants) AS empty');
+  if (!rows[0]!.empty) return none;
+  const deferred = await firstLoadDeferrals(client);
+  await client.query('SAVEPOINT drop_for_first_load');
+  try {
+    await client.query("SET LOCAL lock_timeout = '1s'");
+    for (const statement of deferred.drop) await client.query(statement);
+    await client.query('SET LOCAL lock_timeout = DEFAULT');
+    await client.query('RELEASE SAVEPOINT drop_for_first_load');
+    return deferred;
+  } catch (err) {
+    if (!LOCK_NOT_TAKEN.has((err as { code?: string }).code ?? '')) throw err;
+    await client.query('ROLLBACK TO SAVEPOINT drop_for_first_load');
+    return none;
+  }
+}
