@@ -1,4 +1,5 @@
 import { then, type Awaitable } from '../awaitable.js';
+import { invalidInput } from '../domain-errors.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
@@ -70,6 +71,15 @@ export interface ImportTarget {
  * while grants are written by grantee), so every entry lands somewhere else, and sorting once costs less.
  */
 export const BULK_IMPORT_INDEXES = ['plants_by_owner', 'plants_by_api_id', 'plant_user_grants_by_plant', 'plant_group_grants_by_plant'];
+
+/**
+ * What an import reports when the unique index on public ids refuses a plant's id, with the id when the
+ * backend can name it: the same file line by line would have been refused at the plant, but a bulk import
+ * only finds out when it builds the index.
+ */
+export function plantIdTaken(id: number | string | undefined): Error {
+  return invalidInput(`${id === undefined ? 'a plant id' : `plant id ${id}`} is given twice in the file or is already taken`);
+}
 
 const NONE: readonly number[] = Object.freeze([]);
 const NO_NAMES: readonly string[] = Object.freeze([]);

@@ -209,6 +209,25 @@ for (const backend of BACKENDS)
       assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
     });
 
+    it('refuses a plant id given twice or already taken, naming it, and writes nothing', async () => {
+      const db = await freshDb();
+      const plant = (id: number, name: string) => ({ type: 'plant', id, name, owner: 'alice' });
+      // A first load (written in bulk on both backends): found when the index is built at the end.
+      await fails(
+        db,
+        ['import', '-'],
+        /^plantstore: plant id 5 is given twice in the file or is already taken$/,
+        ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b'), plant(5, 'c')]),
+      );
+      await ok(db, ['import', '-'], ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b')]));
+      const stored = (await ok(db, ['export'])).stdout;
+      // Smaller than what is stored (written row by row), then larger (SQLite writes it in bulk).
+      for (const records of [[plant(6, 'c')], [plant(7, 'd'), plant(8, 'e'), plant(9, 'f'), plant(6, 'g')]]) {
+        await fails(db, ['import', '-'], /^plantstore: plant id 6 is given twice in the file or is already taken$/, ndjson(records));
+        assert.equal((await ok(db, ['export'])).stdout, stored);
+      }
+    });
+
     it('imports and exports a catalogue that takes longer than the statement timeout, which bounds requests, not bulk commands', async () => {
       const db = await freshDb();
       const records = [

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../names.js';
 import type { CatalogueRecord } from '../../import-format/records.js';
-import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
@@ -124,7 +124,12 @@ export class PostgresImport implements ImportTarget {
       (e: unknown) => e,
     );
     await this.client.query('ROLLBACK').catch(() => {});
-    return earlier ?? err;
+    const reported = (earlier ?? err) as { code?: string; constraint?: string; detail?: string };
+    if (reported.code === '23505' && reported.constraint === 'plants_by_api_id') {
+      // "Key (api_id)=(5) already exists." row by row, "… is duplicated." from a first load's index build.
+      return plantIdTaken(/\(api_id\)=\((\d+)\)/.exec(reported.detail ?? '')?.[1]);
+    }
+    return reported;
   }
 
   private async run<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {

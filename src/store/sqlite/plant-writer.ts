@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { BULK_IMPORT_INDEXES, type ImportedPlant } from '../catalogue-import.js';
+import { BULK_IMPORT_INDEXES, plantIdTaken, type ImportedPlant } from '../catalogue-import.js';
 
 /** Rows per INSERT statement once an import writes in bulk, and per INSERT into the grants queued in TEMP. */
 const ROWS_PER_INSERT = 32;
@@ -75,7 +75,11 @@ export class PlantWriter {
         this.pending.length = 0;
       }
     } else {
-      this.one.run(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
+      try {
+        this.one.run(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
+      } catch (err) {
+        throw isTakenId(err) ? plantIdTaken(plant.id) : err;
+      }
     }
     for (const userId of plant.userIds) this.grants.user.add(userId, id);
     for (const groupId of plant.groupIds) this.grants.group.add(groupId, id);
@@ -125,6 +129,10 @@ export class PlantWriter {
     for (const name of BULK_IMPORT_INDEXES) this.db.exec(`DROP INDEX IF EXISTS ${name}`);
   }
 }
+
+/** SQLite's refusal of a public id already in the table. */
+export const isTakenId = (err: unknown): boolean =>
+  (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && (err as Error).message.includes('plants.api_id');
 
 /**
  * One grant table's grants of an import, queued in a TEMP table of the import's connection (rolled back with

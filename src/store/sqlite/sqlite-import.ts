@@ -1,12 +1,12 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { nameKey } from '../../names.js';
-import { KnownNames, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
 import { changeTriggerName } from '../migrations/0003-change-log.js';
 import { PLANT_ID_TRIGGER } from '../migrations/0005-plant-ids.js';
 import { WEBHOOK_TRIGGERS } from '../migrations/0006-webhooks.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
-import { PlantWriter } from './plant-writer.js';
+import { isTakenId, PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
 /**
@@ -115,9 +115,15 @@ export class SqliteImport implements ImportTarget {
   }
 
   async rollback(err: unknown): Promise<unknown> {
-    if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    const { db } = this;
+    let reported = err;
+    if (isTakenId(err) && db.inTransaction) {
+      // Found when the index was built again after writing in bulk: both plants are in the table.
+      reported = plantIdTaken(db.prepare('SELECT api_id FROM plants GROUP BY api_id HAVING count(*) > 1 LIMIT 1').pluck().get() as number);
+    }
+    if (db.inTransaction) db.exec('ROLLBACK');
     this.restorePragmas();
-    return err;
+    return reported;
   }
 
   private restorePragmas(): void {
