@@ -430,6 +430,55 @@ for (const backend of BACKENDS)
       },
     );
 
+    it(
+      'a first load waiting for a reader that holds plants holds no grant table meanwhile, so the reader reads on',
+      { skip: backend.name !== 'postgres' },
+      async () => {
+        const db = await freshDb();
+        await ok(db, ['users', 'add', 'alice']);
+        const schema = new URL(db).searchParams.get('schema')!;
+        const reader = new pg.Client({ connectionString: db.replace(/\?.*$/, '') });
+        await reader.connect();
+        try {
+          await reader.query(`BEGIN; SELECT count(*) FROM ${schema}.plants`);
+          const load = ok(db, ['import', '-'], ndjson([{ type: 'plant', name: 'p1', owner: 'alice', sharedWith: ['alice'] }]));
+          // The load asks for plants, and waits (up to its one-second lock timeout): what does it hold meanwhile?
+          let held: string[] | undefined;
+          for (let tries = 0; held === undefined && tries < 200; tries++) {
+            const rows = await adminQuery<{ pid: number }>(
+              `SELECT pid FROM pg_locks WHERE relation = $1::regclass AND NOT granted AND mode = 'AccessExclusiveLock'`,
+              [`${schema}.plants`],
+            );
+            if (rows.length > 0) {
+              held = (
+                await adminQuery<{ rel: string }>(
+                  `SELECT relation::regclass::text AS rel FROM pg_locks WHERE pid = $1 AND granted AND mode = 'AccessExclusiveLock' AND relation IS NOT NULL`,
+                  [rows[0]!.pid],
+                )
+              ).map((r) => r.rel);
+            } else {
+              await new Promise((resolve) => setTimeout(resolve, 10));
+            }
+          }
+          assert.ok(held !== undefined, 'the load never waited for the lock on plants');
+          assert.deepEqual(
+            held.filter((rel) => /grants/.test(rel)),
+            [],
+            'a grant table locked by the load would make the reader wait for it',
+          );
+          await reader.query(`SELECT count(*) FROM ${schema}.plant_user_grants`);
+          await reader.query('COMMIT');
+          await load;
+        } finally {
+          await reader.end();
+        }
+        assert.deepEqual(
+          JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout).map((p: { name: string }) => p.name),
+          ['p1'],
+        );
+      },
+    );
+
     it('round-trips export then import, byte for byte, including odd names and ids in any order', async () => {
       const source = await freshDb();
       const records = [
