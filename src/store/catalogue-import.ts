@@ -1,5 +1,6 @@
 import { then, type Awaitable } from '../awaitable.js';
 import { invalidInput } from '../domain-errors.js';
+import { PLANT_API_ID_INDEX } from './migrations/0005-plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
@@ -66,11 +67,12 @@ export interface ImportTarget {
 }
 
 /**
- * The indexes an import that writes more than is stored builds again once, from the whole table, instead of
- * entry by entry: each is in another order than the one rows arrive in (by owner, by public id, or by plant
- * while grants are written by grantee), so every entry lands somewhere else, and sorting once costs less.
+ * The indexes a bulk import (SQLite: one that writes more plants than are stored; PostgreSQL: a first load)
+ * drops and builds again once, from the whole table, instead of entry by entry: each is in another order than
+ * the one rows arrive in (by owner, by public id; by plant, where SQLite writes grants by grantee), so every
+ * entry lands somewhere else, and sorting once costs less.
  */
-export const BULK_IMPORT_INDEXES = ['plants_by_owner', 'plants_by_api_id', 'plant_user_grants_by_plant', 'plant_group_grants_by_plant'];
+export const BULK_IMPORT_INDEXES = ['plants_by_owner', PLANT_API_ID_INDEX, 'plant_user_grants_by_plant', 'plant_group_grants_by_plant'];
 
 /**
  * What an import reports when the unique index on public ids refuses a plant's id, with the id when the

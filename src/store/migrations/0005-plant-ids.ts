@@ -12,6 +12,8 @@ import { inTransaction, unlogged } from './backfill.js';
  */
 /** The trigger that gives a plant inserted without an api_id the next one. */
 export const PLANT_ID_TRIGGER = 'plants_api_id_given';
+/** The unique index of public ids: an id given twice or already taken is refused by it. */
+export const PLANT_API_ID_INDEX = 'plants_by_api_id';
 
 export function plantIds(dialect: Dialect): Migration {
   return {
@@ -29,7 +31,7 @@ function backfillIds(db: Kysely<any>, dialect: Dialect): Promise<void> {
 async function addSqlite(db: Kysely<any>): Promise<void> {
   await sql`ALTER TABLE plants ADD COLUMN api_id INTEGER`.execute(db);
   await backfillIds(db, 'sqlite');
-  await sql`CREATE UNIQUE INDEX plants_by_api_id ON plants (api_id)`.execute(db);
+  await sql`CREATE UNIQUE INDEX ${sql.raw(PLANT_API_ID_INDEX)} ON plants (api_id)`.execute(db);
   // SQLite has no BEFORE trigger that can set a column: the row is completed right after its insert.
   await sql`CREATE TRIGGER ${sql.raw(PLANT_ID_TRIGGER)} AFTER INSERT ON plants WHEN NEW.api_id IS NULL BEGIN
     UPDATE plants SET api_id = max(NEW.id, (SELECT coalesce(max(api_id), 0) + 1 FROM plants)) WHERE id = NEW.id;
@@ -57,5 +59,5 @@ END $$`,
     db,
   );
   await sql`ALTER TABLE plants ALTER COLUMN api_id SET NOT NULL`.execute(db);
-  await sql`CREATE UNIQUE INDEX plants_by_api_id ON plants (api_id)`.execute(db);
+  await sql`CREATE UNIQUE INDEX ${sql.raw(PLANT_API_ID_INDEX)} ON plants (api_id)`.execute(db);
 }

@@ -5,6 +5,7 @@ import type { CatalogueRecord } from '../../import-format/records.js';
 import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
+import { PLANT_API_ID_INDEX } from '../migrations/0005-plant-ids.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { dropForFirstLoad } from './first-load.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
@@ -125,7 +126,7 @@ export class PostgresImport implements ImportTarget {
     );
     await this.client.query('ROLLBACK').catch(() => {});
     const reported = (earlier ?? err) as { code?: string; constraint?: string; detail?: string };
-    if (reported.code === '23505' && reported.constraint === 'plants_by_api_id') {
+    if (reported.code === '23505' && reported.constraint === PLANT_API_ID_INDEX) {
       // "Key (api_id)=(5) already exists." row by row, "… is duplicated." from a first load's index build.
       return plantIdTaken(/\(api_id\)=\((\d+)\)/.exec(reported.detail ?? '')?.[1]);
     }

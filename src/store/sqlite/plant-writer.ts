@@ -4,8 +4,8 @@ import { BULK_IMPORT_INDEXES, plantIdTaken, type ImportedPlant } from '../catalo
 /** Rows per INSERT statement once an import writes in bulk, and per INSERT into the grants queued in TEMP. */
 const ROWS_PER_INSERT = 32;
 /**
- * Plants from which sorting in runs pays (see PlantWriter.sorting); the page cache then, in KiB (negative, as
- * the pragma takes it); the sorter's helper threads.
+ * Catalogue positions (the plants there are, and were) from which sorting in runs pays (see
+ * PlantWriter.sorting); the page cache then, in KiB (negative, as the pragma takes it); the sorter's helper threads.
  */
 const SORT_IN_RUNS_FROM = 200_000;
 const SORT_RUN_CACHE = -2048;
