@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { stopAllocationSitePretenuring } from './allocation-site-pretenuring.js';
 import type { Config, ConfigInput } from './config.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
@@ -47,6 +48,7 @@ async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<v
 }
 
 export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
+  stopAllocationSitePretenuring();
   keepTickObjectShape();
   const store = existingStore ?? (await openStore(config));
   let built: FastifyInstance | undefined;
