@@ -209,6 +209,8 @@ function combine(results: Measured[]): Measured {
 }
 
 interface Target {
+  /** What the per-round progress lines call it. */
+  name: string;
   url: string;
   tokens: string[];
   /** The server process whose CPU time is counted (with its workers). */
@@ -223,19 +225,27 @@ interface Target {
  * round, with the server's CPU time over it read from /proc.
  */
 async function inRounds(targets: readonly Target[]): Promise<Measured[][]> {
-  const run = async (target: Target, seconds: number): Promise<Measured> => {
+  const run = async (target: Target, seconds: number, label: string): Promise<Measured> => {
     const stop = await target.during?.();
     try {
       const before = serverCpuSeconds(target.pid);
       const result = await load.run({ url: target.url, tokens: target.tokens, seconds, connections: CONNECTIONS });
-      return { ...result, cpuSeconds: serverCpuSeconds(target.pid) - before };
+      const measured = { ...result, cpuSeconds: serverCpuSeconds(target.pid) - before };
+      // Every round is printed: a process that runs dearer than its peers in every round shows here, not in an average.
+      log(
+        `  ${label}, ${target.name}: ${fmt(measured.rps)} requests/s, ${fmt(cpuPerRequestUs(measured), 1)} µs CPU a request, ` +
+          `p99 ${fmt(measured.p99Ms, 2)} ms`,
+      );
+      return measured;
     } finally {
       await stop?.();
     }
   };
-  for (const target of targets) await run(target, 2);
+  for (const target of targets) await run(target, 2, 'warm-up');
   const runs = targets.map((): Measured[] => []);
-  for (let round = 0; round < ROUNDS; round++) for (const [i, target] of targets.entries()) runs[i]!.push(await run(target, DURATION));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [i, target] of targets.entries()) runs[i]!.push(await run(target, DURATION, `round ${round + 1}`));
+  }
   return runs;
 }
 
@@ -291,8 +301,8 @@ async function measureFrameworkFloor(ceiling: Server, tokens: string[]): Promise
   try {
     log('framework floor: Fastify with the same headers and a constant body, against the ceiling alternately…');
     const [ceilingRounds, floorRounds] = await inRounds([
-      { url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
-      { url: `${floor.url}/plants?limit=20`, tokens, pid: floor.process.pid! },
+      { name: 'ceiling', url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
+      { name: 'framework floor', url: `${floor.url}/plants?limit=20`, tokens, pid: floor.process.pid! },
     ]);
     return pairOf(ceilingRounds!, floorRounds!);
   } finally {
@@ -318,10 +328,18 @@ async function measure(
     const url = `${service.url}/plants?limit=20`;
     const committed = { changes: 0, seconds: 0 };
     const targets: Target[] = [
-      { url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
-      { url, tokens, pid: service.process.pid! },
+      { name: 'ceiling', url: `${ceiling.url}/plants?limit=20`, tokens, pid: ceiling.process.pid! },
+      { name: label, url, tokens, pid: service.process.pid! },
       ...(writes
-        ? [{ url, tokens, pid: service.process.pid!, during: writerLoad(db, writes.plants, { url: service.url, tokens }, committed) }]
+        ? [
+            {
+              name: `${label} under writes`,
+              url,
+              tokens,
+              pid: service.process.pid!,
+              during: writerLoad(db, writes.plants, { url: service.url, tokens }, committed),
+            },
+          ]
         : []),
     ];
     const [ceilingRounds, quietRounds, writeRounds] = await inRounds(targets);
@@ -582,6 +600,7 @@ async function main(): Promise<void> {
       try {
         for (const b of built) services.push(await startService(b.db, env));
         const targets = built.map((b, i) => ({
+          name: `${fmt(b.plants)} plants${env.PLANTSTORE_CACHE === 'false' ? ', caches off' : ''}`,
           url: `${services[i]!.url}/plants?limit=20`,
           tokens: b.tokens.rotating,
           pid: services[i]!.process.pid!,
@@ -633,8 +652,8 @@ function renderReport(r: Record<string, unknown>): string {
   const scale = r.scale as Array<{
     plants: number;
     import: { plantsPerSecond: number; seconds: number };
-    limit20: LoadResult;
-    limit20NoCache: LoadResult;
+    limit20: Measured;
+    limit20NoCache: Measured;
   }>;
   const full = r.fullListing as { plants: number; seconds: number; plantsPerSecond: number; peakRssMb?: number } | undefined;
   // A ratio over all rounds, with the lowest and highest of its single rounds when there are several.
@@ -712,14 +731,15 @@ function renderReport(r: Record<string, unknown>): string {
     'Caches on (the default), then off, where every request reads its token and its page from the database. All sizes are ' +
       `served at once and measured in ${r.rounds} alternating rounds of ${r.durationSeconds} s each (${[...scale, scale[0]].map((s) => fmt(s!.plants)).join(', ')}, …).`,
     '',
-    '| plants | requests/s | p50 ms | p99 ms | errors | caches off: requests/s | p50 ms | p99 ms | errors | import plants/s |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| plants | requests/s | CPU µs/request | p50 ms | p99 ms | errors | caches off: requests/s | CPU µs/request | p50 ms | p99 ms | errors | import plants/s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const s of scale) {
     const [on, off] = [s.limit20, s.limit20NoCache];
     lines.push(
-      `| ${fmt(s.plants)} | ${fmt(on.rps)} | ${fmt(on.p50Ms, 2)} | ${fmt(on.p99Ms, 2)} | ${on.errors + on.non2xx} ` +
-        `| ${fmt(off.rps)} | ${fmt(off.p50Ms, 2)} | ${fmt(off.p99Ms, 2)} | ${off.errors + off.non2xx} | ${fmt(s.import.plantsPerSecond)} |`,
+      `| ${fmt(s.plants)} | ${fmt(on.rps)} | ${fmt(cpuPerRequestUs(on), 1)} | ${fmt(on.p50Ms, 2)} | ${fmt(on.p99Ms, 2)} | ${on.errors + on.non2xx} ` +
+        `| ${fmt(off.rps)} | ${fmt(cpuPerRequestUs(off), 1)} | ${fmt(off.p50Ms, 2)} | ${fmt(off.p99Ms, 2)} | ${off.errors + off.non2xx} ` +
+        `| ${fmt(s.import.plantsPerSecond)} |`,
     );
   }
   const whileListing = r.pagesWhileListing as Record<string, PagesWhileListing> | undefined;
