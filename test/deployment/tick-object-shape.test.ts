@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { pathToFileURL } from 'node:url';
+import { distUrl, runProbe, startServerSource } from '../helpers/node-probe.js';
 
 // A serving process that was idle long enough for a few full garbage collections must not come back slower.
 // V8 (Node 20) caches the stores of `process.nextTick`'s queue-entry literal for one map only; when idle
@@ -12,21 +11,15 @@ import { pathToFileURL } from 'node:url';
 // src/tick-object-shape.ts). Each probe below runs in a child with V8's test hooks: it uses nextTick, collects
 // garbage five times while no entry is alive, uses nextTick again and prints the states of those caches.
 
-const DIST = (path: string) => pathToFileURL(join(import.meta.dirname, '../../dist', path)).href;
-
 const AFTER_IDLE_COLLECTIONS = `
   await new Promise((resolve) => setTimeout(resolve, 20));
   for (let i = 0; i < 5; i++) gc();`;
 
 /** Runs a probe: its output, and in it the states of nextTick's literal-definition caches, e.g. ['MONOMORPHIC', …]. */
 function probeRun(probe: string): { states: string[]; stdout: string } {
-  const run = spawnSync(process.execPath, ['--allow-natives-syntax', '--expose-gc', '--input-type=module', '-e', probe], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  assert.equal(run.status, 0, run.stderr);
-  const states = [...run.stdout.matchAll(/slot #\d+ DefineKeyedOwnPropertyInLiteral (\w+)/g)].map((m) => m[1]!);
-  return { states, stdout: run.stdout };
+  const stdout = runProbe(['--allow-natives-syntax', '--expose-gc'], probe);
+  const states = [...stdout.matchAll(/slot #\d+ DefineKeyedOwnPropertyInLiteral (\w+)/g)].map((m) => m[1]!);
+  return { states, stdout };
 }
 
 const bareNode = `
@@ -53,10 +46,8 @@ describe('nextTick after an idle spell', () => {
     { skip: reproduced ? false : `Node ${process.version} does not lose nextTick's caches after idle collections` },
     () => {
       const { states, stdout } = probeRun(`
-        const { loadConfig } = await import(${JSON.stringify(DIST('config.js'))});
-        const { startServer } = await import(${JSON.stringify(DIST('server.js'))});
-        const { keptTickObject } = await import(${JSON.stringify(DIST('tick-object-shape.js'))});
-        const server = await startServer(loadConfig({ db: ${JSON.stringify(join(dir, 'ticks.db'))}, host: '127.0.0.1', port: 0, logLevel: 'silent' }));
+        const { keptTickObject } = await import(${JSON.stringify(distUrl('tick-object-shape.js'))});
+        ${startServerSource(join(dir, 'ticks.db'))}
         const serve = async (n) => { for (let i = 0; i < n; i++) await (await fetch(server.url + '/healthz')).text(); };
         await serve(300);
         ${AFTER_IDLE_COLLECTIONS}
