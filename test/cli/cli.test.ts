@@ -8,6 +8,7 @@ import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { eventually } from '../helpers/assertions.js';
 import { adminQuery } from '../helpers/postgres.js';
 import { runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
@@ -443,24 +444,23 @@ for (const backend of BACKENDS)
           await reader.query(`BEGIN; SELECT count(*) FROM ${schema}.plants`);
           const load = ok(db, ['import', '-'], ndjson([{ type: 'plant', name: 'p1', owner: 'alice', sharedWith: ['alice'] }]));
           // The load asks for plants, and waits (up to its one-second lock timeout): what does it hold meanwhile?
-          let held: string[] | undefined;
-          for (let tries = 0; held === undefined && tries < 200; tries++) {
-            const rows = await adminQuery<{ pid: number }>(
-              `SELECT pid FROM pg_locks WHERE relation = $1::regclass AND NOT granted AND mode = 'AccessExclusiveLock'`,
-              [`${schema}.plants`],
-            );
-            if (rows.length > 0) {
-              held = (
+          const held = (await eventually(
+            'the load waits for the lock on plants',
+            async () => {
+              const rows = await adminQuery<{ pid: number }>(
+                `SELECT pid FROM pg_locks WHERE relation = $1::regclass AND NOT granted AND mode = 'AccessExclusiveLock'`,
+                [`${schema}.plants`],
+              );
+              if (rows.length === 0) return undefined;
+              return (
                 await adminQuery<{ rel: string }>(
                   `SELECT relation::regclass::text AS rel FROM pg_locks WHERE pid = $1 AND granted AND mode = 'AccessExclusiveLock' AND relation IS NOT NULL`,
                   [rows[0]!.pid],
                 )
               ).map((r) => r.rel);
-            } else {
-              await new Promise((resolve) => setTimeout(resolve, 10));
-            }
-          }
-          assert.ok(held !== undefined, 'the load never waited for the lock on plants');
+            },
+            { until: (rels) => rels !== undefined, timeoutMs: 2_000 },
+          ))!;
           assert.deepEqual(
             held.filter((rel) => /grants/.test(rel)),
             [],
