@@ -7,7 +7,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { generateToken } from '../src/access/tokens.js';
+import { generateToken } from '../src/catalogue/tokens.js';
 import { openStore } from '../src/store/open-store.js';
 import { DEFAULT_SPEC, generateCatalogue, userName, type CatalogueSpec } from './catalogue.js';
 import { loadGenerator, type LoadResult } from './load.js';

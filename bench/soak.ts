@@ -15,7 +15,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { generateToken } from '../src/access/tokens.js';
+import { generateToken } from '../src/catalogue/tokens.js';
 import { openStore } from '../src/store/open-store.js';
 import { DEFAULT_SPEC, generateCatalogue, userName } from './catalogue.js';
 

@@ -1,6 +1,8 @@
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
-import { generateToken } from '../src/access/tokens.js';
+import { OPERATOR } from '../src/catalogue/access-rule.js';
+import type { PlantId } from '../src/catalogue/plant-ids.js';
+import { generateToken } from '../src/catalogue/tokens.js';
 import { openStore } from '../src/store/open-store.js';
 import { userName } from './catalogue.js';
 
@@ -41,10 +43,10 @@ async function change(i: number): Promise<void> {
   switch (i % 3) {
     case 0:
       if (args.url !== undefined) await createOverHttp(i);
-      else await store.addPlant({ name: `Written #${i}`, tag: 'bench', owner: user, public: false });
+      else await store.createPlant(OPERATOR, { name: `Written #${i}`, tag: 'bench', owner: user, public: false });
       break;
     case 1:
-      await store.addGrant(1 + ((i * 7919) % plants), { user });
+      await store.addGrant((1 + ((i * 7919) % plants)) as PlantId, { user });
       break;
     default: {
       const other = userName(measured + 1 + (i % (users - measured - 1)));

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString, COMMENT_HEADER, type OpenAPI3 } from 'openapi-typescript';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../src/store/open-store.js';
 
 /** Where the committed client files live: `openapi.json` here, `schema.d.ts` under `src/`. */
 export const CLIENT_DIR = fileURLToPath(new URL('../client/', import.meta.url));
@@ -27,9 +27,10 @@ const HEADER = `${COMMENT_HEADER.trimEnd()}
  * document does not depend on the data or the backend.
  */
 export async function renderClientFiles(): Promise<ClientFiles> {
-  const store = await SqliteStore.open({ path: ':memory:' });
+  const { store: storeConfig, app: appConfig } = loadConfig({ db: ':memory:', logLevel: 'silent' });
+  const store = await openStore(storeConfig);
   try {
-    const app = await buildApp({ config: loadConfig({ db: ':memory:', logLevel: 'silent' }), store });
+    const app = await buildApp({ config: appConfig, store });
     try {
       const res = await app.inject({ method: 'GET', url: '/openapi.json' });
       if (res.statusCode !== 200) throw new Error(`GET /openapi.json answered ${res.statusCode}: ${res.body}`);

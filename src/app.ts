@@ -1,10 +1,10 @@
 import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import { AnswerCaches } from './access/answer-caches.js';
-import { createAuthenticator } from './access/authenticate.js';
-import { createJwtVerifier } from './access/jwt.js';
+import { AnswerCaches } from './cache/answer-caches.js';
+import { createAuthenticator } from './auth/authenticate.js';
+import { createJwtVerifier } from './auth/jwt.js';
 import type { DestinationStream } from 'pino';
-import type { Config } from './config.js';
+import type { AppConfig } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
 import { COMMON_HEADERS } from './http/common-headers.js';
@@ -14,6 +14,7 @@ import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter } from './http/rate-limit.js';
+import { RepliesAfterPoll } from './http/replies-after-poll.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { strictValidatorCompiler } from './http/request-validation.js';
@@ -30,7 +31,7 @@ declare module 'fastify' {
 }
 
 export interface AppOptions {
-  config: Config;
+  config: AppConfig;
   store: Store;
   /** Where JSON logs go (stdout by default); tests pass a stream to read them. */
   logStream?: DestinationStream;
@@ -71,7 +72,7 @@ function deliverWebhooks(app: FastifyInstance, store: Store, options: Partial<Di
   app.addHook('onClose', async () => dispatcher.stop());
 }
 
-function createFastify(config: Config, logStream: DestinationStream | undefined): FastifyInstance {
+function createFastify(config: AppConfig, logStream: DestinationStream | undefined): FastifyInstance {
   const limits = config.http;
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
@@ -110,7 +111,7 @@ function createFastify(config: Config, logStream: DestinationStream | undefined)
  * same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
  * that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
  */
-function installRequestChecks(app: FastifyInstance, limits: Config['http']): void {
+function installRequestChecks(app: FastifyInstance, limits: AppConfig['http']): void {
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(COMMON_HEADERS);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be a bare 400 without the Error body.
@@ -125,7 +126,7 @@ function installRequestChecks(app: FastifyInstance, limits: Config['http']): voi
 }
 
 /** Off by default: then the metrics library is not even loaded and no hook is added. */
-async function installMetrics(app: FastifyInstance, config: Config, store: Store): Promise<Metrics | null> {
+async function installMetrics(app: FastifyInstance, config: AppConfig, store: Store): Promise<Metrics | null> {
   const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store, AUTH_REFUSALS) : null;
   app.decorate('metrics', metrics);
   if (metrics) {
@@ -139,7 +140,7 @@ async function installMetrics(app: FastifyInstance, config: Config, store: Store
 }
 
 /** `GET`, `POST` and `DELETE /plants` and what they stand on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
-async function registerPlantRoutes(app: FastifyInstance, config: Config, store: Store, metrics: Metrics | null): Promise<void> {
+async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, store: Store, metrics: Metrics | null): Promise<void> {
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
   const authenticator = createAuthenticator(
@@ -165,9 +166,9 @@ async function registerPlantRoutes(app: FastifyInstance, config: Config, store: 
     listing.close();
     done();
   });
-  // One hook for every protected route: a second closure of it would cost the listing's hot path (V8 then
-  // compiles it without the closure's context; measured: about 3 µs a request on GET /plants).
+  // One hook for every protected route: a second closure of it makes V8 compile the listing's hot path without
+  // the closure's context (see docs/performance.md).
   const authenticate = bearerAuthentication(authenticator, limiter, metrics?.authRefused);
-  await app.register(plantRoutes, { listing, authenticate });
+  await app.register(plantRoutes, { listing, authenticate, replies: new RepliesAfterPoll() });
   await app.register(plantWriteRoutes, { store, authenticate });
 }

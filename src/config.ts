@@ -1,14 +1,22 @@
-import { loadJwtConfig, type JwtConfig } from './access/jwt-config.js';
-import { invalidInput } from './domain-errors.js';
+import { loadJwtConfig, type JwtConfig } from './auth/jwt-config.js';
+import { invalidInput } from './catalogue/errors.js';
 import { readSettings, type ConfigInput, type LogLevel, type RateLimitConfig } from './settings.js';
 
 export type { LogLevel } from './settings.js';
 
 /**
- * Validated configuration, grouped for its users. Only the entry points read the environment; everything else
- * gets this. Each setting is defined once, in settings.ts; what is checked here is how settings go together.
+ * Validated configuration, one slice per consumer: the store, the server process and the HTTP application. Only
+ * the entry points read the environment; everything else gets its slice. Each setting is defined once, in
+ * settings.ts; what is checked here is how settings go together.
  */
 export interface Config {
+  store: StoreConfig;
+  server: ServerConfig;
+  app: AppConfig;
+}
+
+/** Which database, and how to use it. */
+export interface StoreConfig {
   /** SQLite file path (or `:memory:`), or a postgres:// URL. */
   db: string;
   /** Optional PostgreSQL read replica for listings; tokens are always checked on the primary. */
@@ -17,15 +25,26 @@ export interface Config {
   poolSize: number;
   /** PostgreSQL statement timeout, so a stuck query becomes a 503 instead of a hung request. */
   statementTimeoutMs: number;
-  /** HTTP worker processes for `serve` (one per core is typical). */
-  workers: number;
+}
+
+/** The serving process: where it listens, how many workers, how it stops. */
+export interface ServerConfig {
   host: string;
   port: number;
+  /** HTTP worker processes for `serve` (one per core is typical). */
+  workers: number;
+  /** Seconds to wait for in-flight requests on SIGTERM before closing anyway. */
+  shutdownGraceSeconds: number;
+  /** Where the admin listener serves Prometheus metrics; undefined (the default) collects nothing. */
+  metrics: MetricsListen | undefined;
+  logLevel: LogLevel;
+}
+
+/** The HTTP application (see app.ts, buildApp). */
+export interface AppConfig {
   logLevel: LogLevel;
   /** Log one line per request (method, path, status, time); never headers. */
   logRequests: boolean;
-  /** Seconds to wait for in-flight requests on SIGTERM before closing anyway. */
-  shutdownGraceSeconds: number;
   /** In-memory caches of token checks and first pages, emptied on every committed change (any process). */
   cache: boolean;
   /** JWTs from an identity provider, accepted beside Plant Store's own tokens; undefined when not configured. */
@@ -43,8 +62,8 @@ export interface Config {
   redisUrl: string | undefined;
   /** Prefix of the rate-limit keys in Redis, so several deployments can share one Redis. */
   redisKeyPrefix: string;
-  /** Prometheus metrics on a separate admin listener; undefined (the default) collects nothing. */
-  metrics: MetricsListen | undefined;
+  /** Whether this process collects Prometheus metrics (served by the server's admin listener). */
+  metrics: boolean;
   /**
    * Full listings (streamed responses): how many at once per process and per user (past them, 503 and 429),
    * and the slowest client served (bytes a second over a window of seconds; slower ones are cut off).
@@ -88,37 +107,40 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
   }
   if (v.metricsPort !== undefined && v.metricsHost.trim() === '') throw invalidInput('invalid metrics host: must not be empty');
   return {
-    db: v.db,
-    readDb: v.readDb,
-    poolSize: v.pgPoolSize,
-    statementTimeoutMs: v.pgStatementTimeoutMs,
-    workers: v.workers,
-    host: v.host,
-    port: v.port,
-    logLevel: v.logLevel,
-    logRequests: v.logRequests,
-    shutdownGraceSeconds: v.shutdownGraceSeconds,
-    cache: v.cache,
-    jwt: loadJwtConfig(v),
-    corsOrigins: v.corsOrigins,
-    http: {
-      maxHeaderBytes: v.maxHeaderBytes,
-      maxUrlBytes: v.maxUrlBytes,
-      headersTimeoutMs: v.headersTimeoutMs,
-      requestTimeoutMs: v.requestTimeoutMs,
-      keepAliveTimeoutMs: v.keepAliveTimeoutMs,
-      maxConnections: v.maxConnections,
+    store: { db: v.db, readDb: v.readDb, poolSize: v.pgPoolSize, statementTimeoutMs: v.pgStatementTimeoutMs },
+    server: {
+      host: v.host,
+      port: v.port,
+      workers: v.workers,
+      shutdownGraceSeconds: v.shutdownGraceSeconds,
+      metrics: v.metricsPort === undefined ? undefined : { host: v.metricsHost, port: v.metricsPort },
+      logLevel: v.logLevel,
     },
-    rateLimit: v.rateLimit,
-    redisUrl: v.redisUrl,
-    redisKeyPrefix: v.redisKeyPrefix,
-    metrics: v.metricsPort === undefined ? undefined : { host: v.metricsHost, port: v.metricsPort },
-    listings: {
-      perProcess: v.maxListings,
-      perUser: v.maxListingsPerUser,
-      minBytesPerSecond: v.listingMinRate,
-      rateWindowSeconds: v.listingRateWindow,
+    app: {
+      logLevel: v.logLevel,
+      logRequests: v.logRequests,
+      cache: v.cache,
+      jwt: loadJwtConfig(v),
+      corsOrigins: v.corsOrigins,
+      http: {
+        maxHeaderBytes: v.maxHeaderBytes,
+        maxUrlBytes: v.maxUrlBytes,
+        headersTimeoutMs: v.headersTimeoutMs,
+        requestTimeoutMs: v.requestTimeoutMs,
+        keepAliveTimeoutMs: v.keepAliveTimeoutMs,
+        maxConnections: v.maxConnections,
+      },
+      rateLimit: v.rateLimit,
+      redisUrl: v.redisUrl,
+      redisKeyPrefix: v.redisKeyPrefix,
+      metrics: v.metricsPort !== undefined,
+      listings: {
+        perProcess: v.maxListings,
+        perUser: v.maxListingsPerUser,
+        minBytesPerSecond: v.listingMinRate,
+        rateWindowSeconds: v.listingRateWindow,
+      },
+      webhookLeaseSeconds: v.webhookLease,
     },
-    webhookLeaseSeconds: v.webhookLease,
   };
 }

@@ -1,11 +1,10 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
-import { stopAllocationSitePretenuring } from './allocation-site-pretenuring.js';
 import type { Config, ConfigInput } from './config.js';
+import { tuneServingProcess } from './serving-process.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import { keepTickObjectShape } from './tick-object-shape.js';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -47,14 +46,16 @@ async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<v
   }
 }
 
-export async function startServer(config: Config, existingStore?: Store): Promise<RunningServer> {
-  stopAllocationSitePretenuring();
-  keepTickObjectShape();
-  const store = existingStore ?? (await openStore(config));
+/** Opens the store (unless given one), builds the app and listens, with the admin listener when metrics are on. */
+export async function startServer(
+  { store: storeConfig, server: config, app: appConfig }: Config,
+  existingStore?: Store,
+): Promise<RunningServer> {
+  const store = existingStore ?? (await openStore(storeConfig));
   let built: FastifyInstance | undefined;
   let admin: { app: FastifyInstance; url: string } | undefined;
   try {
-    const app = (built = await buildApp({ config, store }));
+    const app = (built = await buildApp({ config: appConfig, store }));
     store.followFile?.(FILE_CHECK_MS, (event, detail) =>
       event === 'reopened'
         ? app.log.info({ event }, detail)
@@ -101,8 +102,12 @@ export async function startServer(config: Config, existingStore?: Store): Promis
   };
 }
 
-/** Runs until SIGTERM or SIGINT, then drains within the grace period and exits 0 (1 if the grace ran out). */
-export async function runServer(config: Config, existingStore?: Store): Promise<void> {
+/**
+ * The serving process's entry: tunes the process (serving-process.ts), starts the server and runs until SIGTERM or
+ * SIGINT, then drains within the grace period and exits 0 (1 if the grace ran out). Resolves with the running server.
+ */
+export async function runServer(config: Config, existingStore?: Store): Promise<RunningServer> {
+  tuneServingProcess();
   let server: RunningServer | undefined;
   let signalled: NodeJS.Signals | undefined;
   const drain = (running: RunningServer, signal: NodeJS.Signals) => {
@@ -123,7 +128,7 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
     const timer = setTimeout(() => {
       server?.app.log.error('shutdown grace period ran out; exiting with requests still open');
       process.exit(1);
-    }, config.shutdownGraceSeconds * 1000);
+    }, config.server.shutdownGraceSeconds * 1000);
     timer.unref();
     if (server) drain(server, signal);
   };
@@ -133,6 +138,7 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
   process.once('SIGINT', onSignal);
   server = await startServer(config, existingStore);
   if (signalled) drain(server, signalled);
+  return server;
 }
 
 /**
@@ -144,15 +150,15 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   const { pino } = await import('pino');
   const { fileURLToPath } = await import('node:url');
   const { loggerOptions } = await import('./logger.js');
-  const { stream, ...options } = loggerOptions(config.logLevel);
+  const { stream, ...options } = loggerOptions(config.server.logLevel);
   const log = pino(options, stream);
 
-  await (await openStore(config)).close();
+  await (await openStore(config.store)).close();
 
-  if (config.metrics) {
+  if (config.server.metrics) {
     // The primary serves every worker's metrics, summed; the workers open no admin port of their own.
     const { clusterScraper, startMetricsListener } = await import('./http/metrics-listener.js');
-    const { url } = await startMetricsListener(config.metrics, clusterScraper());
+    const { url } = await startMetricsListener(config.server.metrics, clusterScraper());
     log.info({ url }, `metrics listening at ${url}`);
   }
 
@@ -184,8 +190,8 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     log.warn({ pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
     setTimeout(fork, delay);
   });
-  for (let i = 0; i < config.workers; i++) fork();
-  log.info({ workers: config.workers }, 'started workers');
+  for (let i = 0; i < config.server.workers; i++) fork();
+  log.info({ workers: config.server.workers }, 'started workers');
 
   const onSignal = (signal: NodeJS.Signals) => {
     stopping = true;
@@ -196,7 +202,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
         log.error('shutdown grace period ran out');
         process.exit(1);
       },
-      (config.shutdownGraceSeconds + 1) * 1000,
+      (config.server.shutdownGraceSeconds + 1) * 1000,
     ).unref();
   };
   process.once('SIGTERM', onSignal);

@@ -1,4 +1,4 @@
-import { invalidInput } from './domain-errors.js';
+import { invalidInput } from './catalogue/errors.js';
 
 /**
  * Every setting of the service, once: its flag, its environment variable, its default, how its text is read,

@@ -1,5 +1,5 @@
 import { loadConfig, type ConfigInput } from './config.js';
-import { DomainError } from './domain-errors.js';
+import { DomainError } from './catalogue/errors.js';
 
 // Entry point of one `serve --workers N` worker. The primary passes its flags; the environment is inherited.
 // They are validated here again, as in the primary, rather than trusted as a finished Config.
@@ -14,5 +14,5 @@ try {
   process.exit(1);
 }
 // Before the (slower) HTTP stack loads: a scrape arriving while this worker starts must still get an answer.
-if (config.metrics) (await import('./metrics/metrics.js')).answerPrimaryScrapes();
+if (config.server.metrics) (await import('./metrics/metrics.js')).answerPrimaryScrapes();
 await (await import('./server.js')).runServer(config);

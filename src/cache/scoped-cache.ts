@@ -4,15 +4,12 @@ export interface CacheCounter {
   miss(): void;
 }
 
-/** The scope every cache is emptied by: anything may have changed. */
-export const EVERY_SCOPE = '*';
-
 export interface ScopedCacheOptions<V> {
   maxEntries: number;
   /** With `weigh`: the most the entries may weigh together (e.g. bytes); the oldest go first. */
   maxWeight?: number;
   weigh?: (value: V) => number;
-  /** Scopes that empty this cache whole, beside EVERY_SCOPE (so entries need not list them). */
+  /** Scopes that empty this cache whole (so entries need not list them). */
   emptiedBy?: readonly string[];
   counter?: CacheCounter;
 }
@@ -48,7 +45,7 @@ export class ScopedCache<V> {
   private readonly emptiedBy: ReadonlySet<string>;
 
   constructor(private readonly options: ScopedCacheOptions<V>) {
-    this.emptiedBy = new Set([EVERY_SCOPE, ...(options.emptiedBy ?? [])]);
+    this.emptiedBy = new Set(options.emptiedBy ?? []);
   }
 
   get size(): number {

@@ -1,15 +1,14 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../config.js';
-import { invalidInput } from '../domain-errors.js';
-import type { Store } from '../store/store.js';
+import type { AdminStore, BulkStore, Store, WebhookStore } from '../store/store.js';
 
-/** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
 /** The flags given to a command (the program's `--db` with the command's own). */
 export function inputFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): ConfigInput {
   const { db } = command.optsWithGlobals<{ db?: string }>();
   return { db, ...extra };
 }
 
+/** The global `--db` flag (or PLANTSTORE_DB) and the rest of the config, validated once. */
 export function configFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): Config {
   return loadConfig(inputFrom(command, extra), process.env);
 }
@@ -23,9 +22,9 @@ export const loadStore = () => import('../store/open-store.js');
  * creates data (`create`) may create the database: any other one, given a path where there is none (a typo in
  * `--db`), says so instead of leaving a new empty database there.
  */
-export async function withStore<T>(command: Command, run: (store: Store) => Promise<T>, { create = false } = {}): Promise<T> {
+async function withStore<T>(command: Command, run: (store: Store) => Promise<T>, { create = false } = {}): Promise<T> {
   const config = configFrom(command);
-  const store = await (await loadStore()).openStore(config, { create });
+  const store = await (await loadStore()).openStore(config.store, { create });
   try {
     return await run(store);
   } finally {
@@ -33,9 +32,18 @@ export async function withStore<T>(command: Command, run: (store: Store) => Prom
   }
 }
 
-export function parseId(what: string, text: string): number {
-  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(Number(text))) {
-    throw invalidInput(`invalid ${what} "${text}": expected a whole number from 1 to ${Number.MAX_SAFE_INTEGER}`);
-  }
-  return Number(text);
-}
+type Options = { create?: boolean };
+
+// Each command is given the role it uses (see store/store.ts).
+
+/** Users, groups, plants, grants and tokens, one at a time. */
+export const withAdmin = <T>(command: Command, run: (admin: AdminStore) => Promise<T>, options?: Options): Promise<T> =>
+  withStore(command, run, options);
+
+/** The whole catalogue: import, export, counts. */
+export const withBulk = <T>(command: Command, run: (bulk: BulkStore) => Promise<T>, options?: Options): Promise<T> =>
+  withStore(command, run, options);
+
+/** Webhook endpoints and deliveries. */
+export const withWebhooks = <T>(command: Command, run: (webhooks: WebhookStore['webhooks']) => Promise<T>, options?: Options): Promise<T> =>
+  withStore(command, (store) => run(store.webhooks), options);

@@ -1,4 +1,4 @@
-import { invalidInput } from '../domain-errors.js';
+import { invalidInput } from '../catalogue/errors.js';
 
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 

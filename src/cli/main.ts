@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
-import { DomainError } from '../domain-errors.js';
+import { DomainError } from '../catalogue/errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGrantCommands } from './commands/grants.js';

@@ -1,7 +1,7 @@
 import type { onRequestHookHandler } from 'fastify';
-import type { AuthFailure, AuthResult, Authenticator } from '../access/authenticate.js';
-import { KeysUnavailableError } from '../access/jwt.js';
-import type { Viewer } from '../access/viewer.js';
+import type { AuthFailure, AuthResult, Authenticator } from '../auth/authenticate.js';
+import { KeysUnavailableError } from '../auth/jwt.js';
+import type { Viewer } from '../catalogue/access-rule.js';
 import { ApiError, type ErrorName } from './error-codes.js';
 import type { RateLimiter } from './rate-limit.js';
 

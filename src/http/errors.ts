@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { DomainError } from '../domain-errors.js';
+import { DomainError } from '../catalogue/errors.js';
 import { COMMON_HEADERS, JSON_TYPE } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-codes.js';
 

@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
-import type { AnswerCaches } from '../access/answer-caches.js';
-import { scope } from '../access/change-scopes.js';
-import { listVisiblePage, pageScopes, viewerKey, type Viewer } from '../access/viewer.js';
+import type { AnswerCaches } from '../cache/answer-caches.js';
+import type { Viewer } from '../catalogue/access-rule.js';
+import { pageScopes, scope, viewerKey } from '../catalogue/change-scopes.js';
+import { position, type Position } from '../catalogue/plant-ids.js';
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
 import type { ListingStore } from '../store/store.js';
@@ -17,11 +18,11 @@ const PAGE_CACHE_MAX_BODY = 64 * 1024;
 const PAGE_CACHE_MAX_TOTAL = 8 * 1024 * 1024;
 
 /** An opaque continuation: the catalogue position of the last plant sent. Access is re-checked on every page. */
-function encodeCursor(id: number): string {
-  return Buffer.from(`p${id}`).toString('base64url');
+function encodeCursor(at: Position): string {
+  return Buffer.from(`p${at}`).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): number {
+export function decodeCursor(cursor: string): Position {
   const text = Buffer.from(cursor, 'base64url').toString('latin1');
   const id = /^p([1-9][0-9]{0,15})$/.exec(text)?.[1];
   if (id === undefined || Buffer.from(text).toString('base64url') !== cursor || !Number.isSafeInteger(Number(id))) {
@@ -30,7 +31,7 @@ export function decodeCursor(cursor: string): number {
       'query parameter "cursor" is not a continuation this service issued; use the Link header\'s URL as given',
     );
   }
-  return Number(id);
+  return position(Number(id));
 }
 
 export interface Page {
@@ -41,7 +42,7 @@ export interface Page {
 }
 
 /** The RFC 8288 link to the page after `last` (the catalogue position of its last plant). */
-const nextLink = (limit: number, last: number): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
+const nextLink = (limit: number, last: Position): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
 
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
@@ -76,7 +77,7 @@ export class PlantListing {
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
     const readAt = this.caches.position;
-    return then(listVisiblePage(this.store, viewer, { after, limit }), ({ json, ids, more, groupIds, cacheable }) => {
+    return then(this.store.listVisiblePlants(viewer, { after, limit }), ({ json, ids, more, groupIds, cacheable }) => {
       const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!) : undefined };
       if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
       return page;
@@ -95,7 +96,7 @@ export class PlantListing {
     let remaining = limit ?? Infinity;
     const read = async (from: number, size: number) => {
       const chunk = Math.min(remaining, size);
-      const { json, ids, more } = await listVisiblePage(store, viewer, { after: from, limit: chunk });
+      const { json, ids, more } = await store.listVisiblePlants(viewer, { after: from, limit: chunk });
       remaining -= ids.length;
       return { json, last: ids.at(-1), done: !more || remaining <= 0 };
     };

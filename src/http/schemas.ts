@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { MAX_PLANT_ID } from '../catalogue/plant-ids.js';
 
 /**
  * The contract's schemas, written once. They are registered as shared schemas, drive request validation
@@ -28,7 +29,7 @@ export const NewPlantSchema = Type.Intersect(
       id: Type.Integer({
         format: 'int64',
         minimum: 1,
-        maximum: Number.MAX_SAFE_INTEGER,
+        maximum: MAX_PLANT_ID,
         description: 'Identification number of the plant, chosen by the client; unique in the store',
       }),
     }),

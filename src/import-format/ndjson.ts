@@ -1,9 +1,9 @@
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/schema';
-import { invalidInput } from '../domain-errors.js';
+import { invalidInput } from '../catalogue/errors.js';
 import type { NumberedRecord } from '../store/store.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
-import { checkGroupName, checkPlant, checkUserName } from '../names.js';
+import { checkGroupName, checkPlant, checkUserName } from '../catalogue/names.js';
 
 const validators = {
   user: Compile(UserRecord),

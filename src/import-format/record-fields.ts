@@ -1,4 +1,4 @@
-import { invalidInput } from '../domain-errors.js';
+import { invalidInput } from '../catalogue/errors.js';
 
 // Runtime helpers of the catalogue format that need no validator: the stores load this, not TypeBox, so a
 // CLI command that never reads a file starts without it.

@@ -1,4 +1,5 @@
 import type { XStatic } from 'typebox/schema';
+import { MAX_PLANT_ID } from '../catalogue/plant-ids.js';
 
 /**
  * The newline-delimited JSON catalogue format read by `plantstore import` and written by `export`.
@@ -33,8 +34,8 @@ export const PlantRecord = {
   type: 'object',
   properties: {
     type: { const: 'plant' },
-    /** The plant's public id (as in the API); without it, the largest id in use (or given earlier) plus one. */
-    id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+    /** The plant's public id (as in the API); without it, the next automatic id (catalogue/plant-ids.ts). */
+    id: { type: 'integer', minimum: 1, maximum: MAX_PLANT_ID },
     name: { type: 'string' },
     tag: { type: 'string' },
     owner: { type: 'string' },

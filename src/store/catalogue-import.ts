@@ -1,7 +1,8 @@
 import { then, type Awaitable } from '../awaitable.js';
-import { invalidInput } from '../domain-errors.js';
-import { PLANT_API_ID_INDEX } from './migrations/0005-plant-ids.js';
+import { DomainError, invalidInput } from '../catalogue/errors.js';
+import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
+import { PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
 
@@ -36,8 +37,8 @@ export class KnownNames {
 
 /** A plant of an import with its owner and grantees as ids; each grantee once. */
 export interface ImportedPlant {
-  /** Its public id: the record's, or the next one free. */
-  id: number;
+  /** Its public id: the record's, or the next automatic one. */
+  id: PlantId;
   name: string;
   tag: string | null;
   ownerId: number;
@@ -53,7 +54,7 @@ export interface ImportedPlant {
  */
 export interface ImportTarget {
   readonly names: KnownNames;
-  /** Opens the transaction; resolves to the largest plant id in use (0 for none). */
+  /** Opens the transaction; resolves to the largest plant id ever used (0 for none: see largestUsedPlantId). */
   begin(): Promise<number>;
   /** Before each record: a target that writes one type's records in batches writes them when another type comes. */
   next(type: CatalogueRecord['type']): Awaitable<void>;
@@ -94,7 +95,7 @@ export async function importCatalogue(
 ): Promise<ImportSummary> {
   const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
   let done = 0;
-  const flow: Flow = { target, summary, nextPlantId: (await target.begin()) + 1 };
+  const flow: Flow = { target, summary, largestUsed: await target.begin() };
   try {
     for await (const batch of batches) {
       for (let pending = writeRecords(flow, batch, 0); pending; pending = writeRecords(flow, batch, pending.resume)) {
@@ -127,11 +128,23 @@ function writeRecords(flow: Flow, batch: readonly NumberedRecord[], from: number
   return undefined;
 }
 
-/** An import under way: its target, its counts, and the id the next plant without one gets. */
+/** An import under way: its target, its counts, and the largest plant id used so far (stored or in the file). */
 interface Flow {
   readonly target: ImportTarget;
   readonly summary: ImportSummary;
-  nextPlantId: number;
+  largestUsed: number;
+}
+
+/** The id of a plant record: its own, or the next automatic one (catalogue/plant-ids.ts), counting ids given before it. */
+function plantIdOf(flow: Flow, record: PlantRecord, line: number): PlantId {
+  let id: PlantId;
+  try {
+    id = (record.id as PlantId | undefined) ?? nextAutomaticId(flow.largestUsed);
+  } catch (err) {
+    throw err instanceof DomainError ? invalidInput(`line ${line}: ${err.message}`) : err;
+  }
+  if (id > flow.largestUsed) flow.largestUsed = id;
+  return id;
 }
 
 function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitable<void> {
@@ -149,10 +162,7 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
     case 'plant': {
       summary.plants++;
       summary.grants += record.sharedWith?.length ?? 0;
-      // Ids given in the file are the plants' own; the others follow the largest seen so far.
-      const id = record.id ?? flow.nextPlantId;
-      if (id >= flow.nextPlantId) flow.nextPlantId = id + 1;
-      const plant = importedPlant(target.names, record, id, line);
+      const plant = importedPlant(target.names, record, plantIdOf(flow, record, line), line);
       return plant instanceof Promise ? plant.then((resolved) => target.plant(resolved)) : target.plant(plant);
     }
   }
@@ -199,7 +209,7 @@ function idsOf(kind: Named, grantees: readonly NameRef[], ids: readonly number[]
   return chosen.length > 0 ? chosen : NONE;
 }
 
-function importedPlant(names: KnownNames, record: PlantRecord, id: number, line: number): Awaitable<ImportedPlant> {
+function importedPlant(names: KnownNames, record: PlantRecord, id: PlantId, line: number): Awaitable<ImportedPlant> {
   const owner = names.id('user', record.owner, line);
   const shared = record.sharedWith;
   // Most plants: a known owner and nobody to share with (no closure, one object).
@@ -219,7 +229,7 @@ function importedPlant(names: KnownNames, record: PlantRecord, id: number, line:
 
 function newPlant(
   record: PlantRecord,
-  id: number,
+  id: PlantId,
   ownerId: number,
   grantees: readonly NameRef[] = NO_REFS,
   ids: readonly number[] = NONE,

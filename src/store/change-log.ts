@@ -5,40 +5,18 @@
  * drops only the cached answers they can affect.
  *
  * A row records facts, never conclusions: "the grant of plant 7 to user 3 changed", not "user 3's pages are
- * stale". Which cached answers a fact affects is decided once, beside the access rule (access/change-scopes.ts).
+ * stale". Which cached answers a fact affects is decided once, beside the access rule (catalogue/change-scopes.ts).
  */
+import type { ChangedRow } from '../catalogue/change-scopes.js';
 
-/** The columns a change row can name, beside its table. */
-export type LoggedColumn = 'user_id' | 'group_id' | 'plant_id' | 'token_id' | 'name' | 'is_public';
-
-/**
- * For each watched table, the change-log column each of its key columns goes to. An insert logs the new row,
- * a delete the old one, an update both (so a plant given to another owner names both owners).
- */
-export const LOGGED_TABLES = {
-  users: { user_id: 'id' },
-  groups: { group_id: 'id', name: 'name' },
-  group_members: { group_id: 'group_id', user_id: 'user_id' },
-  plants: { plant_id: 'id', user_id: 'owner_id', is_public: 'is_public' },
-  plant_user_grants: { plant_id: 'plant_id', user_id: 'user_id' },
-  plant_group_grants: { plant_id: 'plant_id', group_id: 'group_id' },
-  tokens: { token_id: 'id', user_id: 'user_id' },
-} as const satisfies Record<string, Partial<Record<LoggedColumn, string>>>;
-
-export type LoggedTable = keyof typeof LOGGED_TABLES;
-
-/**
- * An update or delete of a plant also logs the plant's grants as they stand: a renamed plant changes the
- * pages of everyone it is shared with. (A deleted plant's grants are gone by then when foreign keys cascade,
- * and log themselves; a plain `sqlite3` session runs without foreign keys, and then these rows name them.)
- */
-export const PLANT_GRANT_TABLES = ['plant_user_grants', 'plant_group_grants'] as const;
+/** The tables whose rows the log names (migration 0003 lists them with the columns each logs). */
+export type LoggedTable = 'users' | 'groups' | 'group_members' | 'plants' | 'plant_user_grants' | 'plant_group_grants' | 'tokens';
 
 /** The table name of a row that says "anything may have changed" (an import, a TRUNCATE): every cache is emptied. */
 export const EVERYTHING = '*';
 
-/** One change-log row as read back: the table it is about and the keys it names. */
-export interface Change {
+/** One change-log row as read back: the table it is about and the keys it names (`plantId` is a catalogue position). */
+export interface Change extends ChangedRow {
   table: LoggedTable | typeof EVERYTHING;
   userId: number | null;
   groupId: number | null;
@@ -88,4 +66,19 @@ export interface ChangeFeed {
    * when it follows it again, with a sentence for the log. Backends whose feed cannot be lost never call it.
    */
   report?(listener: (event: 'following' | 'lost', detail: string) => void): void;
+}
+
+/** A feed's subscribers and how many batches it has given them (ChangeFeed's `position`). */
+export class ChangeSubscribers {
+  position = 0;
+  private readonly listeners: Array<(batch: ChangeBatch, position: number) => void> = [];
+
+  subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
+    this.listeners.push(listener);
+  }
+
+  deliver(batch: ChangeBatch): void {
+    const position = ++this.position;
+    for (const listener of this.listeners) listener(batch, position);
+  }
 }

@@ -1,25 +1,29 @@
 import type { Generated } from 'kysely';
+import type { PlantId, Position } from '../catalogue/plant-ids.js';
 
 /**
  * Row types of the tables, shared by both backends. Booleans are 0/1 integers and times are epoch
- * milliseconds in both, so the two backends store and return the same values.
+ * milliseconds in both, so the two backends store and return the same values. A plant's two numbers have types
+ * of their own (see catalogue/plant-ids.ts): `plants.id` and every `plant_id` are catalogue positions,
+ * `plants.api_id` the public id.
  */
 export interface Database {
   users: { id: Generated<number>; name: string; is_admin: number; created_at: number; name_key: string | null };
   groups: { id: Generated<number>; name: string; created_at: number };
   group_members: { group_id: number; user_id: number };
   plants: {
-    id: Generated<number>;
-    /** The plant's public id (the API's and the CLI's); `id` is its catalogue position. */
-    api_id: Generated<number>;
+    id: Generated<Position>;
+    api_id: PlantId;
     name: string;
     tag: string | null;
     owner_id: number;
     is_public: number;
     created_at: number;
   };
-  plant_user_grants: { user_id: number; plant_id: number };
-  plant_group_grants: { group_id: number; plant_id: number };
+  plant_user_grants: { user_id: number; plant_id: Position };
+  plant_group_grants: { group_id: number; plant_id: Position };
+  /** One row: the largest public id a deleted plant held (see catalogue/plant-ids.ts, nextAutomaticId). */
+  plant_id_watermark: { id: number; largest_deleted: number };
   tokens: {
     id: Generated<number>;
     user_id: number;

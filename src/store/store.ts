@@ -1,3 +1,6 @@
+import type { Actor, PlantDraft, Viewer } from '../catalogue/access-rule.js';
+import type { PlantId, Position } from '../catalogue/plant-ids.js';
+import type { TokenLifetime } from '../catalogue/tokens.js';
 import type { CatalogueRecord } from '../import-format/records.js';
 import type { Awaitable } from '../awaitable.js';
 import type { ChangeFeed } from './change-log.js';
@@ -20,7 +23,7 @@ export interface GroupInfo {
 }
 
 export interface PlantInfo {
-  id: number;
+  id: PlantId;
   name: string;
   tag?: string;
   owner: string;
@@ -31,7 +34,7 @@ export interface PlantInfo {
 export type Grantee = { user: string } | { group: string };
 
 export interface GrantInfo {
-  plantId: number;
+  plantId: PlantId;
   plantName: string;
   grantee: Grantee;
 }
@@ -45,7 +48,7 @@ export interface TokenInfo {
   revokedAt?: Date;
 }
 
-/** Keyset paging: plants with id greater than `after` (0 for the start), at most `limit` of them. */
+/** Keyset paging: plants after catalogue position `after` (0 for the start), at most `limit` of them. */
 export interface PageRequest {
   after: number;
   limit: number;
@@ -59,7 +62,7 @@ export interface VisiblePage {
    */
   json: string;
   /** Their catalogue positions, in the same order: how many there are, and where the next page starts. */
-  ids: readonly number[];
+  ids: readonly Position[];
   /** Whether the listing goes on after this page. */
   more: boolean;
   /** The groups the page counted for the user (none for an admin's page). */
@@ -72,12 +75,10 @@ export interface VisiblePage {
 }
 
 /** What the hot path needs to know about a presented token. */
-export interface TokenCredential {
+export interface TokenCredential extends TokenLifetime {
   tokenId: number;
   userId: number;
   admin: boolean;
-  expiresAt: number | null;
-  revokedAt: number | null;
 }
 
 /** What the hot path needs to know about a user named by a JWT. */
@@ -154,44 +155,36 @@ export interface CredentialStore {
 /** Pages of the listing: what `GET /plants` reads. */
 export interface ListingStore {
   /**
-   * One page of the plants the user may see, in catalogue order: those with id > `after`, at most `limit`, and
-   * whether more follow.
-   * `extraGroups` are group names that count like stored memberships (from a JWT's groups claim); names of
-   * no stored group grant nothing. Cost grows with `limit` and the user's group count, not the catalogue.
-   * The page also says which groups it counted for the user: what a cached copy of it depends on.
+   * One page of the plants `viewer` may see (catalogue/access-rule.ts), in catalogue order: those after position
+   * `page.after`, at most `page.limit`, and whether more follow. A JWT's claimed groups count like stored
+   * memberships; names of no stored group grant nothing. Cost grows with `limit` and the viewer's group count, not
+   * the catalogue. The page also says which groups it counted: what a cached copy of it depends on.
    */
-  listPlantsVisibleTo(userId: number, page: PageRequest, extraGroups?: readonly string[]): Awaitable<VisiblePage>;
-  /** One page of every plant, in catalogue order (what an admin sees); `readerId` is the admin who asks. */
-  listAllPlants(page: PageRequest, readerId?: number): Awaitable<VisiblePage>;
+  listVisiblePlants(viewer: Viewer, page: PageRequest): Awaitable<VisiblePage>;
 }
 
-/** A plant as a client creates it: its public id, chosen by the client, with the contract's fields. */
-export interface NewPlant {
-  id: number;
-  name: string;
-  tag?: string;
+/** A created plant's id; `existing` when the same plant (same id, owner, name and tag) was there already (a retry). */
+export interface CreatedPlant {
+  outcome: 'created' | 'existing';
+  id: PlantId;
 }
 
-/** Who asks to delete a plant, as far as the access rule cares (see access/viewer.ts). */
-export interface Deleter {
-  userId: number;
-  admin: boolean;
-  /** Group names that count like stored memberships (a JWT's groups claim). */
-  groups?: readonly string[];
-}
-
-/** Plants created and deleted on behalf of an authenticated user: what `POST` and `DELETE /plants` write. */
+/**
+ * Plants created and deleted, with the actor's rights (catalogue/access-rule.ts): a user over HTTP, or the
+ * operator (the CLI). One create and one delete, whoever asks.
+ */
 export interface PlantWriteStore {
   /**
-   * Creates `plant`, owned by `ownerId`, private and shared with nobody. 'existing' when that owner already has
-   * the plant with this id, name and tag (a retried create); a conflict when the id is another plant's.
+   * Creates a plant: a user's own and private, or the operator's with the owner and flag it names. Without an id
+   * it gets the next automatic one. The same plant (id, owner, name and tag) already there is `existing` (a
+   * retried create); an id taken by another plant is a conflict.
    */
-  createPlant(ownerId: number, plant: NewPlant): Promise<'created' | 'existing'>;
+  createPlant(actor: Actor, draft: PlantDraft): Promise<CreatedPlant>;
   /**
-   * Deletes the plant with public id `id` when `deleter` owns it or is an admin: 'hidden' when there is no such
-   * plant or the deleter may not see it, 'forbidden' when the deleter sees it but may not delete it.
+   * Deletes the plant with public id `id` when `actor` may change it: 'hidden' when there is no such plant or the
+   * actor may not see it, 'forbidden' when the actor sees it but may not change it.
    */
-  deletePlant(deleter: Deleter, id: number): Promise<'deleted' | 'hidden' | 'forbidden'>;
+  deletePlant(actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'>;
 }
 
 /** The request path: credentials, listings, the plant writes, and the change feed its caches follow. */
@@ -220,7 +213,7 @@ export interface HealthStore {
 }
 
 /** Administration: users, groups, plants, grants and tokens one at a time (the CLI). */
-export interface AdminStore {
+export interface AdminStore extends PlantWriteStore {
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;
   /** Resolves to false when the user already had that flag. */
@@ -237,19 +230,15 @@ export interface AdminStore {
   removeMember(group: string, user: string): Promise<boolean>;
   listGroups(): Promise<GroupInfo[]>;
 
-  // Plants.
-  /** Without `id`, the plant gets the largest id in use plus one. */
-  addPlant(plant: { id?: number; name: string; tag?: string; owner: string; public: boolean }): Promise<PlantInfo>;
-  /** By the plant's public id. */
-  removePlant(id: number): Promise<void>;
+  // Plants (created and deleted as PlantWriteStore says).
   listPlants(filter: { owner?: string }): Promise<PlantInfo[]>;
 
   // Grants.
   /** Resolves to false when the plant was already shared so. */
-  addGrant(plantId: number, grantee: Grantee): Promise<boolean>;
+  addGrant(plantId: PlantId, grantee: Grantee): Promise<boolean>;
   /** Resolves to false when the plant was not shared so. */
-  removeGrant(plantId: number, grantee: Grantee): Promise<boolean>;
-  listGrants(filter: { plantId?: number }): Promise<GrantInfo[]>;
+  removeGrant(plantId: PlantId, grantee: Grantee): Promise<boolean>;
+  listGrants(filter: { plantId?: PlantId }): Promise<GrantInfo[]>;
 
   // Tokens (only hashes are stored).
   addToken(token: NewToken): Promise<TokenInfo>;
@@ -268,15 +257,17 @@ export interface BulkStore {
   counts(): Promise<CatalogueCounts>;
 }
 
+/** The new-plant webhook's endpoints and outbox: the CLI registers endpoints, serving processes deliver. */
+export interface WebhookStore {
+  readonly webhooks: WebhookOutbox;
+}
+
 /**
  * A backend (SQLite, PostgreSQL): every role above, and its lifetime. Each consumer depends on the role it
  * uses: the authenticator on CredentialStore, the listing on ListingStore, health routes and metrics on
- * HealthStore, the CLI on AdminStore and BulkStore. Names identify users and groups. A plant has two numbers:
- * its public id (chosen by whoever adds it, what the API and the CLI show) and its catalogue position (the
- * order plants were added, which only grows: what listings and cursors follow, shown to nobody).
+ * HealthStore, the CLI on AdminStore, BulkStore and WebhookStore. Names identify users and groups; a plant has
+ * a public id and a catalogue position (catalogue/plant-ids.ts).
  */
-export interface Store extends RequestStore, HealthStore, AdminStore, BulkStore {
-  /** The new-plant webhook's endpoints and outbox: the CLI registers endpoints, serving processes deliver. */
-  readonly webhooks: WebhookOutbox;
+export interface Store extends RequestStore, HealthStore, AdminStore, BulkStore, WebhookStore {
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { notFound } from '../domain-errors.js';
+import { notFound } from '../catalogue/errors.js';
 import type { Database, Dialect } from './schema.js';
 
 /** A receiving endpoint as operators see it (never its secrets). */

@@ -213,7 +213,7 @@ async function checkWrites(backend: Backend, s: Scenario, ops: WriteOp[]): Promi
   const store = await backend.open();
   try {
     const seeded = await seedWorld(store, world);
-    const ids = seeded.plants.map((p) => p.id);
+    const ids: number[] = seeded.plants.map((p) => p.id);
     const server = await startApp(store);
     try {
       for (const [i, op] of ops.entries()) {

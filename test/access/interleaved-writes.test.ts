@@ -3,10 +3,11 @@ import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import fc from 'fast-check';
 import pg from 'pg';
+import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, startApp, type RunningApp } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, startApp, type RunningApp, addPlant, removePlant } from '../helpers/http-app.js';
 import { PG_URL } from '../helpers/postgres.js';
 
 // Property: with caching on, two servers on connections of their own (as two processes would be) answer
@@ -134,7 +135,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
         ]);
         id = Math.max(0, ...model.plants.map((p) => p.id)) + 1;
       } else {
-        id = (await writer.addPlant({ name, owner, public: o.public })).id;
+        id = (await addPlant(writer, { name, owner, public: o.public })).id;
       }
       model.plants.push({ id, name, owner, public: o.public, users: new Set(), groups: new Set() });
       // Ids are not reused, so the oracle's id is only a guess on plain SQL: read the real one back.
@@ -143,7 +144,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
     }
     case 'remove':
       if (o.viaSql) await sql.run('DELETE FROM plants WHERE id = $1', [plant!.id]);
-      else await writer.removePlant(plant!.id);
+      else await removePlant(writer, plant!.id);
       model.plants = model.plants.filter((p) => p !== plant);
       return;
     case 'publish':
@@ -163,7 +164,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
             user,
             plant!.id,
           ]);
-        else await writer.addGrant(plant!.id, { user });
+        else await writer.addGrant(plant!.id as PlantId, { user });
         plant!.users.add(user);
       } else {
         await sql.run(`DELETE FROM plant_user_grants WHERE user_id = ${userId} AND plant_id = $2`, [user, plant!.id]);
@@ -175,7 +176,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
     case 'ungrantGroup': {
       const group = GROUPS[o.group]!;
       if (o.kind === 'grantGroup') {
-        await writer.addGrant(plant!.id, { group });
+        await writer.addGrant(plant!.id as PlantId, { group });
         plant!.groups.add(group);
       } else {
         await sql.run(`DELETE FROM plant_group_grants WHERE group_id = ${groupId} AND plant_id = $2`, [group, plant!.id]);

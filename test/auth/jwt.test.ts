@@ -384,7 +384,7 @@ describe('JWT configuration is validated at start', () => {
     assert.throws(() => loadConfig(input, { ...env, ...extraEnv }), message);
 
   it('no key source means JWTs are off', () => {
-    assert.equal(loadConfig({}, {}).jwt, undefined);
+    assert.equal(loadConfig({}, {}).app.jwt, undefined);
     fails({}, {}, /issuer\/audience are set but no key/);
   });
 
@@ -397,14 +397,14 @@ describe('JWT configuration is validated at start', () => {
 
   it('an HMAC secret must be at least 32 bytes, and only HS algorithms its length allows', () => {
     fails({}, { PLANTSTORE_JWT_SECRET: 'short' }, /needs at least 32/);
-    assert.deepEqual(loadConfig({}, { ...env, ...hsEnv }).jwt?.algorithms, ['HS256']);
+    assert.deepEqual(loadConfig({}, { ...env, ...hsEnv }).app.jwt?.algorithms, ['HS256']);
     fails({ jwtAlgorithms: 'HS512' }, hsEnv, /HS512 cannot be used/);
     fails({ jwtAlgorithms: 'RS256' }, hsEnv, /RS256 cannot be used/);
   });
 
   it('a public key picks its algorithms from its type; HMAC and none are never possible with it', async () => {
     const rsa = await signingKey('RS256', 'k');
-    assert.deepEqual(loadConfig({ jwtPublicKey: rsa.publicPem }, env).jwt?.algorithms, [
+    assert.deepEqual(loadConfig({ jwtPublicKey: rsa.publicPem }, env).app.jwt?.algorithms, [
       'RS256',
       'RS384',
       'RS512',
@@ -417,14 +417,14 @@ describe('JWT configuration is validated at start', () => {
     fails({ jwtPublicKey: '-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----' }, {}, /not a PEM public key/);
     fails({ jwtPublicKey: '/no/such/key.pem' }, {}, /cannot read JWT public key file/);
     const es = await signingKey('ES256', 'k');
-    assert.deepEqual(loadConfig({ jwtPublicKey: es.publicPem }, env).jwt?.algorithms, ['ES256']);
+    assert.deepEqual(loadConfig({ jwtPublicKey: es.publicPem }, env).app.jwt?.algorithms, ['ES256']);
   });
 
   it('other settings are checked too', () => {
     fails({ jwtUnknownUsers: 'maybe' }, hsEnv, /expected reject or provision/);
     fails({ jwtClockTolerance: '-1' }, hsEnv, /clock tolerance/);
     fails({ jwtClockTolerance: '3600' }, hsEnv, /clock tolerance/);
-    const jwt = loadConfig({ jwtAudience: 'a, b' }, { ...env, ...hsEnv }).jwt;
+    const jwt = loadConfig({ jwtAudience: 'a, b' }, { ...env, ...hsEnv }).app.jwt;
     assert.deepEqual(jwt?.audience, ['a', 'b']);
     assert.equal(jwt?.userClaim, 'sub');
     assert.equal(jwt?.unknownUsers, 'reject');

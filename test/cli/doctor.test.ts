@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { AUDIENCE, ISSUER, signingKey, startJwksServer } from '../helpers/jwt.js';
 import { runCli, type CliRun } from '../helpers/processes.js';
+import { addPlant } from '../helpers/http-app.js';
 
 interface Check {
   check: string;
@@ -65,10 +65,10 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
   it('passes on a good database, one line per check, and says so with exit 0', async () => {
     const db = join(dir, 'good.db');
     await prepare(
-      () => SqliteStore.open({ path: db }),
+      () => openStore({ db: db }),
       async (store) => {
         await store.addUser('alice', false);
-        await store.addPlant({ name: 'Fern', owner: 'alice', public: false });
+        await addPlant(store, { name: 'Fern', owner: 'alice', public: false });
         await store.addToken({ user: 'alice', hash: generateToken().hash });
       },
     );
@@ -96,13 +96,13 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
   it('warns about webhook endpoints that are disabled or failing, naming them', async () => {
     const db = join(dir, 'webhooks.db');
     await prepare(
-      () => SqliteStore.open({ path: db }),
+      () => openStore({ db: db }),
       async (store) => {
         await store.addUser('alice', false);
         await store.webhooks.addEndpoint('https://gone.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
         await store.webhooks.addEndpoint('https://failing.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
         await store.webhooks.addEndpoint('https://fine.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
-        await store.addPlant({ name: 'Fern', owner: 'alice', public: false });
+        await addPlant(store, { name: 'Fern', owner: 'alice', public: false });
         const claimed = await store.webhooks.claim(10, 60_000);
         for (const delivery of claimed) {
           if (delivery.url.includes('gone')) await store.webhooks.finish(delivery, { kind: 'gone', status: 410 });
@@ -148,7 +148,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
 
   it('reports pending migrations as a warning and a newer schema as a failure, changing nothing', async () => {
     const db = join(dir, 'migrations.db');
-    await prepare(() => SqliteStore.open({ path: db }));
+    await prepare(() => openStore({ db: db }));
     const sqlite = new BetterSqlite3(db);
     try {
       sqlite.prepare("DELETE FROM kysely_migration WHERE name = '0002-change-notifications'").run();
@@ -176,7 +176,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
   it('warns when the JWT user claim is one users can change themselves', async () => {
     const db = join(dir, 'claim.db');
     await prepare(
-      () => SqliteStore.open({ path: db }),
+      () => openStore({ db: db }),
       (store) => store.addUser('alice', false),
     );
     const secret = join(dir, 'secret');
@@ -196,7 +196,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
   it('checks that a configured JWKS answers with usable keys', async () => {
     const db = join(dir, 'jwks.db');
     await prepare(
-      () => SqliteStore.open({ path: db }),
+      () => openStore({ db: db }),
       (store) => store.addUser('alice', false),
     );
     const key = await signingKey('ES256', 'k1');
@@ -248,7 +248,7 @@ describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQ
     assert.equal(byName(empty.checks, 'schema').status, 'warn', 'a schema that does not exist yet is a warning');
 
     await prepare(
-      () => PostgresStore.open({ url: db }),
+      () => openStore({ db: db }),
       (store) => store.addUser('root', true),
     );
     const ready = await doctor(db);

@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import stringWidth from 'string-width';
-import { generateToken } from '../../src/access/tokens.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
+import { openStore } from '../../src/store/open-store.js';
 import { BIN, runCli } from '../helpers/processes.js';
+import { addPlant } from '../helpers/http-app.js';
 
 /** util-linux `script` gives the CLI a real pseudo-terminal, the way a person at a terminal runs it. */
 function hasScript(): boolean {
@@ -48,14 +49,14 @@ describe('plantstore list output, progress and summaries', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'plantstore-output-'));
     db = join(dir, 'plantstore.db');
-    const store = await SqliteStore.open({ path: db });
+    const store = await openStore({ db: db });
     try {
       await store.addUser('alice', false);
       await store.addUser('ünïcødé-🌵', true);
       await store.addGroup('gardeners');
       await store.addMember('gardeners', 'alice');
-      const fern = await store.addPlant({ name: oddName, tag: oddTag, owner: 'alice', public: true });
-      await store.addPlant({ name: 'Cactus', owner: 'ünïcødé-🌵', public: false });
+      const fern = await addPlant(store, { name: oddName, tag: oddTag, owner: 'alice', public: true });
+      await addPlant(store, { name: 'Cactus', owner: 'ünïcødé-🌵', public: false });
       await store.addGrant(fern.id, { group: 'gardeners' });
       await store.addToken({ user: 'alice', hash: generateToken().hash, label: 'laptop' });
     } finally {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { errorCatalogue } from '../../src/http/error-codes.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';

@@ -7,7 +7,7 @@ import { runProbe, startServerSource } from '../helpers/node-probe.js';
 
 // A serving process makes no allocation-site pretenuring decisions: once a per-request site is tenured, the
 // objects each request makes survive every young collection and the process stays slower for its whole life
-// (see src/allocation-site-pretenuring.ts). Each probe runs in a child that prints V8's pretenuring feedback,
+// (see src/serving-process.ts). Each probe runs in a child that prints V8's pretenuring feedback,
 // then, after a MARK line, makes array literals that all survive the young collections after them: feedback
 // that tenures.
 

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { eventually } from '../helpers/assertions.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { addPlant } from '../helpers/http-app.js';
 
 const skip = await requirePostgres();
 
@@ -21,7 +22,7 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
   before(async () => {
     const direct = await openStore({ db: url });
     await direct.addUser('alice', false);
-    await direct.addPlant({ name: 'Fern', owner: 'alice', public: false });
+    await addPlant(direct, { name: 'Fern', owner: 'alice', public: false });
     const minted = generateToken();
     token = minted.token;
     await direct.addToken({ user: 'alice', hash: minted.hash });

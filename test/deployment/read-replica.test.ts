@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
+import { addPlant } from '../helpers/http-app.js';
 
 const skip = await requirePostgres();
 
@@ -24,12 +25,12 @@ describe('--read-db sends listings to the replica and token checks to the primar
     token = minted.token;
     const p = await openStore({ db: primary.url });
     await p.addUser('alice', false);
-    await p.addPlant({ name: 'On the primary', owner: 'alice', public: true });
+    await addPlant(p, { name: 'On the primary', owner: 'alice', public: true });
     await p.addToken({ user: 'alice', hash: minted.hash });
     await p.close();
     const r = await openStore({ db: replica.url });
     await r.addUser('alice', false);
-    await r.addPlant({ name: 'On the replica', owner: 'alice', public: true });
+    await addPlant(r, { name: 'On the replica', owner: 'alice', public: true });
     await r.close();
     server = await startServer(loadConfig({ db: primary.url, readDb: replica.url, port: 0, logLevel: 'silent' }));
   });

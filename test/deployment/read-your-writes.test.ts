@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { startStreamingPair, streamingPairUnavailable, type StreamingPair } from '../helpers/streaming-standby.js';
+import { addPlant } from '../helpers/http-app.js';
 
 // Read-your-writes with --read-db, against a real streaming standby whose replay is paused: the writer's next
 // listing shows its write (read on the primary while the replica lags), while others read the lagging replica.
@@ -29,7 +30,7 @@ describe('read-your-writes with --read-db on a real streaming standby', { skip }
         await store.addToken({ user: name, hash: minted.hash });
         tokens[name] = minted.token;
       }
-      await store.addPlant({ name: 'Before', owner: 'alice', public: false });
+      await addPlant(store, { name: 'Before', owner: 'alice', public: false });
     } finally {
       await store.close();
     }

@@ -8,7 +8,7 @@ import { distUrl, runProbe, startServerSource } from '../helpers/node-probe.js';
 // A serving process that was idle long enough for a few full garbage collections must not come back slower.
 // V8 (Node 20) caches the stores of `process.nextTick`'s queue-entry literal for one map only; when idle
 // collections free that map, the caches give up for good and every later nextTick runs in the runtime (see
-// src/tick-object-shape.ts). Each probe below runs in a child with V8's test hooks: it uses nextTick, collects
+// src/serving-process.ts). Each probe below runs in a child with V8's test hooks: it uses nextTick, collects
 // garbage five times while no entry is alive, uses nextTick again and prints the states of those caches.
 
 const AFTER_IDLE_COLLECTIONS = `
@@ -46,7 +46,7 @@ describe('nextTick after an idle spell', () => {
     { skip: reproduced ? false : `Node ${process.version} does not lose nextTick's caches after idle collections` },
     () => {
       const { states, stdout } = probeRun(`
-        const { keptTickObject } = await import(${JSON.stringify(distUrl('tick-object-shape.js'))});
+        const { keptTickObject } = await import(${JSON.stringify(distUrl('serving-process.js'))});
         ${startServerSource(join(dir, 'ticks.db'))}
         const serve = async (n) => { for (let i = 0; i < n; i++) await (await fetch(server.url + '/healthz')).text(); };
         await serve(300);

@@ -1,8 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import { dropSchema, freshSchema, requirePostgres } from './postgres.js';
 import type { Store } from '../../src/store/store.js';
 
@@ -54,7 +53,7 @@ function sqliteBackend(): Backend {
     skip: false,
     freshDb,
     async open() {
-      const store = await SqliteStore.open({ path: await freshDb() });
+      const store = await openStore({ db: await freshDb() });
       // close() is idempotent, so closing here after a test already closed the store is fine.
       created.add(() => store.close());
       return store;
@@ -76,7 +75,7 @@ function postgresBackend(skip: string | false): Backend {
     skip,
     freshDb,
     async open() {
-      const store = await PostgresStore.open({ url: await freshDb() });
+      const store = await openStore({ db: await freshDb() });
       created.add(() => store.close());
       return store;
     },

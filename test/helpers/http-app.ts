@@ -2,10 +2,12 @@ import type { DispatcherOptions } from '../../src/webhooks/dispatcher.js';
 import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { generateToken } from '../../src/access/tokens.js';
+import { OPERATOR } from '../../src/catalogue/access-rule.js';
+import type { PlantId } from '../../src/catalogue/plant-ids.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type ConfigInput, type LogLevel } from '../../src/config.js';
-import type { Grantee, PlantInfo, Store } from '../../src/store/store.js';
+import type { AdminStore, Grantee, Store } from '../../src/store/store.js';
 import { assertConforms, createResponseValidator, type ResponseValidator } from './openapi-responses.js';
 
 export interface StartOptions {
@@ -33,7 +35,11 @@ export interface RunningApp {
   logs(): string;
 }
 
-/** Builds the real app with the one factory and listens on 127.0.0.1, port 0: tests talk to it over TCP. */
+/**
+ * Builds the real app with the one factory, from the configuration the flags and environment give as `serve` reads
+ * them, and listens on 127.0.0.1, port 0: tests talk to it over TCP. The store is the caller's (opened as `serve`
+ * opens it, see backends.ts).
+ */
 export async function startApp(store: Store, opts: StartOptions = {}): Promise<RunningApp> {
   const chunks: string[] = [];
   const logStream = opts.captureLogs
@@ -44,10 +50,9 @@ export async function startApp(store: Store, opts: StartOptions = {}): Promise<R
         },
       })
     : undefined;
-  const config = loadConfig(
+  const { app: config } = loadConfig(
     {
       ...opts.config,
-      db: `(test ${store.backend} store)`,
       logLevel: opts.captureLogs ? (opts.logLevel ?? 'info') : 'silent',
       logRequests: opts.captureLogs ? (opts.logRequests ?? true) : false,
     },
@@ -189,6 +194,29 @@ export async function mintToken(store: Store, user: string, opts: { expiresAt?: 
   return { token, id: info.id };
 }
 
+/** A plant as the operator adds it (`plants add`), and what the tests read back of it. */
+export interface AddedPlant {
+  id: PlantId;
+  name: string;
+  tag?: string;
+  owner: string;
+  public: boolean;
+}
+
+/** Adds a plant as the operator does (`plants add`): with the next automatic id unless `id` is given. */
+export async function addPlant(
+  store: AdminStore,
+  plant: { id?: number; name: string; tag?: string; owner: string; public: boolean },
+): Promise<AddedPlant> {
+  const { id } = await store.createPlant(OPERATOR, plant);
+  return { ...plant, id };
+}
+
+/** Removes a plant as the operator does (`plants remove`); fails when there is none. */
+export async function removePlant(store: AdminStore, id: number): Promise<void> {
+  if ((await store.deletePlant(OPERATOR, id as PlantId)) !== 'deleted') throw new Error(`no plant with id ${id}`);
+}
+
 export interface SeedSpec {
   users?: Array<{ name: string; admin?: boolean }>;
   groups?: Array<{ name: string; members?: string[] }>;
@@ -197,7 +225,7 @@ export interface SeedSpec {
 }
 
 export interface Seeded {
-  plants: PlantInfo[];
+  plants: AddedPlant[];
   /** One fresh token per seeded user, by user name. */
   tokens: Record<string, string>;
 }
@@ -213,9 +241,9 @@ export async function seed(store: Store, spec: SeedSpec): Promise<Seeded> {
     await store.addGroup(group.name);
     for (const member of group.members ?? []) await store.addMember(group.name, member);
   }
-  const plants: PlantInfo[] = [];
+  const plants: AddedPlant[] = [];
   for (const plant of spec.plants ?? []) {
-    const info = await store.addPlant({
+    const info = await addPlant(store, {
       name: plant.name,
       ...(plant.tag === undefined ? {} : { tag: plant.tag }),
       owner: plant.owner,

@@ -16,8 +16,11 @@ export function runProbe(flags: readonly string[], source: string): string {
   return run.stdout;
 }
 
-/** Probe source that starts a Plant Store server on the SQLite file `db` as `server`, silent, on a free port. */
+/**
+ * Probe source that starts a Plant Store server on the SQLite file `db` as `server`, silent, on a free port,
+ * through the serving process's entry (runServer), as `plantstore serve` does.
+ */
 export const startServerSource = (db: string): string => `
   const { loadConfig } = await import(${JSON.stringify(distUrl('config.js'))});
-  const { startServer } = await import(${JSON.stringify(distUrl('server.js'))});
-  const server = await startServer(loadConfig({ db: ${JSON.stringify(db)}, host: '127.0.0.1', port: 0, logLevel: 'silent' }));`;
+  const { runServer } = await import(${JSON.stringify(distUrl('server.js'))});
+  const server = await runServer(loadConfig({ db: ${JSON.stringify(db)}, host: '127.0.0.1', port: 0, logLevel: 'silent' }));`;

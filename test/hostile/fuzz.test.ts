@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Store } from '../../src/store/store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import { INT32_MAX } from '../helpers/assertions.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
@@ -43,7 +43,7 @@ describe('hostile requests (fuzz)', () => {
   let visible: number;
 
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
     const plants = Array.from({ length: PLANTS }, (_, i) => ({
       name: `Plant ${i}`,
       owner: i % 3 === 0 ? 'alice' : 'bob',

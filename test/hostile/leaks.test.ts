@@ -6,10 +6,10 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { loadConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, seed, startApp, type RawResponse, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 import { adminQuery } from '../helpers/postgres.js';
 import { runCli } from '../helpers/processes.js';
@@ -88,7 +88,7 @@ describe('secrets never reach the logs', () => {
   let server: RunningApp;
 
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
   });
   after(async () => {
     await server?.close();
@@ -159,7 +159,7 @@ describe('response headers', () => {
   let server: RunningApp;
   let token: string;
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
     ({
       tokens: { alice: token = '' },
     } = await seed(store, { users: [{ name: 'alice' }], plants: [{ name: 'Fern', owner: 'alice' }] }));
@@ -238,7 +238,7 @@ describe('CORS when configured', () => {
   let token: string;
   const ALLOWED = 'https://app.example';
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
     const plants = [
       { name: 'Fern', owner: 'alice' },
       { name: 'Ivy', owner: 'alice' },
@@ -301,11 +301,11 @@ describe('CORS when configured', () => {
   });
 
   it('takes exact origins from --cors-origins or PLANTSTORE_CORS_ORIGINS, the flag first, and refuses anything else', () => {
-    assert.deepEqual(loadConfig({}).corsOrigins, []);
-    assert.deepEqual(loadConfig({ corsOrigins: 'https://a.example' }, { PLANTSTORE_CORS_ORIGINS: 'https://b.example' }).corsOrigins, [
+    assert.deepEqual(loadConfig({}).app.corsOrigins, []);
+    assert.deepEqual(loadConfig({ corsOrigins: 'https://a.example' }, { PLANTSTORE_CORS_ORIGINS: 'https://b.example' }).app.corsOrigins, [
       'https://a.example',
     ]);
-    assert.deepEqual(loadConfig({}, { PLANTSTORE_CORS_ORIGINS: 'https://b.example,*' }).corsOrigins, ['https://b.example', '*']);
+    assert.deepEqual(loadConfig({}, { PLANTSTORE_CORS_ORIGINS: 'https://b.example,*' }).app.corsOrigins, ['https://b.example', '*']);
     for (const bad of ['https://a.example/', 'https://a.example/app', 'ftp://a.example', 'a.example', 'https://*.example', 'null']) {
       assert.throws(() => loadConfig({ corsOrigins: bad }), /invalid CORS origin/, bad);
     }
@@ -338,7 +338,7 @@ describe('hostile plant names', () => {
     const records = [{ type: 'user', name: 'alice' }, ...NAMES.map((name) => ({ type: 'plant', name, tag: name, owner: 'alice' }))];
     const run = await runCli(db, ['import', '-'], records.map((r) => JSON.stringify(r)).join('\n'));
     assert.equal(run.code, 0, run.stderr);
-    store = await SqliteStore.open({ path: db });
+    store = await openStore({ db: db });
     token = (await mintToken(store, 'alice')).token;
     server = await startApp(store);
   });
@@ -370,7 +370,7 @@ describe('hostile plant names', () => {
       assert.notEqual(run.code, 0);
       assert.match(run.stderr, reason);
     }
-    await assert.rejects(store.addPlant({ name: 'nul\u0000name', owner: 'alice', public: false }), /NUL/);
-    await assert.rejects(store.addPlant({ name: 'ok', tag: 'x\ud800', owner: 'alice', public: false }), /surrogate/);
+    await assert.rejects(addPlant(store, { name: 'nul\u0000name', owner: 'alice', public: false }), /NUL/);
+    await assert.rejects(addPlant(store, { name: 'ok', tag: 'x\ud800', owner: 'alice', public: false }), /surrogate/);
   });
 });

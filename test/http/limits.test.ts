@@ -3,7 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { VERSION } from '../../src/version.js';
 import { assertError } from '../helpers/assertions.js';
@@ -72,7 +72,7 @@ describe('HTTP server limits', () => {
   let token: string;
 
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
     token = (await seed(store, { users: [{ name: 'alice' }], plants: [{ name: 'Fern', owner: 'alice', public: true }] })).tokens.alice!;
     server = await startApp(store, {
       config: {
@@ -155,7 +155,7 @@ describe('HTTP server connection cap', () => {
   let token: string;
 
   before(async () => {
-    store = await SqliteStore.open({ path: ':memory:' });
+    store = await openStore({ db: ':memory:' });
     token = (await seed(store, { users: [{ name: 'alice' }] })).tokens.alice!;
     server = await startApp(store, { config: { maxConnections: 2 } });
   });
@@ -195,7 +195,7 @@ describe('HTTP server connection cap', () => {
 
 describe('configuration of the limits', () => {
   it('has explicit defaults and reads flags over PLANTSTORE_* variables', () => {
-    const defaults = loadConfig({}, {});
+    const defaults = loadConfig({}, {}).app;
     assert.deepEqual(defaults.http, {
       maxHeaderBytes: 16_384,
       maxUrlBytes: 8192,
@@ -207,12 +207,12 @@ describe('configuration of the limits', () => {
     assert.deepEqual(defaults.rateLimit, { max: 30_000, windowMs: 60_000 });
     assert.equal(defaults.redisUrl, undefined);
     const env = { PLANTSTORE_RATE_LIMIT: '100/10s', PLANTSTORE_MAX_CONNECTIONS: '50', PLANTSTORE_REDIS_URL: 'redis://cache:6379' };
-    const configured = loadConfig({ maxConnections: '20' }, env);
+    const configured = loadConfig({ maxConnections: '20' }, env).app;
     assert.deepEqual(configured.rateLimit, { max: 100, windowMs: 10_000 });
     assert.equal(configured.http.maxConnections, 20);
     assert.equal(configured.redisUrl, 'redis://cache:6379');
-    assert.equal(loadConfig({ rateLimit: 'off' }, env).rateLimit, undefined);
-    assert.deepEqual(loadConfig({ rateLimit: '20/500ms' }).rateLimit, { max: 20, windowMs: 500 });
+    assert.equal(loadConfig({ rateLimit: 'off' }, env).app.rateLimit, undefined);
+    assert.deepEqual(loadConfig({ rateLimit: '20/500ms' }).app.rateLimit, { max: 20, windowMs: 500 });
   });
 
   it('rejects values that make no sense, with a message naming the setting', () => {

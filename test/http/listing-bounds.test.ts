@@ -33,7 +33,7 @@ function counting(store: Store): { store: Store; reads: () => number } {
   let reads = 0;
   const proxy = new Proxy(store, {
     get(target, property, receiver) {
-      if (property === 'listAllPlants' || property === 'listPlantsVisibleTo') {
+      if (property === 'listVisiblePlants') {
         return (...args: unknown[]) => {
           reads++;
           return (target[property] as (...a: unknown[]) => unknown).apply(target, args);

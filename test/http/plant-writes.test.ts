@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 
 // POST /plants and DELETE /plants/{id} over a real socket, once per backend; every answer is checked against
 // the served document by rawRequest.
@@ -18,8 +19,8 @@ for (const backend of BACKENDS) {
     let store: Store;
     let server: RunningApp;
     let tokens: Record<string, string>;
-    let bobsPublicId: number;
-    let bobsPrivateId: number;
+    let bobsPublicId: PlantId;
+    let bobsPrivateId: PlantId;
     const create = (user: string, body: unknown, headers: OutgoingHttpHeaders = JSON_BODY) =>
       rawRequest(
         server.url,
@@ -45,7 +46,7 @@ for (const backend of BACKENDS) {
         ],
       });
       tokens = seeded.tokens;
-      [bobsPublicId, bobsPrivateId] = seeded.plants.map((p) => p.id) as [number, number];
+      [bobsPublicId, bobsPrivateId] = seeded.plants.map((p) => p.id) as [PlantId, PlantId];
       server = await startApp(store);
     });
     after(async () => {
@@ -138,7 +139,7 @@ for (const backend of BACKENDS) {
     });
 
     it('lets an admin delete any plant, including one added by the CLI with its printed id', async () => {
-      const added = await store.addPlant({ name: 'Ivy', owner: 'bob', public: false });
+      const added = await addPlant(store, { name: 'Ivy', owner: 'bob', public: false });
       assert.equal((await remove('root', added.id)).status, 204);
       assert.ok(!(await names('bob')).includes('Ivy'));
     });
@@ -157,7 +158,7 @@ for (const backend of BACKENDS) {
 
     it('numbers a plant added without an id after the largest id in use', async () => {
       assert.equal((await create('alice', { id: 900_000, name: 'Big' })).status, 200);
-      const added = await store.addPlant({ name: 'Next', owner: 'alice', public: false });
+      const added = await addPlant(store, { name: 'Next', owner: 'alice', public: false });
       assert.equal(added.id, 900_001);
     });
   });

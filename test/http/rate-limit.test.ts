@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { clientNetwork } from '../../src/http/client-network.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -41,7 +41,7 @@ async function redisUnavailableReason(): Promise<string | false> {
 }
 
 async function freshStore(): Promise<{ store: Store; tokens: Record<string, string> }> {
-  const store = await SqliteStore.open({ path: ':memory:' });
+  const store = await openStore({ db: ':memory:' });
   const { tokens } = await seed(store, {
     users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }],
     plants: [{ name: 'Fern', owner: 'alice', public: true }],
@@ -325,7 +325,7 @@ describe('rate limiting JWTs', () => {
   }
 
   it('counts a JWT by what it identifies, not by its spelling: four spellings share one budget', async () => {
-    const store = await SqliteStore.open({ path: ':memory:' });
+    const store = await openStore({ db: ':memory:' });
     await seed(store, { users: [{ name: 'alice' }] });
     const server = await startApp(store, {
       config: { rateLimit: '4/1m', jwtIssuer: ISSUER, jwtAudience: AUDIENCE },

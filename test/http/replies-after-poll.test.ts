@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { FastifyReply } from 'fastify';
-import { sendAfterPoll } from '../../src/http/replies-after-poll.js';
+import { RepliesAfterPoll } from '../../src/http/replies-after-poll.js';
 
 // The batching itself; that pipelined requests still get their own pages in order is tested over HTTP (plants.test.ts).
 
@@ -15,7 +15,8 @@ function fakeReply(events: string[], name: string): FastifyReply {
 describe('replies sent after the poll', () => {
   it('sends nothing at once, then every queued reply in the order queued', async () => {
     const events: string[] = [];
-    for (const name of ['a', 'b', 'c']) sendAfterPoll(fakeReply(events, name), () => events.push(`${name} sent`));
+    const replies = new RepliesAfterPoll();
+    for (const name of ['a', 'b', 'c']) replies.send(fakeReply(events, name), () => events.push(`${name} sent`));
     assert.deepEqual(events, []);
     await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(events, ['a sent', 'b sent', 'c sent']);
@@ -23,15 +24,16 @@ describe('replies sent after the poll', () => {
 
   it('a send that throws closes its own connection and holds back none of the others', async () => {
     const events: string[] = [];
-    sendAfterPoll(fakeReply(events, 'a'), () => events.push('a sent'));
-    sendAfterPoll(fakeReply(events, 'b'), () => {
+    const replies = new RepliesAfterPoll();
+    replies.send(fakeReply(events, 'a'), () => events.push('a sent'));
+    replies.send(fakeReply(events, 'b'), () => {
       throw new Error('boom');
     });
-    sendAfterPoll(fakeReply(events, 'c'), () => events.push('c sent'));
+    replies.send(fakeReply(events, 'c'), () => events.push('c sent'));
     await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(events, ['a sent', 'b logged', 'b destroyed', 'c sent']);
     // The next poll's replies start a batch of their own.
-    sendAfterPoll(fakeReply(events, 'd'), () => events.push('d sent'));
+    replies.send(fakeReply(events, 'd'), () => events.push('d sent'));
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(events.at(-1), 'd sent');
   });

@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { generateToken } from '../../src/access/tokens.js';
+import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig, type ConfigInput } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, seed, uncheckedRequest } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
 import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
@@ -170,13 +170,13 @@ for (const backend of BACKENDS) {
       };
       assert.deepEqual(await missesAfter(async () => {}), { token: 0, page: 0 }, 'nothing changed');
       assert.deepEqual(
-        await missesAfter(() => store.addPlant({ name: 'Fern', owner: 'bob', public: false })),
+        await missesAfter(() => addPlant(store, { name: 'Fern', owner: 'bob', public: false })),
         { token: 0, page: 0 },
         "another user's plant",
       );
       // Carol's pages change; her token's answer (her id and admin flag) does not.
       assert.deepEqual(
-        await missesAfter(() => store.addPlant({ name: 'Ivy', owner: 'carol', public: false })),
+        await missesAfter(() => addPlant(store, { name: 'Ivy', owner: 'carol', public: false })),
         { token: 0, page: 1 },
         'her own plant',
       );
@@ -208,7 +208,7 @@ for (const backend of BACKENDS) {
         await store.webhooks.addEndpoint(`${base}/fail`, newWebhookSecret()),
       ];
       try {
-        await store.addPlant({ name: 'Hooked', owner: 'alice', public: false });
+        await addPlant(store, { name: 'Hooked', owner: 'alice', public: false });
         const outcome = (samples: Sample[], name: string) =>
           sampleValue(samples, 'plantstore_webhook_deliveries_total', { outcome: name }) ?? 0;
         let samples = await scrape(server.metricsUrl!);
@@ -243,12 +243,15 @@ describe('metrics off (the default)', () => {
   });
 
   it('is turned on by PLANTSTORE_METRICS_PORT, and --metrics-port wins over it', () => {
-    assert.equal(loadConfig({}, {}).metrics, undefined);
-    assert.deepEqual(loadConfig({}, { PLANTSTORE_METRICS_PORT: '9464' }).metrics, { host: '127.0.0.1', port: 9464 });
-    assert.deepEqual(loadConfig({ metricsPort: '9100' }, { PLANTSTORE_METRICS_PORT: '9464', PLANTSTORE_METRICS_HOST: '0.0.0.0' }).metrics, {
-      host: '0.0.0.0',
-      port: 9100,
-    });
+    assert.equal(loadConfig({}, {}).server.metrics, undefined);
+    assert.deepEqual(loadConfig({}, { PLANTSTORE_METRICS_PORT: '9464' }).server.metrics, { host: '127.0.0.1', port: 9464 });
+    assert.deepEqual(
+      loadConfig({ metricsPort: '9100' }, { PLANTSTORE_METRICS_PORT: '9464', PLANTSTORE_METRICS_HOST: '0.0.0.0' }).server.metrics,
+      {
+        host: '0.0.0.0',
+        port: 9100,
+      },
+    );
     assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid metrics port/);
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { pageColumnsSql, pageFromColumns } from '../../src/store/visible-plants-sql.js';
+import { pageColumnsSql, pageFromColumns } from '../../src/store/listing-sql.js';
 
 // The page body the database builds: the contract's Plant objects, the extra row left out whatever the names
 // hold, and the sorting statement SqliteReader falls back to when SQLite aggregates rows out of their order.

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { recordBatch, type Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
 // The new-plant webhook end to end: a real receiver on loopback verifies every delivery with the Standard
@@ -44,7 +44,7 @@ for (const backend of BACKENDS) {
       const endpoint = await store.webhooks.addEndpoint(receiver.url, secret);
       try {
         assert.equal((await create(101, 'Over HTTP')).status, 200);
-        await store.addPlant({ name: 'By the CLI', owner: 'alice', public: false, id: 102 });
+        await addPlant(store, { name: 'By the CLI', owner: 'alice', public: false, id: 102 });
         await store.importRecords(recordBatch([{ type: 'plant', id: 103, name: 'Imported', owner: 'alice' }]));
         await until(() => receiver.received.length >= 3, 'three deliveries');
         await new Promise((resolve) => setTimeout(resolve, 200));

@@ -3,8 +3,8 @@ import { open } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
-import { invalidInput } from '../../domain-errors.js';
-import { withStore } from '../context.js';
+import { invalidInput } from '../../catalogue/errors.js';
+import { withBulk } from '../context.js';
 import { examples } from '../help.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
@@ -74,10 +74,9 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
   const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
   const started = process.hrtime.bigint();
   try {
-    const summary = await withStore(
+    const summary = await withBulk(
       cmd,
-      (store) =>
-        store.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+      (bulk) => bulk.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
       { create: true },
     );
     progress.stop();
@@ -96,11 +95,11 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
   const started = process.hrtime.bigint();
   let records = 0;
-  await withStore(cmd, async (store) => {
-    const counts = await store.counts();
+  await withBulk(cmd, async (bulk) => {
+    const counts = await bulk.counts();
     const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
     try {
-      for await (const record of store.exportRecords()) {
+      for await (const record of bulk.exportRecords()) {
         await writeLine(out, `${JSON.stringify(record)}\n`);
         // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
         if (++records % 512 === 0) progress.update(records);

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { invalidInput } from '../../domain-errors.js';
+import { invalidInput } from '../../catalogue/errors.js';
 import type { Grantee } from '../../store/store.js';
-import { parseId, withStore } from '../context.js';
+import { parsePlantId } from '../../catalogue/plant-ids.js';
+import { withAdmin } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
 
@@ -26,7 +27,7 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants add 42 --user bob', 'plantstore grants add 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const to = grantee(opts);
-      const added = await withStore(cmd, (store) => store.addGrant(parseId('plant id', id), to));
+      const added = await withAdmin(cmd, (admin) => admin.addGrant(parsePlantId(id), to));
       say(added ? `shared plant ${id} with ${describe(to)}` : `plant ${id} was already shared with ${describe(to)}`);
     });
 
@@ -38,7 +39,7 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants remove 42 --user bob', 'plantstore grants remove 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const from = grantee(opts);
-      const removed = await withStore(cmd, (store) => store.removeGrant(parseId('plant id', id), from));
+      const removed = await withAdmin(cmd, (admin) => admin.removeGrant(parsePlantId(id), from));
       say(removed ? `stopped sharing plant ${id} with ${describe(from)}` : `plant ${id} was not shared with ${describe(from)}`);
     });
 
@@ -49,8 +50,8 @@ export function registerGrantCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore grants list', 'plantstore grants list --plant 42 --json'))
     .action(async (opts: { plant?: string; json: boolean }, cmd: Command) => {
-      const filter = opts.plant === undefined ? {} : { plantId: parseId('plant id', opts.plant) };
-      const rows = await withStore(cmd, (store) => store.listGrants(filter));
+      const filter = opts.plant === undefined ? {} : { plantId: parsePlantId(opts.plant) };
+      const rows = await withAdmin(cmd, (admin) => admin.listGrants(filter));
       printRows(
         rows,
         [

@@ -1,5 +1,8 @@
 import type { Command } from 'commander';
-import { parseId, withStore } from '../context.js';
+import { OPERATOR } from '../../catalogue/access-rule.js';
+import { notFound } from '../../catalogue/errors.js';
+import { parseId, parsePlantId } from '../../catalogue/plant-ids.js';
+import { withAdmin } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
 
@@ -26,8 +29,8 @@ export function registerPlantCommands(program: Command): void {
     )
     .action(async (opts: { id?: string; name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
       const id = opts.id === undefined ? {} : { id: parseId('plant id', opts.id) };
-      const plant = await withStore(cmd, (store) =>
-        store.addPlant({
+      const { outcome, id: added } = await withAdmin(cmd, (admin) =>
+        admin.createPlant(OPERATOR, {
           ...id,
           name: opts.name,
           owner: opts.owner,
@@ -35,8 +38,12 @@ export function registerPlantCommands(program: Command): void {
           ...(opts.tag === undefined ? {} : { tag: opts.tag }),
         }),
       );
-      process.stdout.write(`${plant.id}\n`);
-      say(`added plant ${plant.id} (${plant.name}) for ${plant.owner}`);
+      process.stdout.write(`${added}\n`);
+      say(
+        outcome === 'created'
+          ? `added plant ${added} (${opts.name}) for ${opts.owner}`
+          : `plant ${added} (${opts.name}) of ${opts.owner} was already there`,
+      );
     });
 
   plants
@@ -46,7 +53,7 @@ export function registerPlantCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore plants list', 'plantstore plants list --owner alice --json'))
     .action(async (opts: { owner?: string; json: boolean }, cmd: Command) => {
-      const rows = await withStore(cmd, (store) => store.listPlants(opts.owner === undefined ? {} : { owner: opts.owner }));
+      const rows = await withAdmin(cmd, (admin) => admin.listPlants(opts.owner === undefined ? {} : { owner: opts.owner }));
       printRows(
         rows,
         [
@@ -65,7 +72,8 @@ export function registerPlantCommands(program: Command): void {
     .description('remove a plant and its grants')
     .addHelpText('after', examples('plantstore plants remove 42'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.removePlant(parseId('plant id', id)));
+      const outcome = await withAdmin(cmd, (admin) => admin.deletePlant(OPERATOR, parsePlantId(id)));
+      if (outcome !== 'deleted') throw notFound(`no plant with id ${id}`);
       say(`removed plant ${id}`);
     });
 }

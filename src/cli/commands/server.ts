@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { generateToken } from '../../access/tokens.js';
-import { recordBatch, type Store } from '../../store/store.js';
+import { generateToken } from '../../catalogue/tokens.js';
+import { recordBatch, type AdminStore, type BulkStore } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
 import { SETTINGS, type Setting, type SettingName } from '../../settings.js';
-import { configFrom, inputFrom, loadStore, withStore } from '../context.js';
+import { configFrom, inputFrom, loadStore, withAdmin } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
 import { examples, settingHelp } from '../help.js';
 import { say } from '../output.js';
@@ -35,7 +35,7 @@ const DEMO_LABEL = 'demo';
  * Loads the demo catalogue once (a second run keeps it), revokes the tokens an earlier run issued (so running it
  * again does not pile up valid tokens), and issues fresh 7-day tokens; prints how to try it.
  */
-async function seedDemo(store: Store, baseUrl: string): Promise<void> {
+async function seedDemo(store: AdminStore & BulkStore, baseUrl: string): Promise<void> {
   const existing = new Set((await store.listUsers()).map((u) => u.name));
   if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(recordBatch(DEMO_RECORDS));
   let revoked = 0;
@@ -69,7 +69,7 @@ export function registerServerCommands(program: Command): void {
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = configFrom(cmd, opts);
       const { runServer, runCluster } = await loadServer();
-      await (config.workers > 1 ? runCluster(config, inputFrom(cmd, opts)) : runServer(config));
+      await (config.server.workers > 1 ? runCluster(config, inputFrom(cmd, opts)) : runServer(config));
     });
 
   program
@@ -77,7 +77,7 @@ export function registerServerCommands(program: Command): void {
     .description('create the database or bring its schema up to date (serve and every command also do this)')
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
-      await withStore(cmd, async () => {}, { create: true });
+      await withAdmin(cmd, async () => {}, { create: true });
       process.stderr.write('database schema is up to date\n');
     });
 
@@ -87,16 +87,17 @@ export function registerServerCommands(program: Command): void {
     .addHelpText('after', examples('plantstore demo --db ./data/demo.db --serve', 'plantstore demo --db ./data/demo.db --port 9000'))
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
       const config = configFrom(cmd, opts);
-      const store = await (await loadStore()).openStore(config);
-      const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+      const store = await (await loadStore()).openStore(config.store);
+      const { host: listen, port, workers } = config.server;
+      const host = listen === '0.0.0.0' || listen === '::' ? '127.0.0.1' : listen;
       try {
-        await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`);
+        await seedDemo(store, `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
       } catch (err) {
         await store.close();
         throw err;
       }
       if (!opts.serve) await store.close();
-      else if (config.workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config, inputFrom(cmd, opts)));
+      else if (workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config, inputFrom(cmd, opts)));
       else await (await loadServer()).runServer(config, store);
     });
 }

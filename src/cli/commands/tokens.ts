@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { generateToken } from '../../access/tokens.js';
+import { generateToken, tokenState } from '../../catalogue/tokens.js';
 import { parseDuration } from '../duration.js';
-import { parseId, withStore } from '../context.js';
+import { parseId } from '../../catalogue/plant-ids.js';
+import { withAdmin } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
@@ -26,8 +27,8 @@ export function registerTokenCommands(program: Command): void {
     .action(async (user: string, opts: { expiresIn?: string; label?: string }, cmd: Command) => {
       const expiresAt = opts.expiresIn === undefined ? undefined : new Date(Date.now() + parseDuration(opts.expiresIn));
       const { token, hash } = generateToken();
-      const info = await withStore(cmd, (store) =>
-        store.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
+      const info = await withAdmin(cmd, (admin) =>
+        admin.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
       );
       process.stdout.write(`${token}\n`);
       say(
@@ -45,10 +46,10 @@ export function registerTokenCommands(program: Command): void {
       examples('plantstore tokens list', 'plantstore tokens list --user alice --json | jq \'.[] | select(.state == "active") | .id\''),
     )
     .action(async (opts: { user?: string; json: boolean }, cmd: Command) => {
-      const rows = await withStore(cmd, (store) => store.listTokens(opts.user === undefined ? {} : { user: opts.user }));
+      const rows = await withAdmin(cmd, (admin) => admin.listTokens(opts.user === undefined ? {} : { user: opts.user }));
       const now = Date.now();
       const state = (t: (typeof rows)[number]) =>
-        t.revokedAt ? 'revoked' : t.expiresAt && t.expiresAt.getTime() <= now ? 'expired' : 'active';
+        tokenState({ revokedAt: t.revokedAt?.getTime() ?? null, expiresAt: t.expiresAt?.getTime() ?? null }, now);
       printRows(
         rows.map((t) => ({ ...t, state: state(t) })),
         [
@@ -68,7 +69,7 @@ export function registerTokenCommands(program: Command): void {
     .description('revoke a token; the next request with it is refused')
     .addHelpText('after', examples('plantstore tokens revoke 7'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      const revoked = await withStore(cmd, (store) => store.revokeToken(parseId('token id', id)));
+      const revoked = await withAdmin(cmd, (admin) => admin.revokeToken(parseId('token id', id)));
       say(revoked ? `revoked token ${id}` : `token ${id} was already revoked`);
     });
 }

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
-import { invalidInput } from '../../domain-errors.js';
+import { invalidInput } from '../../catalogue/errors.js';
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
-import { parseId, withStore } from '../context.js';
+import { parseId } from '../../catalogue/plant-ids.js';
+import { withWebhooks } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
@@ -33,7 +34,7 @@ export function registerWebhookCommands(program: Command): void {
     .action(async (text: string, _opts: unknown, cmd: Command) => {
       const url = parseEndpointUrl(text);
       const secret = newWebhookSecret();
-      const endpoint = await withStore(cmd, (store) => store.webhooks.addEndpoint(url, secret), { create: true });
+      const endpoint = await withWebhooks(cmd, (webhooks) => webhooks.addEndpoint(url, secret), { create: true });
       process.stdout.write(`${secret}\n`);
       say(`added webhook endpoint ${endpoint.id} for ${url}; store the secret now, it cannot be shown again`);
     });
@@ -44,7 +45,7 @@ export function registerWebhookCommands(program: Command): void {
     .addHelpText('after', examples('plantstore webhooks list', 'plantstore webhooks list --json'))
     .option('--json', 'print a JSON array', false)
     .action(async (opts: { json: boolean }, cmd: Command) => {
-      const rows = await withStore(cmd, (store) => store.webhooks.listEndpoints());
+      const rows = await withWebhooks(cmd, (webhooks) => webhooks.listEndpoints());
       printRows(
         rows,
         [
@@ -63,7 +64,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('remove an endpoint and its deliveries')
     .addHelpText('after', examples('plantstore webhooks remove 3'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.webhooks.removeEndpoint(parseId('endpoint id', id)));
+      await withWebhooks(cmd, (webhooks) => webhooks.removeEndpoint(parseId('endpoint id', id)));
       say(`removed webhook endpoint ${id}`);
     });
 
@@ -75,7 +76,7 @@ export function registerWebhookCommands(program: Command): void {
     .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
       const secret = newWebhookSecret();
       const until = Date.now() + parseDuration(opts.overlap);
-      await withStore(cmd, (store) => store.webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
+      await withWebhooks(cmd, (webhooks) => webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
       process.stdout.write(`${secret}\n`);
       say(`rotated the secret of webhook endpoint ${id}; the old one also signs until ${new Date(until).toISOString()}`);
     });
@@ -85,7 +86,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('enable an endpoint disabled after answering 410 Gone')
     .addHelpText('after', examples('plantstore webhooks enable 3'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withStore(cmd, (store) => store.webhooks.enableEndpoint(parseId('endpoint id', id)));
+      await withWebhooks(cmd, (webhooks) => webhooks.enableEndpoint(parseId('endpoint id', id)));
       say(`enabled webhook endpoint ${id}`);
     });
 
@@ -101,7 +102,7 @@ export function registerWebhookCommands(program: Command): void {
         limit: parseId('limit', opts.limit),
         ...(opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) }),
       };
-      const rows = await withStore(cmd, (store) => store.webhooks.listDeliveries(filter));
+      const rows = await withWebhooks(cmd, (webhooks) => webhooks.listDeliveries(filter));
       printRows(
         rows,
         [
@@ -124,7 +125,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .action(async (opts: { endpoint?: string }, cmd: Command) => {
       const filter = opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) };
-      const count = await withStore(cmd, (store) => store.webhooks.retry(filter));
+      const count = await withWebhooks(cmd, (webhooks) => webhooks.retry(filter));
       say(`${count} failed deliver${count === 1 ? 'y' : 'ies'} will be tried again`);
     });
 }

@@ -1,4 +1,4 @@
-import type { JwtConfig } from '../../access/jwt-config.js';
+import type { JwtConfig } from '../../auth/jwt-config.js';
 import { fail, ok, reason, skip, warn, type Check } from './check.js';
 
 /** What JWT verification serve would set up, and whether a configured JWKS answers with keys it can use. */

@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import type { Config } from '../../config.js';
+import type { ServerConfig } from '../../config.js';
 import { fail, ok, type Check } from './check.js';
 
 /** Binds `host:port` for a moment: what `serve` will do, so its failure shows here first. */
@@ -26,7 +26,7 @@ async function listenCheck(check: string, host: string, port: number, flag: stri
 }
 
 /** The public listener and, when on, the metrics listener: can `serve` listen where it is told to? */
-export async function listenChecks(config: Config): Promise<Check[]> {
+export async function listenChecks(config: ServerConfig): Promise<Check[]> {
   const checks = [await listenCheck('listen', config.host, config.port, '--host, --port')];
   if (config.metrics)
     checks.push(await listenCheck('metrics listen', config.metrics.host, config.metrics.port, '--metrics-host, --metrics-port'));

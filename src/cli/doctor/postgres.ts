@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Config } from '../../config.js';
+import type { StoreConfig } from '../../config.js';
 import { fail, ok, reason, schemaChecks, skip, warn, type Check } from './check.js';
 
 /** The URL as it may be printed: no password. */
@@ -45,7 +45,7 @@ async function withClient<T>(settings: pg.ClientConfig, run: (client: pg.Client)
 const UNREACHABLE_FIX = 'start PostgreSQL there, or correct the host, port, user, password and database in --db / PLANTSTORE_DB';
 
 /** Reachability, version, a pool connection the way serve opens them, the replica, schema and counts. */
-export async function postgresChecks(config: Config): Promise<Check[]> {
+export async function postgresChecks(config: StoreConfig, workers: number): Promise<Check[]> {
   let parsed: ReturnType<typeof connectionSettings>;
   try {
     parsed = connectionSettings(config.db);
@@ -71,7 +71,7 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
                 (SELECT count(*)::int FROM pg_stat_activity) AS used`,
         )
       ).rows[0] as { max: number; reserved: number; used: number };
-      checks.push(await poolCheck(settings, config, limits));
+      checks.push(await poolCheck(settings, config, workers, limits));
 
       if (schema && (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 0) {
         checks.push(
@@ -104,7 +104,8 @@ export async function postgresChecks(config: Config): Promise<Check[]> {
 /** Opens a connection through a pool sized like serve's, and checks the server has room for every worker's pool. */
 async function poolCheck(
   settings: pg.ClientConfig,
-  config: Config,
+  config: StoreConfig,
+  workers: number,
   limits: { max: number; reserved: number; used: number },
 ): Promise<Check> {
   const pool = new pg.Pool({ ...settings, max: config.poolSize });
@@ -121,9 +122,9 @@ async function poolCheck(
   } finally {
     await pool.end().catch(() => {});
   }
-  const wanted = config.poolSize * config.workers;
+  const wanted = config.poolSize * workers;
   const room = limits.max - limits.reserved;
-  const detail = `pool of ${config.poolSize} x ${config.workers} worker(s) = ${wanted} connections; server allows ${room} (${limits.used} in use)`;
+  const detail = `pool of ${config.poolSize} x ${workers} worker(s) = ${wanted} connections; server allows ${room} (${limits.used} in use)`;
   if (wanted > room - limits.used) {
     return warn('pool', detail, 'lower --workers or PLANTSTORE_PG_POOL_SIZE, raise max_connections, or put PgBouncer in front');
   }

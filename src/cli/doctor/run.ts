@@ -1,21 +1,20 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../../config.js';
+import { isPostgresUrl } from '../../store/open-store.js';
 import { fail, type Check } from './check.js';
 import { jwtChecks } from './jwt.js';
 import { listenChecks } from './listen.js';
 import { postgresChecks, withoutPassword } from './postgres.js';
 import { sqliteChecks } from './sqlite.js';
 
-const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
-
-function configCheck(config: Config): Check {
-  const db = isPostgresUrl(config.db) ? withoutPassword(config.db) : config.db;
+function configCheck({ store, server, app }: Config): Check {
+  const db = isPostgresUrl(store.db) ? withoutPassword(store.db) : store.db;
   return {
     check: 'config',
     status: 'ok',
     detail:
-      `db ${db}${config.readDb ? `, read replica ${withoutPassword(config.readDb)}` : ''}; listen ${config.host}:${config.port}; ` +
-      `${config.workers} worker(s); log level ${config.logLevel}; cache ${config.cache ? 'on' : 'off'}`,
+      `db ${db}${store.readDb ? `, read replica ${withoutPassword(store.readDb)}` : ''}; listen ${server.host}:${server.port}; ` +
+      `${server.workers} worker(s); log level ${app.logLevel}; cache ${app.cache ? 'on' : 'off'}`,
   };
 }
 
@@ -28,8 +27,9 @@ export async function runChecks(command: Command, flags: Omit<ConfigInput, 'db'>
   } catch (err) {
     return [fail('config', (err as Error).message, 'correct the flag or the PLANTSTORE_* environment variable it names')];
   }
-  const checks = [configCheck(config), ...(await listenChecks(config)), ...(await jwtChecks(config.jwt))];
-  checks.push(...(isPostgresUrl(config.db) ? await postgresChecks(config) : await sqliteChecks(config.db)));
+  const checks = [configCheck(config), ...(await listenChecks(config.server)), ...(await jwtChecks(config.app.jwt))];
+  const { store } = config;
+  checks.push(...(isPostgresUrl(store.db) ? await postgresChecks(store, config.server.workers) : await sqliteChecks(store.db)));
   return checks;
 }
 

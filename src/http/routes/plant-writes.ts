@@ -1,7 +1,8 @@
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { DomainError } from '../../domain-errors.js';
+import { DomainError } from '../../catalogue/errors.js';
+import { MAX_PLANT_ID, type PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
@@ -48,7 +49,7 @@ const deletePlantSchema = {
     'Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the ' +
     'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).',
   params: Type.Object({
-    id: Type.Integer({ format: 'int64', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'ID of plant to delete' }),
+    id: Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description: 'ID of plant to delete' }),
   }),
   response: {
     204: { type: 'null', description: 'Plant deleted' },
@@ -74,7 +75,7 @@ export async function plantWriteRoutes(
   routes.post('/plants', { onRequest: [authenticate, requireJsonAcceptable], schema: createPlantSchema }, async (request) => {
     const plant = request.body as NewPlant;
     try {
-      await store.createPlant(request.viewer!.userId, plant);
+      await store.createPlant(request.viewer!, plant);
     } catch (err) {
       throw asApiError(err);
     }
@@ -84,7 +85,7 @@ export async function plantWriteRoutes(
 
   routes.delete('/plants/:id', { onRequest: authenticate, schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
-    switch (await store.deletePlant(request.viewer!, id)) {
+    switch (await store.deletePlant(request.viewer!, id as PlantId)) {
       case 'deleted':
         return reply.code(204).send();
       case 'forbidden':

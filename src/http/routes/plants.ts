@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { JSON_TYPE } from '../common-headers.js';
-import { sendAfterPoll } from '../replies-after-poll.js';
+import type { RepliesAfterPoll } from '../replies-after-poll.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
@@ -57,9 +57,10 @@ export async function plantRoutes(
     listing: PlantListing;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
+    replies: RepliesAfterPoll;
   },
 ): Promise<void> {
-  const { listing } = opts;
+  const { listing, replies } = opts;
   // GET and HEAD pass the same hooks and the same query validation; they differ only in what they send.
   const onRequest = [opts.authenticate, requireJsonAcceptable];
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -79,7 +80,7 @@ export async function plantRoutes(
       if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
         return listing.stream(request.viewer!, after, limit, () => reply.raw.destroy()).then((stream) => reply.send(stream));
       }
-      return sendPage(reply, listing.page(request.viewer!, after, limit));
+      return sendPage(replies, reply, listing.page(request.viewer!, after, limit));
     },
   );
   // HEAD answers the headers GET would, at the cost of at most one page read: a full listing would be streamed
@@ -90,7 +91,7 @@ export async function plantRoutes(
     const after = cursor === undefined ? 0 : decodeCursor(cursor);
     reply.type(JSON_TYPE);
     if (limit === undefined || limit > MAX_BUFFERED_LIMIT) return reply.send();
-    return sendPage(reply, listing.page(request.viewer!, after, limit));
+    return sendPage(replies, reply, listing.page(request.viewer!, after, limit));
   });
 }
 
@@ -99,7 +100,7 @@ export async function plantRoutes(
  * replies of the requests that arrived with it (see replies-after-poll.ts), so the handler returns nothing and
  * Fastify waits for the send.
  */
-function sendPage(reply: FastifyReply, page: Page | Promise<Page>): undefined {
+function sendPage(replies: RepliesAfterPoll, reply: FastifyReply, page: Page | Promise<Page>): undefined {
   const send = (ready: Page) => {
     if (ready.link !== undefined) reply.header('link', ready.link);
     // Fastify sends a string with a JSON type as it is.
@@ -109,11 +110,11 @@ function sendPage(reply: FastifyReply, page: Page | Promise<Page>): undefined {
   if (page instanceof Promise) {
     // A failed read is answered as Fastify answers an error thrown by the handler.
     page.then(
-      (ready) => sendAfterPoll(reply, () => send(ready)),
+      (ready) => replies.send(reply, () => send(ready)),
       (err: unknown) => reply.send(err),
     );
   } else {
-    sendAfterPoll(reply, () => send(page));
+    replies.send(reply, () => send(page));
   }
   return undefined;
 }

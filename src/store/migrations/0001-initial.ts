@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from '../schema.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /**
  * Users, groups, plants, grants and hashed tokens. Plant ids only grow (AUTOINCREMENT / identity), so id

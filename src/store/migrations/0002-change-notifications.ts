@@ -1,13 +1,12 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from '../schema.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /** Tables whose changes can alter who sees what (or who is authenticated). */
 export const WATCHED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const;
 
+/** The NOTIFY channel of a schema is this and the schema's name, so Plant Stores sharing a database do not wake each other. */
 const CHANNEL_PREFIX = 'plantstore_changes_';
-
-/** The NOTIFY channel of one schema, so Plant Stores sharing a database do not wake each other. */
-export const changeChannel = (schema: string): string => `${CHANNEL_PREFIX}${schema}`;
 
 /**
  * PostgreSQL: every committed change to a watched table sends one NOTIFY (per statement, merged per

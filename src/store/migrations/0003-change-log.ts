@@ -1,12 +1,41 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { EVERYTHING, LOGGED_TABLES, PLANT_GRANT_TABLES, type LoggedColumn, type LoggedTable } from '../change-log.js';
-import type { Dialect } from '../schema.js';
 import { WATCHED_TABLES } from './0002-change-notifications.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /** The PostgreSQL setting an import turns on (SET LOCAL) so that its rows are not logged one by one. */
 export const BULK_LOAD_SETTING = 'plantstore.bulk_load';
 
-/** The triggers of one table, by name, so that a SQLite import can drop and restore exactly them. */
+/** The columns a change row can name, beside its table. */
+type LoggedColumn = 'user_id' | 'group_id' | 'plant_id' | 'token_id' | 'name' | 'is_public';
+
+/**
+ * For each watched table, the change-log column each of its key columns goes to. An insert logs the new row, a
+ * delete the old one, an update both (so a plant given to another owner names both owners).
+ */
+const LOGGED_TABLES = {
+  users: { user_id: 'id' },
+  groups: { group_id: 'id', name: 'name' },
+  group_members: { group_id: 'group_id', user_id: 'user_id' },
+  plants: { plant_id: 'id', user_id: 'owner_id', is_public: 'is_public' },
+  plant_user_grants: { plant_id: 'plant_id', user_id: 'user_id' },
+  plant_group_grants: { plant_id: 'plant_id', group_id: 'group_id' },
+  tokens: { token_id: 'id', user_id: 'user_id' },
+} as const satisfies Record<string, Partial<Record<LoggedColumn, string>>>;
+
+export type LoggedTable = keyof typeof LOGGED_TABLES;
+
+/**
+ * An update or delete of a plant also logs the plant's grants as they stand: a renamed plant changes the pages of
+ * everyone it is shared with. (A deleted plant's grants are gone by then when foreign keys cascade, and log
+ * themselves; a plain `sqlite3` session runs without foreign keys, and then these rows name them.)
+ */
+const PLANT_GRANT_TABLES = ['plant_user_grants', 'plant_group_grants'] as const;
+
+/** The table name of a row that says "anything may have changed". */
+const EVERYTHING = '*';
+
+/** The triggers of one table, by name (SQLite). */
 export const changeTriggerName = (table: LoggedTable, operation: 'insert' | 'update' | 'delete'): string => `${table}_logged_${operation}`;
 
 /** `INSERT INTO change_log …` of one row of `table`, as `OLD` or `NEW` (the same text in both dialects). */

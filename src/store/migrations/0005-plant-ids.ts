@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from '../schema.js';
 import { inTransaction, unlogged } from './backfill.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /**
  * `plants.api_id`: a plant's public identifier, the `id` of the API's `NewPlant` and of `DELETE /plants/{id}`,
@@ -11,9 +12,9 @@ import { inTransaction, unlogged } from './backfill.js';
  * larger: where nobody chose ids, the two numbers stay the same and ids are never used twice.
  */
 /** The trigger that gives a plant inserted without an api_id the next one. */
-export const PLANT_ID_TRIGGER = 'plants_api_id_given';
+const PLANT_ID_TRIGGER = 'plants_api_id_given';
 /** The unique index of public ids: an id given twice or already taken is refused by it. */
-export const PLANT_API_ID_INDEX = 'plants_by_api_id';
+const PLANT_API_ID_INDEX = 'plants_by_api_id';
 
 export function plantIds(dialect: Dialect): Migration {
   return {

@@ -1,9 +1,10 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from '../schema.js';
 import { BULK_LOAD_SETTING } from './0003-change-log.js';
 
+type Dialect = 'sqlite' | 'postgres';
+
 /** SQLite's triggers that raise the event (an import drops them and raises its events in one statement). */
-export const WEBHOOK_TRIGGERS = ['plants_webhook_insert', 'plants_webhook_numbered'] as const;
+const WEBHOOK_TRIGGERS = ['plants_webhook_insert', 'plants_webhook_numbered'] as const;
 
 /**
  * The new-plant webhook's tables. Endpoints are registered by operators (CLI). Every plant added, by any writer,

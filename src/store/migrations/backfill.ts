@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
-import type { LoggedTable } from '../change-log.js';
-import type { Dialect } from '../schema.js';
-import { BULK_LOAD_SETTING, changeTriggerName } from './0003-change-log.js';
+import { BULK_LOAD_SETTING, changeTriggerName, type LoggedTable } from './0003-change-log.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /**
  * Runs a migration step in one transaction. PostgreSQL migrations already run in one; Kysely runs SQLite's

@@ -1,11 +1,13 @@
 import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
-import type { Dialect } from '../schema.js';
 import { initialSchema } from './0001-initial.js';
 import { changeNotifications } from './0002-change-notifications.js';
 import { changeLog } from './0003-change-log.js';
 import { userNameKeys } from './0004-user-name-keys.js';
 import { plantIds } from './0005-plant-ids.js';
 import { webhooks } from './0006-webhooks.js';
+import { plantIdWatermark } from './0007-plant-id-watermark.js';
+
+type Dialect = 'sqlite' | 'postgres';
 
 /** Every migration, listed explicitly (no directory scanning), in order. Names never change once released. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -16,6 +18,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0004-user-name-keys': userNameKeys(dialect),
     '0005-plant-ids': plantIds(dialect),
     '0006-webhooks': webhooks(dialect),
+    '0007-plant-id-watermark': plantIdWatermark(dialect),
   };
 }
 

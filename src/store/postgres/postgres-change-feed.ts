@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
-import { changeChannel } from '../migrations/0002-change-notifications.js';
+import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
+import { changeChannel } from '../schema-names.js';
 
 /** The log is read this often even without a notification: notifications only make it sooner. */
 const POLL_MS = 250;
@@ -10,13 +10,10 @@ const POLL_MS = 250;
  * read: well inside the one second Plant Store promises, whatever happens to the connection.
  */
 const FRESH_MS = 750;
-/** A read that takes longer means the connection is gone, whether or not the socket says so: it is replaced. */
-const READ_TIMEOUT_MS = 2_000;
-const RECONNECT_MS = 1_000;
 /**
  * A notification is acted on this long after it arrives, so that the commits of a burst are read in one go
- * rather than one read each (20 quick commits: one or two reads, not 19). It is a twentieth of the one-second
- * bound; this process's own writes do not wait for it (see catchUp).
+ * rather than one read each. It is a twentieth of the one-second bound; this process's own writes do not wait
+ * for it (see catchUp).
  */
 const NOTIFIED_READ_DELAY_MS = 50;
 
@@ -67,26 +64,15 @@ export const PRUNE_SQL = `
   DELETE FROM change_log WHERE tx < (SELECT pruned_below FROM mark)`;
 
 /**
- * The change log of a PostgreSQL database as it reaches one process.
- *
- * Sequence numbers are not commit order here (a transaction can take seq 10 and commit after one that took
- * 11), so positions are kept in transactions: each row carries its writer's xid8, and after each read every
- * transaction below the snapshot's xmin is known finished and read. Rows of transactions at or above it that
- * were already read are remembered by seq until the horizon passes them. A burst, a lost connection or a
- * restart of this connection therefore skips nothing; only a process that stopped reading for longer than the
- * log is kept misses rows, finds the log pruned past its horizon, and empties every cache.
- *
- * Reads run on a connection of their own (LISTENing on it): soon after a notification, and every POLL_MS in any
- * case, so that a connection that is silently dropped (a proxy or firewall that discards its traffic without
- * closing it) is noticed by a read that does not come back. Until a read succeeds again, `sync()` says no:
- * the process caches nothing and reads the database on every request.
+ * Where a process stands in the log. Sequence numbers are not commit order here (a transaction can take seq 10
+ * and commit after one that took 11), so positions are kept in transactions: each row carries its writer's xid8,
+ * and after each read every transaction below the snapshot's xmin is known finished and read. Rows of
+ * transactions at or above it that were already read are remembered by seq until the horizon passes them. A
+ * burst, a lost connection or a restart of the connection therefore skips nothing; only a process that stopped
+ * reading for longer than the log is kept misses rows, finds the log pruned past its horizon, and is told
+ * `everything`.
  */
-export class PostgresChangeFeed implements ChangeFeed {
-  position = 0;
-  private readonly listeners: Array<(batch: ChangeBatch, position: number) => void> = [];
-  private client: pg.Client | undefined;
-  private started = false;
-  private closed = false;
+class LogCursor {
   /** Every transaction below this xid8 is finished and its rows were read; undefined before the first read. */
   private horizon: bigint | undefined;
   /** Rows read whose transactions are at or above the horizon: seq -> tx. */
@@ -96,68 +82,97 @@ export class PostgresChangeFeed implements ChangeFeed {
    * replica that has replayed this far shows them all.
    */
   walPosition = 0n;
-  /** When the last read that came back was sent (performance.now()). */
-  private freshSince = -Infinity;
-  private reading = false;
-  private readAgain = false;
-  /** When the last read was sent, and when the last notification came (performance.now()). */
-  private lastSentAt = -Infinity;
-  private notifiedAt = -Infinity;
-  private notifiedTimer: NodeJS.Timeout | undefined;
-  private readonly waiters: Array<{ since: number; resolve: () => void }> = [];
-  private pollTimer: NodeJS.Timeout | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private reporter: ((event: 'following' | 'lost', detail: string) => void) | undefined;
-  /** Whether the last report said `following`: each change of state is reported once. */
-  private following = false;
 
-  /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
+  get started(): boolean {
+    return this.horizon !== undefined;
+  }
+
+  /** The parameters of the next read (READ_SQL). */
+  readParameters(): unknown[] {
+    return [this.horizon === undefined ? null : this.horizon.toString(), [...this.consumed.keys()]];
+  }
+
+  /** Takes in a read's rows: what to deliver, if anything (the first read only finds the position). */
+  advance(rows: ReadRow[]): ChangeBatch | undefined {
+    const first = this.horizon === undefined;
+    const { xmin, pruned_below: prunedBelow } = rows[0]!;
+    const fellBehind = this.horizon !== undefined && this.horizon < BigInt(prunedBelow);
+    const changes: Change[] = [];
+    for (const row of rows) {
+      if (row.seq === null) continue;
+      this.consumed.set(row.seq, BigInt(row.tx!));
+      changes.push({
+        table: (row.table_name ?? EVERYTHING) as LoggedTable | typeof EVERYTHING,
+        userId: row.user_id,
+        groupId: row.group_id,
+        plantId: row.plant_id,
+        tokenId: row.token_id,
+        name: row.name,
+        isPublic: row.is_public === 1,
+      });
+    }
+    this.horizon = BigInt(xmin);
+    this.walPosition = lsnValue(rows[0]!.lsn);
+    for (const [seq, tx] of this.consumed) if (tx < this.horizon) this.consumed.delete(seq);
+    if (first) return undefined;
+    if (fellBehind) {
+      this.consumed.clear();
+      return 'everything';
+    }
+    return changes.length > 0 ? changes : undefined;
+  }
+}
+
+/** A read that takes longer means the connection is gone, whether or not the socket says so: it is replaced. */
+const READ_TIMEOUT_MS = 2_000;
+const RECONNECT_MS = 1_000;
+
+/** What the feed hears from its connection. */
+interface ConnectionEvents {
+  /** A connection is ready (again): read from where the cursor stands. */
+  connected(): void;
+  /** The connection is gone; a new one is tried in a moment. */
+  lost(): void;
+  notified(): void;
+}
+
+/**
+ * The feed's own connection, LISTENing on the schema's channel and replaced a second after it is lost (an error, an
+ * end, or a read that does not come back). Each change of state (following, lost) is reported once.
+ */
+class ListeningConnection {
+  client: pg.Client | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private following = false;
+  reporter: ((event: 'following' | 'lost', detail: string) => void) | undefined;
+
   constructor(
     private readonly config: pg.ClientConfig,
-    private readonly onStart?: () => void,
+    private readonly events: ConnectionEvents,
   ) {}
 
-  sync(): boolean {
-    if (!this.started) this.start();
-    return this.client !== undefined && performance.now() - this.freshSince < FRESH_MS;
+  /** Says, once per change, that reads succeed again. */
+  readSucceeded(): void {
+    if (this.following) return;
+    this.following = true;
+    this.reporter?.('following', 'following the change log');
   }
 
-  subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
-    this.listeners.push(listener);
-  }
-
-  report(listener: (event: 'following' | 'lost', detail: string) => void): void {
-    this.reporter = listener;
-  }
-
-  catchUp(): Promise<void> {
-    if (!this.started || this.client === undefined || this.horizon === undefined) return Promise.resolve();
-    const since = performance.now();
-    return new Promise((resolve) => {
-      this.waiters.push({ since, resolve });
-      this.read();
-    });
+  /** Gives up on `client` (a read failed or did not come back). */
+  fail(client: pg.Client, err: Error): void {
+    if (this.client === client) client.emit('error', err);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    clearInterval(this.pollTimer);
     clearTimeout(this.reconnectTimer);
-    clearTimeout(this.notifiedTimer);
     const client = this.client;
     this.client = undefined;
-    this.releaseWaiters(() => true);
     await client?.end().catch(() => {});
   }
 
-  private start(): void {
-    this.started = true;
-    this.onStart?.();
-    void this.connect();
-    this.pollTimer = setInterval(() => this.read(), POLL_MS).unref();
-  }
-
-  private async connect(): Promise<void> {
+  async connect(): Promise<void> {
     if (this.closed) return;
     const client = new pg.Client({ ...this.config, query_timeout: READ_TIMEOUT_MS, keepAlive: true });
     const lost = (err?: Error) => {
@@ -170,8 +185,7 @@ export class PostgresChangeFeed implements ChangeFeed {
       client.on('error', () => {});
       // end() would wait for a socket that may never answer; destroying it does not.
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-      // Writers waiting for this connection go on: nothing is cached until a read succeeds again.
-      this.releaseWaiters(() => true);
+      this.events.lost();
       if (!this.closed && this.reconnectTimer === undefined) {
         this.reconnectTimer = setTimeout(() => {
           this.reconnectTimer = undefined;
@@ -181,22 +195,104 @@ export class PostgresChangeFeed implements ChangeFeed {
     };
     client.on('error', lost);
     client.on('end', lost);
-    client.on('notification', () => this.readNotified());
+    client.on('notification', () => this.events.notified());
     try {
       await client.connect();
       // The planner overestimates READ_SQL (the one-row state table is rarely analyzed) past jit_above_cost, and
-      // compiling it took ~5 ms of PostgreSQL's CPU for a 0.1 ms read, at every notification: under 100 changes a
-      // second, half a core.
+      // compiling it costs far more than the read; each notification would pay it.
       await client.query('SET jit = off');
       const { rows } = await client.query<{ schema: string }>('SELECT current_schema() AS schema');
       await client.query(`LISTEN ${pg.escapeIdentifier(changeChannel(rows[0]!.schema))}`);
       if (this.closed) return void client.end().catch(() => {});
       this.client = client;
-      // From the horizon kept across connections: what was committed while nobody listened is read now.
-      this.read();
+      this.events.connected();
     } catch {
       lost();
     }
+  }
+}
+
+/**
+ * The change log of a PostgreSQL database as it reaches one process (see LogCursor for where it stands).
+ *
+ * Reads run on a connection of their own (LISTENing on it): soon after a notification, and every POLL_MS in any
+ * case, so that a connection that is silently dropped (a proxy or firewall that discards its traffic without
+ * closing it) is noticed by a read that does not come back. Until a read succeeds again, `sync()` says no:
+ * the process caches nothing and reads the database on every request.
+ */
+export class PostgresChangeFeed implements ChangeFeed {
+  private readonly subscribers = new ChangeSubscribers();
+  private readonly cursor = new LogCursor();
+  private readonly connection: ListeningConnection;
+  private started = false;
+  /** When the last read that came back was sent (performance.now()). */
+  private freshSince = -Infinity;
+  private reading = false;
+  private readAgain = false;
+  /** When the last read was sent, and when the last notification came (performance.now()). */
+  private lastSentAt = -Infinity;
+  private notifiedAt = -Infinity;
+  private notifiedTimer: NodeJS.Timeout | undefined;
+  private readonly waiters: Array<{ since: number; resolve: () => void }> = [];
+  private pollTimer: NodeJS.Timeout | undefined;
+
+  /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
+  constructor(
+    config: pg.ClientConfig,
+    private readonly onStart?: () => void,
+  ) {
+    this.connection = new ListeningConnection(config, {
+      // From the horizon kept across connections: what was committed while nobody listened is read now.
+      connected: () => this.read(),
+      // Writers waiting for this connection go on: nothing is cached until a read succeeds again.
+      lost: () => this.releaseWaiters(() => true),
+      notified: () => this.readNotified(),
+    });
+  }
+
+  get position(): number {
+    return this.subscribers.position;
+  }
+
+  /** See LogCursor.walPosition. */
+  get walPosition(): bigint {
+    return this.cursor.walPosition;
+  }
+
+  sync(): boolean {
+    if (!this.started) this.start();
+    return this.connection.client !== undefined && performance.now() - this.freshSince < FRESH_MS;
+  }
+
+  subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
+    this.subscribers.subscribe(listener);
+  }
+
+  report(listener: (event: 'following' | 'lost', detail: string) => void): void {
+    this.connection.reporter = listener;
+  }
+
+  catchUp(): Promise<void> {
+    if (!this.started || this.connection.client === undefined || !this.cursor.started) return Promise.resolve();
+    const since = performance.now();
+    return new Promise((resolve) => {
+      this.waiters.push({ since, resolve });
+      this.read();
+    });
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.pollTimer);
+    clearTimeout(this.notifiedTimer);
+    this.releaseWaiters(() => true);
+    await this.connection.close();
+  }
+
+  private start(): void {
+    this.started = true;
+    this.onStart?.();
+    void this.connection.connect();
+    this.pollTimer = setInterval(() => this.read(), POLL_MS).unref();
   }
 
   /**
@@ -218,75 +314,31 @@ export class PostgresChangeFeed implements ChangeFeed {
       this.readAgain = true;
       return;
     }
-    const client = this.client;
+    const client = this.connection.client;
     if (client === undefined) return;
     this.reading = true;
     this.readAgain = false;
     const sentAt = performance.now();
     this.lastSentAt = sentAt;
-    const horizon = this.horizon;
     client
       // Named, so the connection parses and plans it once, not at every notification.
-      .query<ReadRow>({
-        name: 'plantstore_read_change_log',
-        text: READ_SQL,
-        values: [horizon === undefined ? null : horizon.toString(), [...this.consumed.keys()]],
-      })
+      .query<ReadRow>({ name: 'plantstore_read_change_log', text: READ_SQL, values: this.cursor.readParameters() })
       .then(
         ({ rows }) => {
-          if (this.client !== client) return;
-          this.apply(rows, horizon === undefined);
+          if (this.connection.client !== client) return;
+          const batch = this.cursor.advance(rows);
+          if (batch !== undefined) this.subscribers.deliver(batch);
           this.freshSince = sentAt;
-          if (!this.following) {
-            this.following = true;
-            this.reporter?.('following', 'following the change log');
-          }
+          this.connection.readSucceeded();
           this.releaseWaiters((waiter) => waiter.since <= sentAt);
         },
-        (err: Error) => {
-          // A read that fails or does not come back: this connection cannot be trusted any more.
-          if (this.client === client) client.emit('error', new Error(`a read of the change log failed: ${err.message}`));
-        },
+        // A read that fails or does not come back: this connection cannot be trusted any more.
+        (err: Error) => this.connection.fail(client, new Error(`a read of the change log failed: ${err.message}`)),
       )
       .finally(() => {
         this.reading = false;
         if (this.readAgain || this.waiters.length > 0) this.read();
       });
-  }
-
-  private apply(rows: ReadRow[], first: boolean): void {
-    const { xmin, pruned_below: prunedBelow } = rows[0]!;
-    const fellBehind = this.horizon !== undefined && this.horizon < BigInt(prunedBelow);
-    const changes: Change[] = [];
-    for (const row of rows) {
-      if (row.seq === null) continue;
-      this.consumed.set(row.seq, BigInt(row.tx!));
-      changes.push({
-        table: (row.table_name ?? EVERYTHING) as LoggedTable | typeof EVERYTHING,
-        userId: row.user_id,
-        groupId: row.group_id,
-        plantId: row.plant_id,
-        tokenId: row.token_id,
-        name: row.name,
-        isPublic: row.is_public === 1,
-      });
-    }
-    this.horizon = BigInt(xmin);
-    this.walPosition = lsnValue(rows[0]!.lsn);
-    for (const [seq, tx] of this.consumed) if (tx < this.horizon) this.consumed.delete(seq);
-    // The first read only finds the position: nothing was cached before it.
-    if (first) return;
-    if (fellBehind) {
-      this.consumed.clear();
-      this.deliver('everything');
-    } else if (changes.length > 0) {
-      this.deliver(changes);
-    }
-  }
-
-  private deliver(batch: ChangeBatch): void {
-    const position = ++this.position;
-    for (const listener of this.listeners) listener(batch, position);
   }
 
   private releaseWaiters(which: (waiter: { since: number }) => boolean): void {

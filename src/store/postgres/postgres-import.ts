@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
-import { nameKey } from '../../names.js';
+import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../import-format/records.js';
 import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
-import { BULK_LOAD_SETTING } from '../migrations/0003-change-log.js';
-import { PLANT_API_ID_INDEX } from '../migrations/0005-plant-ids.js';
+import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
+import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, PLANT_API_ID_INDEX } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
+import { advisoryLockSql } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
 
@@ -65,11 +66,10 @@ export class PostgresImport implements ImportTarget {
     // Row by row, the change log would double what an import writes: it records one broad change instead.
     await this.client.query(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`);
     this.addBack = (await dropForFirstLoad(this.client)).add;
-    // Plants without an id in the file are numbered like those added without one (see 0005-plant-ids.ts).
-    const { rows } = await this.client.query<{ largest: string }>(
-      `SELECT greatest(coalesce(max(api_id), 0), coalesce(pg_sequence_last_value(pg_get_serial_sequence('plants', 'id')::regclass), 0)) AS largest FROM plants`,
-    );
-    return Number(rows[0]!.largest);
+    // Plants without an id in the file are numbered like those added without one, under the same lock.
+    await this.client.query(advisoryLockSql, [AUTOMATIC_IDS_LOCK]);
+    const { rows } = await this.client.query<{ largest: string | null }>(LARGEST_USED_PLANT_ID_SQL);
+    return Number(rows[0]!.largest ?? 0);
   }
 
   next(type: CatalogueRecord['type']): Awaitable<void> {

@@ -1,8 +1,7 @@
 import pg from 'pg';
-import { invalidInput } from '../../domain-errors.js';
+import { invalidInput } from '../../catalogue/errors.js';
 
-// Connecting to PostgreSQL: the options, the URL's own parameters, the pool, and which errors mean the
-// database cannot be reached.
+// Connecting to PostgreSQL: the options, the URL's own parameters and the pool.
 
 export interface PostgresOptions {
   /** postgres://user@host:port/database; an optional `schema=NAME` query parameter selects (and creates) a schema. */
@@ -13,16 +12,6 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
   /** Create the `?schema=` when it is not there; otherwise its absence is an error. Default true. */
   create?: boolean;
-}
-
-/** Errors that mean "the database is not there right now" rather than "this request is wrong". */
-export function isConnectionError(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code))
-    return true;
-  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
-    e.message ?? '',
-  );
 }
 
 /** The URL's own parameters: `schema` (Plant Store's) and `application_name`, which the change feed's connection extends. */

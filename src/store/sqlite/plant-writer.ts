@@ -1,5 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { BULK_IMPORT_INDEXES, plantIdTaken, type ImportedPlant } from '../catalogue-import.js';
+import { isUniqueViolationOf } from './sqlite-errors.js';
 
 /** Rows per INSERT statement once an import writes in bulk, and per INSERT into the grants queued in TEMP. */
 const ROWS_PER_INSERT = 32;
@@ -131,8 +132,7 @@ export class PlantWriter {
 }
 
 /** SQLite's refusal of a public id already in the table. */
-export const isTakenId = (err: unknown): boolean =>
-  (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && (err as Error).message.includes('plants.api_id');
+export const isTakenId = (err: unknown): boolean => isUniqueViolationOf(err, 'plants.api_id');
 
 /**
  * One grant table's grants of an import, queued in a TEMP table of the import's connection (rolled back with

@@ -1,27 +1,25 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { nameKey } from '../../names.js';
+import { nameKey } from '../../catalogue/names.js';
 import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
-import { EVERYTHING, LOGGED_TABLES } from '../change-log.js';
-import { changeTriggerName } from '../migrations/0003-change-log.js';
-import { PLANT_ID_TRIGGER } from '../migrations/0005-plant-ids.js';
-import { WEBHOOK_TRIGGERS } from '../migrations/0006-webhooks.js';
+import { EVERYTHING } from '../change-log.js';
+import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
+/** The tables an import writes. */
+const IMPORTED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants'];
+
 /**
- * The triggers an import goes without, by name, as SQLite stores them: it drops them and restores them exactly.
- * The change log's (see `begin`), and the one that numbers plants inserted without an id (an import numbers its
- * plants itself; a trigger, even one whose condition is false, costs every row).
+ * The triggers of the tables an import writes, as SQLite stores them: it drops them and restores them exactly, and
+ * does their work in bulk (a trigger, even one whose condition is false, costs every row). They log changes (the
+ * import logs one broad change), number plants without an id (the import numbers its plants itself) and raise
+ * webhook events (the import raises them in one statement).
  */
 function importedTableTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
-  const names = Object.keys(LOGGED_TABLES).flatMap((table) =>
-    (['insert', 'update', 'delete'] as const).map((op) => changeTriggerName(table as keyof typeof LOGGED_TABLES, op)),
-  );
-  names.push(PLANT_ID_TRIGGER, ...WEBHOOK_TRIGGERS);
   return db
-    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (${names.map(() => '?').join(', ')})`)
-    .all(...names) as Array<{ name: string; sql: string }>;
+    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN (${IMPORTED_TABLES.map(() => '?').join(', ')})`)
+    .all(...IMPORTED_TABLES) as Array<{ name: string; sql: string }>;
 }
 
 /**
@@ -77,8 +75,7 @@ export class SqliteImport implements ImportTarget {
     this.triggers = importedTableTriggers(db);
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
     this.plants = new PlantWriter(db, this.now);
-    // Plants without an id in the file are numbered like those added without one (see 0005-plant-ids.ts).
-    return Math.max(this.plants.largestPosition, db.prepare('SELECT coalesce(max(api_id), 0) FROM plants').pluck().get() as number);
+    return Number(db.prepare(LARGEST_USED_PLANT_ID_SQL).pluck().get() ?? 0);
   }
 
   next(): void {}

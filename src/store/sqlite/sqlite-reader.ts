@@ -1,5 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
+import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
 import {
   allPlantsSql,
   groupParam,
@@ -8,7 +8,7 @@ import {
   SQLITE_GROUP_BRANCHES,
   sqliteVisiblePlantsSql,
   viewerGroupsSql,
-} from '../visible-plants-sql.js';
+} from '../listing-sql.js';
 import type { TokenCredential, UserCredential, VisiblePage } from '../store.js';
 
 /**
@@ -37,8 +37,8 @@ type PageColumns = [ids: string, plants: string];
 /**
  * Listing statements made on first use, by key, the most recent PREPARED_LISTINGS kept. Each reads one row more
  * than the page holds and answers page columns (see pageColumnsSql): better-sqlite3 builds each row through
- * V8's generic property API (about 1,000 instructions a value), which cost more than the whole index work of
- * a page, and the body would then be serialized again; SQLite's JSON functions build it at once.
+ * V8's generic property API, which costs more than the whole index work of a page, and the body would then be
+ * serialized again; SQLite's JSON functions build it at once.
  */
 class PreparedListings {
   private readonly statements = new Map<string, BetterSqlite3.Statement<unknown[]>>();
@@ -88,9 +88,8 @@ export class SqliteReader implements ChangeFeed {
   private releaseTimer: NodeJS.Timeout | undefined;
   /** The last change-log row delivered. */
   private seen = 0;
-  private readonly listeners: Array<(batch: ChangeBatch, position: number) => void> = [];
+  private readonly subscribers = new ChangeSubscribers();
   private firstSync: (() => void) | undefined;
-  position = 0;
 
   /**
    * `source`: the database file, or the one connection of a `:memory:` database (then reads run unwrapped).
@@ -150,6 +149,10 @@ export class SqliteReader implements ChangeFeed {
 
   // ChangeFeed.
 
+  get position(): number {
+    return this.subscribers.position;
+  }
+
   sync(): boolean {
     if (this.firstSync) {
       this.firstSync();
@@ -161,7 +164,7 @@ export class SqliteReader implements ChangeFeed {
   }
 
   subscribe(listener: (batch: ChangeBatch, position: number) => void): void {
-    this.listeners.push(listener);
+    this.subscribers.subscribe(listener);
   }
 
   /** After a write of this process: the next read takes a new snapshot, and the log is read at once. */
@@ -172,7 +175,7 @@ export class SqliteReader implements ChangeFeed {
 
   /** Tells every subscriber that anything may have changed (the database file was replaced). */
   deliverEverything(): void {
-    this.deliver('everything');
+    this.subscribers.deliver('everything');
   }
 
   // Request path.
@@ -237,10 +240,10 @@ export class SqliteReader implements ChangeFeed {
     if (rows.length > 0) {
       if (rows[0]![0] === -1) {
         this.seen = Math.max(this.statements.prunedThrough.get() as number, rows.at(-1)![0]);
-        this.deliver('everything');
+        this.subscribers.deliver('everything');
       } else {
         this.seen = rows.at(-1)![0];
-        this.deliver(rows.map(toChange));
+        this.subscribers.deliver(rows.map(toChange));
       }
     }
     if (this.ownConnection) this.releaseTimer ??= setTimeout(() => this.release(), RELEASE_MS).unref();
@@ -255,11 +258,6 @@ export class SqliteReader implements ChangeFeed {
     }
     this.db.exec('COMMIT');
     this.renewedAt = -Infinity;
-  }
-
-  private deliver(batch: ChangeBatch): void {
-    const position = ++this.position;
-    for (const listener of this.listeners) listener(batch, position);
   }
 }
 

@@ -1,5 +1,4 @@
 import * as crypto from 'node:crypto';
-import type { TokenCredential } from '../store/store.js';
 
 /**
  * Opaque bearer tokens: a recognisable prefix (so secret scanners can find leaked ones) and 256 random
@@ -15,8 +14,7 @@ export function generateToken(): { token: string; hash: Buffer } {
 
 /**
  * The SHA-256 of a token in base64: what a presented token is cached and rate limited by, so no raw token is
- * kept in memory. Per request: crypto.hash (Node 20.12+) straight to base64 takes about a third of the time of
- * hashing to a Buffer and converting it (no Buffer is allocated).
+ * kept in memory. crypto.hash (Node 20.12+) hashes straight to base64, without a Buffer per request.
  */
 export const tokenKey: (token: string) => string =
   typeof crypto.hash === 'function'
@@ -30,9 +28,23 @@ export type TokenFailure = 'malformed' | 'unknown' | 'expired' | 'revoked';
 
 export const isTokenShaped = (token: string): boolean => TOKEN_SHAPE.test(token);
 
-/** Why a stored credential cannot be used at time `now`; revocation and expiry are checked on every use. */
-export function credentialProblem(found: TokenCredential, now: number): 'revoked' | 'expired' | undefined {
-  if (found.revokedAt !== null) return 'revoked';
-  if (found.expiresAt !== null && found.expiresAt <= now) return 'expired';
-  return undefined;
+/** A stored token's state at a moment: revocation and expiry are judged on every use, never cached. */
+export type TokenState = 'active' | 'revoked' | 'expired';
+
+/** When a token was revoked and when it expires (epoch ms; null for never). */
+export interface TokenLifetime {
+  revokedAt: number | null;
+  expiresAt: number | null;
+}
+
+export function tokenState({ revokedAt, expiresAt }: TokenLifetime, now: number): TokenState {
+  if (revokedAt !== null) return 'revoked';
+  if (expiresAt !== null && expiresAt <= now) return 'expired';
+  return 'active';
+}
+
+/** The same rule as an SQL condition on the `tokens` table, for counting active tokens (`now` is written in). */
+export function activeTokenSql(now: number): string {
+  if (!Number.isSafeInteger(now)) throw new Error(`not a time: ${now}`);
+  return `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${now})`;
 }

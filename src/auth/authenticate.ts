@@ -1,14 +1,14 @@
 import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
-import { checkUserName } from '../names.js';
-import { DomainError } from '../domain-errors.js';
+import { checkUserName } from '../catalogue/names.js';
+import { DomainError } from '../catalogue/errors.js';
 import type { CredentialStore, TokenCredential, UserCredential } from '../store/store.js';
-import type { AnswerCaches } from './answer-caches.js';
-import { scope } from './change-scopes.js';
+import type { AnswerCaches } from '../cache/answer-caches.js';
+import type { Viewer } from '../catalogue/access-rule.js';
+import { scope } from '../catalogue/change-scopes.js';
+import { isTokenShaped, TOKEN_PREFIX, tokenKey, tokenState, type TokenFailure } from '../catalogue/tokens.js';
 import type { JwtConfig } from './jwt-config.js';
 import type { JwtFailure, JwtVerifier } from './jwt.js';
-import { credentialProblem, isTokenShaped, TOKEN_PREFIX, tokenKey, type TokenFailure } from './tokens.js';
-import type { Viewer } from './viewer.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
 
@@ -51,8 +51,8 @@ export function createAuthenticator(
 
   // Revocation and expiry are judged on every use; a usable token's answer (and so its viewer) is built once.
   const judge = ({ credential, accepted }: KnownToken): AuthResult => {
-    const problem = credentialProblem(credential, Date.now());
-    return problem === undefined ? accepted : { ok: false, reason: problem };
+    const state = tokenState(credential, Date.now());
+    return state === 'active' ? accepted : { ok: false, reason: state };
   };
 
   function opaque(token: string): Awaitable<AuthResult> {

@@ -1,5 +1,5 @@
 import { remove as withoutConfusables } from 'confusables';
-import { invalidInput } from './domain-errors.js';
+import { invalidInput } from './errors.js';
 
 /** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
 export const MAX_NAME_LENGTH = 1024;

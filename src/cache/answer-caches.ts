@@ -1,6 +1,6 @@
-import { EVERY_SCOPE, ScopedCache, type ScopedCacheOptions } from '../cache/scoped-cache.js';
+import { scope, scopesOf } from '../catalogue/change-scopes.js';
 import type { ChangeBatch, ChangeFeed } from '../store/change-log.js';
-import { scopesOf } from './change-scopes.js';
+import { ScopedCache, type ScopedCacheOptions } from './scoped-cache.js';
 
 /**
  * The caches of answers (token checks, JWT users, pages), kept right by the change feed: each batch of changes
@@ -17,9 +17,9 @@ export class AnswerCaches {
     feed.subscribe((batch, position) => this.apply(batch, position));
   }
 
-  /** A cache that follows the feed. */
+  /** A cache that follows the feed; a batch that may have changed anything empties it. */
   create<V>(options: ScopedCacheOptions<V>): ScopedCache<V> {
-    const cache = new ScopedCache<V>(options);
+    const cache = new ScopedCache<V>({ ...options, emptiedBy: [scope.everything, ...(options.emptiedBy ?? [])] });
     this.caches.push(cache as ScopedCache<unknown>);
     return cache;
   }
@@ -39,7 +39,7 @@ export class AnswerCaches {
 
   private apply(batch: ChangeBatch, position: number): void {
     const scopes = new Set<string>();
-    if (batch === 'everything') scopes.add(EVERY_SCOPE);
+    if (batch === 'everything') scopes.add(scope.everything);
     else for (const change of batch) for (const scope of scopesOf(change)) scopes.add(scope);
     for (const cache of this.caches) cache.drop(scopes, position);
   }

@@ -1,6 +1,6 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { invalidInput } from '../domain-errors.js';
+import { invalidInput } from '../catalogue/errors.js';
 import type { SettingValues } from '../settings.js';
 
 /**

@@ -1,0 +1,70 @@
+import type { Kysely, Transaction } from 'kysely';
+import type { Awaitable } from '../awaitable.js';
+import type { ChangeFeed } from './change-log.js';
+import type { ExportSnapshot } from './catalogue-export.js';
+import type { ImportTarget } from './catalogue-import.js';
+import type { Database } from './schema.js';
+import type { HealthStore, PageRequest, TokenCredential, UserCredential, VisiblePage } from './store.js';
+
+/** What a database error means to Plant Store: another writer took the key, or the database cannot be reached. */
+export type ErrorKind = 'unique_violation' | 'unavailable';
+
+/**
+ * The reads of the request path, each one statement on a connection the backend keeps for them. SQLite answers
+ * synchronously, PostgreSQL with a promise: `Awaitable` carries either, so a SQLite request makes no promise.
+ */
+export interface RequestReads {
+  ping(): Awaitable<void>;
+  findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
+  /** The user a JWT names, by user name. */
+  findUser(name: string): Awaitable<UserCredential | undefined>;
+  /** A page of what user `userId` may see, counting `claims` (group names) like stored memberships. */
+  visiblePlants(userId: number, page: PageRequest, claims: readonly string[]): Awaitable<VisiblePage>;
+  /** A page of every plant; `readerId` is the admin who asks (see `rememberWriter`). */
+  allPlants(page: PageRequest, readerId: number): Awaitable<VisiblePage>;
+  /**
+   * Called once user `userId`'s own write is committed and taken in: a backend that reads listings from a replica
+   * makes sure that user's next listing shows it.
+   */
+  rememberWriter(userId: number): Promise<void>;
+}
+
+/** Import and export of the whole catalogue (the flows are shared: catalogue-import.ts, catalogue-export.ts). */
+export interface BulkDialect {
+  /** Runs an import on a connection of its own, in one transaction. */
+  importing<T>(run: (target: ImportTarget) => Promise<T>): Promise<T>;
+  /** A consistent snapshot to export from. */
+  exportSnapshot(): Awaitable<ExportSnapshot>;
+}
+
+/**
+ * Everything that differs between SQLite and PostgreSQL, in one small seam (as Kysely's `Dialect` is): what the
+ * shared repositories (repositories/*.ts) run on, how a write is committed, the request path's reads, the change
+ * feed, bulk import and export, and the lifetime. create-store.ts composes a Store from it.
+ */
+export interface StoreDialect {
+  readonly backend: 'sqlite' | 'postgres';
+  /** Kysely on the primary database; read anew each time (SQLite reopens a file replaced under it). */
+  readonly db: Kysely<Database>;
+  /** What `err`, thrown by this database, means; undefined for anything else. */
+  classify(err: unknown): ErrorKind | undefined;
+  /** Runs `run` in one transaction that writes (SQLite waits its turn for the write lock without blocking the process). */
+  writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
+  /**
+   * Runs one writing statement as its own transaction: on PostgreSQL a statement is one, and BEGIN and COMMIT would
+   * add two round trips; on SQLite it is a writing transaction.
+   */
+  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T>;
+  /**
+   * Holds, until `trx` ends, every other transaction that locks the same key (PostgreSQL: an advisory lock of this
+   * schema; SQLite's writing transactions already run one at a time).
+   */
+  lock(trx: Transaction<Database>, key: string): Promise<void>;
+  readonly reads: RequestReads;
+  /** Every committed change, from any writer (see change-log.ts). */
+  readonly changes: ChangeFeed;
+  readonly bulk: BulkDialect;
+  /** Embedded backends follow their file; servers report their pools (see HealthStore). */
+  readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+  close(): Promise<void>;
+}

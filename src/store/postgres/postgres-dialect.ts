@@ -1,0 +1,159 @@
+import { CompiledQuery, Kysely, type Transaction } from 'kysely';
+import pg from 'pg';
+import Cursor from 'pg-cursor';
+import { notFound, unavailable } from '../../catalogue/errors.js';
+import type { ExportSnapshot } from '../catalogue-export.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
+import { createStore } from '../create-store.js';
+import type { BulkDialect, ErrorKind, StoreDialect } from '../dialect.js';
+import { migrateToLatest } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import type { HealthStore, PoolStats, Store } from '../store.js';
+import { PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
+import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
+import { PostgresImport } from './postgres-import.js';
+import { createPool, type PostgresOptions } from './postgres-pool.js';
+import { PostgresReads } from './postgres-reads.js';
+import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
+
+export type { PostgresOptions };
+
+/** The server backend: many stateless instances on one PostgreSQL database. */
+export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
+  const { pool, schema } = createPool(options.url, options);
+  const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
+  try {
+    if (schema && options.create === false) {
+      const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+      if (rows.length === 0)
+        throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
+    }
+    if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
+    await migrateToLatest(db, 'postgres', schema);
+    return createStore(new PostgresDialect(pool, readPool ?? pool, db));
+  } catch (err) {
+    await pool.end();
+    await readPool?.end();
+    if ((err as { code?: string }).code === '3D000') {
+      const database = decodeURIComponent(new URL(options.url).pathname.slice(1)) || '(default)';
+      throw notFound(`PostgreSQL has no database "${database}" at ${new URL(options.url).host}: create it (createdb), or check --db`);
+    }
+    if (isConnectionError(err)) throw unavailable(`cannot reach PostgreSQL: ${(err as Error).message}`);
+    throw err;
+  }
+}
+
+/** The rows of `text`, read through a cursor a thousand at a time, so memory stays flat. */
+async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string): AsyncGenerator<R> {
+  const cursor = client.query(new Cursor<R>(text));
+  try {
+    for (;;) {
+      const rows = await cursor.read(1_000);
+      if (rows.length === 0) return;
+      yield* rows;
+    }
+  } finally {
+    await cursor.close();
+  }
+}
+
+/**
+ * PostgreSQL's side of the store (see dialect.ts): Kysely and the request path on one pool of the primary, listings
+ * on the replica's pool when there is one, and the change feed on a connection of its own.
+ */
+class PostgresDialect implements StoreDialect {
+  readonly backend = 'postgres' as const;
+  readonly changes: PostgresChangeFeed;
+  readonly reads: PostgresReads;
+  readonly bulk: BulkDialect;
+  readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+  private pruner: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly readPool: pg.Pool,
+    readonly db: Kysely<Database>,
+  ) {
+    // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
+    const options = (pool as unknown as { options: pg.ClientConfig }).options;
+    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>
+      this.startPruning(),
+    );
+    this.reads = new PostgresReads(pool, readPool, () => this.changes.walPosition);
+    this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot() };
+    this.health = { poolStats: () => this.poolStats() };
+  }
+
+  classify(err: unknown): ErrorKind | undefined {
+    return classifyPostgresError(err);
+  }
+
+  writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(run);
+  }
+
+  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+    return run(this.db);
+  }
+
+  async lock(trx: Transaction<Database>, key: string): Promise<void> {
+    await trx.executeQuery(CompiledQuery.raw(advisoryLockSql, [key]));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.pruner);
+    await this.changes.close();
+    await this.db.destroy();
+    if (this.readPool !== this.pool) await this.readPool.end();
+  }
+
+  /** A serving process keeps the change log short; CLI commands never prune it. */
+  private startPruning(): void {
+    if (this.pruner || this.closed) return;
+    this.pruner = setInterval(() => void this.pool.query(PRUNE_SQL, [CHANGE_LOG_RETENTION_MS]).catch(() => {}), CHANGE_LOG_PRUNE_EVERY_MS);
+    this.pruner.unref();
+  }
+
+  private poolStats(): PoolStats[] {
+    const stats = (pool: pg.Pool, name: PoolStats['pool']): PoolStats => ({
+      pool: name,
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+    });
+    return this.readPool === this.pool ? [stats(this.pool, 'primary')] : [stats(this.pool, 'primary'), stats(this.readPool, 'replica')];
+  }
+
+  private async importing<T>(run: (target: PostgresImport) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      return await run(new PostgresImport(client));
+    } finally {
+      client.release();
+    }
+  }
+
+  private async exportSnapshot(): Promise<ExportSnapshot> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      // The statement timeout bounds requests' queries; a cursor read in many fetches is one statement that lasts
+      // the whole export, so an operator's bulk command goes without it.
+      await client.query('SET LOCAL statement_timeout = 0');
+    } catch (err) {
+      client.release();
+      throw err;
+    }
+    return {
+      rows: <R>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
+      close: async () => {
+        await client.query('ROLLBACK').catch(() => {});
+        client.release();
+      },
+    };
+  }
+}

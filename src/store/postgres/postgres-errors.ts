@@ -1,0 +1,24 @@
+import type { ErrorKind } from '../dialect.js';
+
+/** Errors that mean "the database is not there right now" rather than "this request is wrong". */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code))
+    return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+    e.message ?? '',
+  );
+}
+
+/** What a node-postgres error means to Plant Store (see StoreDialect.classify). */
+export function classifyPostgresError(err: unknown): ErrorKind | undefined {
+  if ((err as { code?: string }).code === '23505') return 'unique_violation';
+  if (isConnectionError(err)) return 'unavailable';
+  return undefined;
+}
+
+/**
+ * Takes the advisory lock of key $1 in this schema until the transaction ends (see StoreDialect.lock). The text
+ * hashed is the schema's name, a dot and the key: what migration 0007's numbering trigger locks for automatic ids.
+ */
+export const advisoryLockSql = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.' || $1))";

@@ -1,0 +1,107 @@
+import type pg from 'pg';
+import type { RequestReads } from '../dialect.js';
+import { allPlantsSql, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
+import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import { lsnValue } from './postgres-change-feed.js';
+
+/** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
+const RECENT_WRITERS = 10_000;
+
+/** The one row of a listing query: page columns (see pageColumnsSql), the groups the page counted and the standby's replay position. */
+type PageRow = { ids: string; plants: string; groups: Array<number | string> | null; replayed: string | null };
+
+// The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
+const VISIBLE_PLANTS = postgresVisiblePlantsSql(false);
+const VISIBLE_PLANTS_WITH_CLAIMS = postgresVisiblePlantsSql(true);
+const ALL_PLANTS = allPlantsSql('postgres', 0);
+
+/**
+ * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary;
+ * listings go to the read replica when there is one, but for a user whose own write the replica has not replayed
+ * yet, whose listing is read again on the primary so that the user sees it.
+ */
+export class PostgresReads implements RequestReads {
+  /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
+  private readonly recentWriters = new Map<number, bigint>();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly readPool: pg.Pool,
+    /** The primary's WAL position at the change feed's last read (see PostgresChangeFeed.walPosition). */
+    private readonly fedThrough: () => bigint,
+  ) {}
+
+  async ping(): Promise<void> {
+    await this.pool.query({ name: 'ping', text: 'SELECT 1' });
+  }
+
+  async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
+    const { rows } = await this.pool.query<{
+      token_id: number;
+      user_id: number;
+      is_admin: number;
+      expires_at: number | null;
+      revoked_at: number | null;
+    }>({
+      name: 'find_token',
+      text: `SELECT t.id AS token_id, t.user_id, u.is_admin, t.expires_at, t.revoked_at
+       FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`,
+      values: [hash],
+    });
+    const row = rows[0];
+    if (!row) return undefined;
+    return { tokenId: row.token_id, userId: row.user_id, admin: row.is_admin === 1, expiresAt: row.expires_at, revokedAt: row.revoked_at };
+  }
+
+  async findUser(name: string): Promise<UserCredential | undefined> {
+    const { rows } = await this.pool.query<{ id: number; is_admin: number }>({
+      name: 'find_user',
+      text: 'SELECT id, is_admin FROM users WHERE name = $1',
+      values: [name],
+    });
+    const row = rows[0];
+    return row && { userId: row.id, admin: row.is_admin === 1 };
+  }
+
+  visiblePlants(userId: number, { after, limit }: PageRequest, claims: readonly string[]): Promise<VisiblePage> {
+    return claims.length > 0
+      ? this.listing(userId, 'visible_plants_claims', VISIBLE_PLANTS_WITH_CLAIMS, limit, [userId, after, limit + 1, claims])
+      : this.listing(userId, 'visible_plants', VISIBLE_PLANTS, limit, [userId, after, limit + 1]);
+  }
+
+  allPlants({ after, limit }: PageRequest, readerId: number): Promise<VisiblePage> {
+    return this.listing(readerId, 'all_plants', ALL_PLANTS, limit, [after, limit + 1]);
+  }
+
+  async rememberWriter(userId: number): Promise<void> {
+    if (this.readPool === this.pool) return;
+    const { rows } = await this.pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    this.recentWriters.delete(userId);
+    this.recentWriters.set(userId, lsnValue(rows[0]!.lsn));
+    // Bounded: the oldest writer is forgotten (its replica has long caught up, or is far behind for everyone).
+    if (this.recentWriters.size > RECENT_WRITERS) this.recentWriters.delete(this.recentWriters.keys().next().value!);
+  }
+
+  /** A listing page of at most `limit` plants (the query reads one more). */
+  private async listing(readerId: number, statement: string, text: string, limit: number, values: unknown[]): Promise<VisiblePage> {
+    // The statement aggregates: it answers exactly one row.
+    const read = async (pool: pg.Pool) => (await pool.query<PageRow>({ name: statement, text, values })).rows[0]!;
+    const row = await read(this.readPool);
+    const wrote = this.recentWriters.get(readerId);
+    if (wrote !== undefined) {
+      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return this.page(await read(this.pool), limit);
+      this.recentWriters.delete(readerId);
+    }
+    return this.page(row, limit);
+  }
+
+  /**
+   * The row of a listing query (see listing-sql.ts). A page read from a standby that has not replayed every change
+   * the feed delivered could be older than the caches' view: it is served, not cached.
+   */
+  private page({ ids, plants, groups, replayed }: PageRow, limit: number): VisiblePage {
+    const cacheable = replayed === null || lsnValue(replayed) >= this.fedThrough();
+    // PostgreSQL's aggregates sort the rows themselves: the ids are in order.
+    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable)!;
+  }
+}

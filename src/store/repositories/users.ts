@@ -1,0 +1,108 @@
+import type { Kysely, Transaction } from 'kysely';
+import { conflict, notFound } from '../../catalogue/errors.js';
+import { checkUserName, nameKey } from '../../catalogue/names.js';
+import type { StoreDialect } from '../dialect.js';
+import type { Database } from '../schema.js';
+import type { UserCredential, UserInfo } from '../store.js';
+import { insertUnique, seenHere, unavailableOr } from '../writes.js';
+
+// Users: the shared SQL of both backends.
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+/** The id of the user named `name`; a name nobody has is not found. */
+export async function userIdByName(db: Db, name: string): Promise<number> {
+  const row = await db.selectFrom('users').select('id').where('name', '=', name).executeTakeFirst();
+  if (!row) throw notFound(`no user named "${name}"`);
+  return Number(row.id);
+}
+
+export async function addUser(d: StoreDialect, name: string, admin: boolean): Promise<UserInfo> {
+  checkUserName(name);
+  const createdAt = Date.now();
+  const insert = insertUnique(d, `user "${name}"`, () =>
+    d.db
+      .insertInto('users')
+      .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: nameKey(name) })
+      .returning('id')
+      .executeTakeFirstOrThrow(),
+  );
+  return seenHere(
+    d,
+    insert.then((row) => ({ id: Number(row.id), name, admin, createdAt: new Date(createdAt) })),
+  );
+}
+
+const credential = (row: { id: number; is_admin: number }): UserCredential => ({
+  userId: Number(row.id),
+  admin: Number(row.is_admin) === 1,
+});
+
+/**
+ * Finds the user a JWT names or creates it as an ordinary user (concurrent calls for one name create one user).
+ * A new name that looks like an existing user's (the same nameKey: `ALICE`, a Cyrillic look-alike) is refused
+ * (conflict): the provider's user would otherwise pass for the other one in every list.
+ */
+export async function provisionUser(d: StoreDialect, name: string): Promise<UserCredential> {
+  checkUserName(name);
+  const key = nameKey(name);
+  const provisioned = d.writeTransaction(async (trx) => {
+    const found = await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirst();
+    if (found) return credential(found);
+    await d.lock(trx, `name ${key}`);
+    const lookalike = await trx.selectFrom('users').select('id').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
+    if (lookalike) throw conflict(`the user name "${name}" looks like an existing user's`);
+    await trx
+      .insertInto('users')
+      .values({ name, is_admin: 0, created_at: Date.now(), name_key: key })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
+    return credential(await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow());
+  });
+  return seenHere(d, provisioned).catch((err: unknown) => {
+    throw unavailableOr(d, err);
+  });
+}
+
+/** Resolves to false when the user already had that flag. */
+export async function setAdmin(d: StoreDialect, name: string, admin: boolean): Promise<boolean> {
+  const changed = d.writeTransaction(async (trx) => {
+    const row = await trx.selectFrom('users').select('is_admin').where('name', '=', name).executeTakeFirst();
+    if (!row) throw notFound(`no user named "${name}"`);
+    if ((Number(row.is_admin) === 1) === admin) return false;
+    await trx
+      .updateTable('users')
+      .set({ is_admin: admin ? 1 : 0 })
+      .where('name', '=', name)
+      .execute();
+    return true;
+  });
+  return seenHere(d, changed);
+}
+
+export async function removeUser(d: StoreDialect, name: string, opts: { withPlants: boolean }): Promise<void> {
+  const removed = d.writeTransaction(async (trx) => {
+    const id = await userIdByName(trx, name);
+    const owned = await trx
+      .selectFrom('plants')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('owner_id', '=', id)
+      .executeTakeFirstOrThrow();
+    if (Number(owned.n) > 0) {
+      if (!opts.withPlants) throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
+      await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
+    }
+    await trx.deleteFrom('users').where('id', '=', id).execute();
+  });
+  return seenHere(d, removed);
+}
+
+export async function listUsers(d: StoreDialect): Promise<UserInfo[]> {
+  const rows = await d.db.selectFrom('users').selectAll().orderBy('id').execute();
+  return rows.map((r) => ({
+    id: Number(r.id),
+    name: r.name,
+    admin: Number(r.is_admin) === 1,
+    createdAt: new Date(Number(r.created_at)),
+  }));
+}

@@ -1,0 +1,19 @@
+/**
+ * Names of schema objects that running code refers to, beside the migrations that create them. Names only, never
+ * lists or rules: a migration that imports this module creates exactly what it did when it was released.
+ */
+
+/** The unique index of public ids: an id given twice or already taken is refused by it. */
+export const PLANT_API_ID_INDEX = 'plants_by_api_id';
+
+/** The PostgreSQL setting an import turns on (SET LOCAL) so that its rows are not logged, numbered or announced one by one. */
+export const BULK_LOAD_SETTING = 'plantstore.bulk_load';
+
+/** The NOTIFY channel of one schema, so Plant Stores sharing a database do not wake each other. */
+export const changeChannel = (schema: string): string => `plantstore_changes_${schema}`;
+
+/**
+ * The PostgreSQL advisory lock (hashed with the schema's name) that whoever numbers plants automatically holds to
+ * the end of its transaction, so that two of them never take the same number: the CLI, an import, plain SQL.
+ */
+export const AUTOMATIC_IDS_LOCK = 'plants.api_id';

@@ -1,0 +1,167 @@
+import { existsSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Kysely, Transaction } from 'kysely';
+import { notFound, unavailable } from '../../catalogue/errors.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
+import { createStore } from '../create-store.js';
+import type { BulkDialect, ErrorKind, RequestReads, StoreDialect } from '../dialect.js';
+import type { Database } from '../schema.js';
+import type { HealthStore, PageRequest, Store, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import { classifySqliteError } from './sqlite-errors.js';
+import { FileFollower } from './file-follower.js';
+import { openDatabase, pruneChangeLog } from './sqlite-file.js';
+import { SqliteImport } from './sqlite-import.js';
+import { SqliteReader } from './sqlite-reader.js';
+import { exportSnapshot } from './sqlite-export.js';
+
+export interface SqliteOptions {
+  /** A file path, or `:memory:` for a private in-memory database. */
+  path: string;
+  /** Create the file (and its folders) when it is not there; otherwise its absence is an error. Default true. */
+  create?: boolean;
+}
+
+/** What a read answers while the reader's connection is closed (the file is gone, or the store closed). */
+const readerClosed = (): never => {
+  throw unavailable('database unavailable');
+};
+
+/** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
+export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
+  if (options.create === false && options.path !== ':memory:' && !existsSync(options.path)) {
+    throw notFound(`no database at ${options.path}: check --db (or PLANTSTORE_DB), or create one with "plantstore migrate"`);
+  }
+  const { sqlite, db } = await openDatabase(options.path, false);
+  try {
+    return createStore(new SqliteDialect(sqlite, db, options.path));
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+}
+
+/**
+ * SQLite's side of the store (see dialect.ts): writes go through Kysely on one connection, in writing transactions
+ * (writing-transactions.ts); the request path and the change feed read on a connection of their own
+ * (sqlite-reader.ts), synchronously.
+ */
+class SqliteDialect implements StoreDialect {
+  readonly backend = 'sqlite' as const;
+  private readonly reader: SqliteReader;
+  private readonly follower: FileFollower | undefined;
+  private pruner: NodeJS.Timeout | undefined;
+  private closed = false;
+  readonly reads: RequestReads;
+  readonly bulk: BulkDialect;
+  readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+
+  constructor(
+    // Not readonly: a file replaced under the store is opened again.
+    private sqlite: BetterSqlite3.Database,
+    private kysely: Kysely<Database>,
+    path: string,
+  ) {
+    this.reader = new SqliteReader(path === ':memory:' ? sqlite : path, () => this.startPruning());
+    this.reads = this.readsOfReader();
+    this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
+    this.bulk = {
+      // Holding Kysely's connection: no transaction of its own can be open on it while the import's runs.
+      importing: (run) => this.kysely.connection().execute(() => run(new SqliteImport(this.sqlite))),
+      exportSnapshot: () => exportSnapshot(this.sqlite),
+    };
+    this.health = {
+      ...(this.follower ? { followFile: this.follower.follow.bind(this.follower) } : {}),
+      poolStats: () => [],
+    };
+  }
+
+  get db(): Kysely<Database> {
+    return this.kysely;
+  }
+
+  get changes(): SqliteReader {
+    return this.reader;
+  }
+
+  /** A closed connection (the file is gone) makes any error "unavailable". */
+  classify(err: unknown): ErrorKind | undefined {
+    return classifySqliteError(err) ?? (this.sqlite.open ? undefined : 'unavailable');
+  }
+
+  writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.kysely.transaction().execute(run);
+  }
+
+  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+    return this.kysely.transaction().execute(run);
+  }
+
+  async lock(): Promise<void> {
+    // Nothing to do: the store's transactions are writing ones (BEGIN IMMEDIATE), one at a time.
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.pruner);
+    await this.follower?.stop();
+    this.reader.close();
+    if (this.sqlite.open) await this.kysely.destroy();
+  }
+
+  /** The reader's reads, answering "unavailable" while its connection is closed. */
+  private readsOfReader(): RequestReads {
+    const reader = this.reader;
+    return {
+      ping: async () => {
+        if (!reader.open) readerClosed();
+        this.sqlite.prepare('SELECT 1').get();
+      },
+      findToken: (hash: Buffer): TokenCredential | undefined => (reader.open ? reader.findToken(hash) : readerClosed()),
+      findUser: (name: string): UserCredential | undefined => (reader.open ? reader.findUser(name) : readerClosed()),
+      visiblePlants: (userId: number, { after, limit }: PageRequest, claims: readonly string[]): VisiblePage =>
+        reader.open ? reader.listPlantsVisibleTo(userId, after, limit, claims) : readerClosed(),
+      allPlants: ({ after, limit }: PageRequest): VisiblePage => (reader.open ? reader.listAllPlants(after, limit) : readerClosed()),
+      rememberWriter: async () => {},
+    };
+  }
+
+  /** A serving process keeps the change log short; CLI commands never prune it. */
+  private startPruning(): void {
+    if (this.pruner || this.closed) return;
+    this.pruner = setInterval(() => {
+      if (!this.sqlite.open) return;
+      // Through Kysely's hold on the connection, so that no transaction of its own is open meanwhile.
+      this.kysely
+        .connection()
+        .execute(async () => pruneChangeLog(this.sqlite, Date.now()))
+        .catch(() => {});
+    }, CHANGE_LOG_PRUNE_EVERY_MS);
+    this.pruner.unref();
+  }
+
+  /**
+   * When the file is removed or replaced, the open connections are closed at once (another process creating a new
+   * file there would otherwise share its -wal and -shm with a connection to the old one), so no read in between
+   * serves the old file; when a file is there again (a restored backup, or one the CLI created), it is opened,
+   * migrated and served, and nothing cached from the old file survives.
+   */
+  private fileEvents() {
+    return {
+      isOpen: () => this.sqlite.open && !this.closed,
+      closeAll: async () => {
+        this.reader.close();
+        this.sqlite.close();
+        await this.kysely.destroy();
+      },
+      reopen: async (path: string) => {
+        const { sqlite, db } = await openDatabase(path, true);
+        if (this.closed) return db.destroy();
+        this.reader.connect(path);
+        this.sqlite = sqlite;
+        this.kysely = db;
+        this.reader.deliverEverything();
+      },
+    };
+  }
+}

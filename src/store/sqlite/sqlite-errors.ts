@@ -1,0 +1,20 @@
+import type { ErrorKind } from '../dialect.js';
+
+/** SQLite's result codes of a database that cannot serve now: locked too long, failing I/O, read-only, full, closed. */
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)/;
+
+/** What a better-sqlite3 error means to Plant Store (see StoreDialect.classify). */
+export function classifySqliteError(err: unknown): ErrorKind | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique_violation';
+  if (UNAVAILABLE.test(code)) return 'unavailable';
+  return undefined;
+}
+
+/** Whether `err` is SQLite's refusal of an entry of `index` already taken (its message names the index's columns). */
+export const isUniqueViolationOf = (err: unknown, columns: string): boolean =>
+  (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && (err as Error).message.includes(columns);
+
+/** Whether `err` is a SQLite write lock held by another connection for longer than we wait. */
+export const isBusy = (err: unknown): boolean => /^SQLITE_BUSY/.test((err as { code?: string }).code ?? '');
