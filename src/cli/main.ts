@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { DomainError } from '../catalogue/errors.js';
+import { sqliteWriteFailure } from '../store/sqlite/sqlite-errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGrantCommands } from './commands/grants.js';
@@ -68,14 +69,7 @@ async function main(): Promise<void> {
       return;
     }
     if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
-    let message = err instanceof DomainError || err instanceof Error ? err.message : String(err);
-    // SQLite's own words ("disk I/O error") do not say what failed: a write that was refused and rolled back.
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' && /^SQLITE_(FULL|IOERR|READONLY)/.test(code)) {
-      message = `cannot write the database: ${message} (${code})`;
-      // SQLite in WAL mode writes beside the file (-wal, -shm), so the folder must be writable too.
-      if (code.startsWith('SQLITE_READONLY')) message += '; the database file and its folder must be writable by this user';
-    }
+    const message = sqliteWriteFailure(err) ?? (err instanceof DomainError || err instanceof Error ? err.message : String(err));
     process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
     process.exitCode = 1;
   }

@@ -7,7 +7,7 @@ import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, PLANT_API_ID_INDEX } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
-import { advisoryLockSql } from './postgres-errors.js';
+import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
 
@@ -126,7 +126,7 @@ export class PostgresImport implements ImportTarget {
     );
     await this.client.query('ROLLBACK').catch(() => {});
     const reported = (earlier ?? err) as { code?: string; constraint?: string; detail?: string };
-    if (reported.code === '23505' && reported.constraint === PLANT_API_ID_INDEX) {
+    if (classifyPostgresError(reported) === 'unique_violation' && reported.constraint === PLANT_API_ID_INDEX) {
       // "Key (api_id)=(5) already exists." row by row, "… is duplicated." from a first load's index build.
       return plantIdTaken(/\(api_id\)=\((\d+)\)/.exec(reported.detail ?? '')?.[1]);
     }

@@ -18,3 +18,15 @@ export const isUniqueViolationOf = (err: unknown, columns: string): boolean =>
 
 /** Whether `err` is a SQLite write lock held by another connection for longer than we wait. */
 export const isBusy = (err: unknown): boolean => /^SQLITE_BUSY/.test((err as { code?: string }).code ?? '');
+
+/**
+ * What to tell an operator when SQLite refused a write (full disk, failing I/O, read-only file): SQLite's own words
+ * ("disk I/O error") do not say that a write was refused and rolled back. Undefined for any other error.
+ */
+export function sqliteWriteFailure(err: unknown): string | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|READONLY)/.test(code)) return undefined;
+  const message = `cannot write the database: ${(err as Error).message} (${code})`;
+  // SQLite in WAL mode writes beside the file (-wal, -shm), so the folder must be writable too.
+  return code.startsWith('SQLITE_READONLY') ? `${message}; the database file and its folder must be writable by this user` : message;
+}

@@ -5,6 +5,7 @@ import { Kysely } from 'kysely';
 import { CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
+import { isBusy } from './sqlite-errors.js';
 import { BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
 
 // The SQLite file itself: opening it as Plant Store wants it, and keeping its change log short.
@@ -48,7 +49,7 @@ export function pruneChangeLog(db: BetterSqlite3.Database, now: number): void {
       ).run(mark.seq, mark.seq, now);
     }).immediate();
   } catch (err) {
-    if (!/^SQLITE_BUSY/.test((err as { code?: string }).code ?? '')) throw err;
+    if (!isBusy(err)) throw err;
   } finally {
     db.pragma(`busy_timeout = ${String(timeout)}`);
   }

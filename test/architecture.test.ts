@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import ts from 'typescript';
+
+// The layout's rules, checked on the source: the catalogue's rules depend on nothing of the service, the store on
+// nothing above it, migrations on nothing that can change after their release, and no class grows into a god class.
+
+const SRC = resolve(import.meta.dirname, '../src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+  );
+}
+
+const FILES = sourceFiles(SRC).map((path) => ({
+  path,
+  name: relative(SRC, path),
+  source: ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true),
+}));
+
+/** What a file imports: packages by name, modules of the service by their path under src/. */
+function importsOf(file: (typeof FILES)[number]): string[] {
+  const found: string[] = [];
+  const visit = (node: ts.Node) => {
+    const specifier =
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)
+        ? node.moduleSpecifier.text
+        : ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && ts.isStringLiteral(node.arguments[0]!)
+          ? node.arguments[0].text
+          : undefined;
+    if (specifier !== undefined) found.push(specifier.startsWith('.') ? relative(SRC, resolve(dirname(file.path), specifier)) : specifier);
+    ts.forEachChild(node, visit);
+  };
+  visit(file.source);
+  return found;
+}
+
+const inside = (folder: string) => FILES.filter((f) => f.name.startsWith(`${folder}/`));
+const local = (spec: string) => spec.endsWith('.js');
+
+describe('the layout', () => {
+  it('the catalogue (the product rules) imports only itself and Node or library modules', () => {
+    for (const file of inside('catalogue')) {
+      for (const spec of importsOf(file).filter(local)) assert.ok(spec.startsWith('catalogue/'), `${file.name} imports ${spec}`);
+    }
+  });
+
+  it('the store imports nothing from the layers above it', () => {
+    for (const file of inside('store')) {
+      for (const spec of importsOf(file).filter(local)) {
+        assert.ok(!/^(auth|cache|http|cli|webhooks|metrics)\//.test(spec) && spec !== 'app.js', `${file.name} imports ${spec}`);
+      }
+    }
+  });
+
+  it('a migration imports only other migrations and libraries, never running code that can change after its release', () => {
+    for (const file of inside('store/migrations')) {
+      for (const spec of importsOf(file).filter(local)) assert.ok(spec.startsWith('store/migrations/'), `${file.name} imports ${spec}`);
+    }
+  });
+
+  it("the CLI's commands are given the role they use, not the whole Store", () => {
+    for (const file of inside('cli/commands')) {
+      const visit = (node: ts.Node) => {
+        const named =
+          (ts.isTypeReferenceNode(node) && node.typeName.getText() === 'Store') ||
+          (ts.isImportSpecifier(node) && node.name.text === 'Store');
+        assert.ok(!named, `${file.name} names the Store type`);
+        ts.forEachChild(node, visit);
+      };
+      visit(file.source);
+    }
+  });
+
+  it('no class has more than 25 members, and the store has no abstract class', () => {
+    for (const file of FILES) {
+      const visit = (node: ts.Node) => {
+        if (ts.isClassLike(node)) {
+          const name = `${file.name}: ${node.name?.text ?? '(anonymous class)'}`;
+          const parameterProperties = node.members
+            .filter(ts.isConstructorDeclaration)
+            .flatMap((c) => c.parameters.filter((p) => ts.getModifiers(p)?.length));
+          const members = node.members.filter((m) => !ts.isConstructorDeclaration(m) && !ts.isSemicolonClassElement(m));
+          assert.ok(
+            members.length + parameterProperties.length <= 25,
+            `${name} has ${members.length + parameterProperties.length} members`,
+          );
+          const abstract = ts.getModifiers(node)?.some((m) => m.kind === ts.SyntaxKind.AbstractKeyword);
+          assert.ok(!(abstract && file.name.startsWith('store/')), `${name} is abstract`);
+        }
+        ts.forEachChild(node, visit);
+      };
+      visit(file.source);
+    }
+  });
+});

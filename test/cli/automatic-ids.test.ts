@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { plainSql } from '../helpers/plain-sql.js';
+import { runCli, spawnServe, type CliRun, type ServeProcess } from '../helpers/processes.js';
+
+// Plants added without an id (`plants add` without --id, an import record without "id", plain SQL without api_id)
+// get the largest id ever used plus one: within 1..2^53 - 1, never one a plant held before (a stale DELETE must not
+// remove a newer plant), and when none is left, a clear error and nothing written. Tried as users and clients do:
+// the CLI and a server as processes, HTTP, plain SQL.
+
+const MAX = Number.MAX_SAFE_INTEGER;
+
+after(() => cleanupBackends());
+
+const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+
+async function ok(db: string, args: string[], stdin?: string): Promise<CliRun> {
+  const run = await runCli(db, args, stdin);
+  assert.equal(run.code, 0, `plantstore ${args.join(' ')} failed: ${run.stderr}`);
+  return run;
+}
+
+const ALICE = "(SELECT id FROM users WHERE name = 'alice')";
+
+for (const backend of BACKENDS) {
+  describe(`automatic plant ids [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
+    let server: ServeProcess;
+    let token: string;
+    const ids = async (): Promise<number[]> =>
+      (JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout) as Array<{ id: number }>).map((p) => p.id);
+    const post = (id: number, name: string) =>
+      fetch(`${server.url}/plants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ id, name }),
+      });
+    const remove = (id: number) => fetch(`${server.url}/plants/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    const addWithoutId = async (name: string): Promise<number> =>
+      Number((await ok(db, ['plants', 'add', '--name', name, '--owner', 'alice'])).stdout);
+
+    before(async () => {
+      db = await backend.freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      token = (await ok(db, ['tokens', 'create', 'alice'])).stdout.trim();
+      server = await spawnServe(db);
+    });
+    after(() => server?.stop());
+
+    it('never hands out an id a plant held before, whatever was deleted, imported or written by plain SQL', async () => {
+      assert.deepEqual([await addWithoutId('a'), await addWithoutId('b'), await addWithoutId('c')], [1, 2, 3]);
+      assert.equal((await remove(3)).status, 204);
+      assert.equal(await addWithoutId('d'), 4, 'the deleted plant 3 kept its id');
+      assert.equal((await post(100, 'chosen by a client')).status, 200);
+      assert.equal((await remove(100)).status, 204);
+      assert.equal(await addWithoutId('e'), 101, 'a client id that was deleted is not handed out again');
+      await plainSql(db, `INSERT INTO plants (name, owner_id, is_public, created_at) VALUES ('by sql', ${ALICE}, 0, 0)`);
+      await ok(db, ['import', '-'], ndjson(['f', 'g'].map((name) => ({ type: 'plant', name, owner: 'alice' }))));
+      await ok(db, ['plants', 'remove', '104']);
+      await plainSql(db, `INSERT INTO plants (name, owner_id, is_public, created_at) VALUES ('by sql again', ${ALICE}, 0, 0)`);
+      assert.deepEqual(await ids(), [1, 2, 4, 101, 102, 103, 105]);
+      // A client that kept the id of a plant deleted meanwhile does not remove the newer plant.
+      assert.equal((await remove(3)).status, 404);
+    });
+
+    it('once a client took the last id, refuses to number a plant, clearly and writing nothing, and takes given ids', async () => {
+      assert.equal((await post(MAX, 'the last id')).status, 200);
+      const before = await ids();
+      const refused = /no automatic plant id is left .*give the plant an id of its own/;
+      const add = await runCli(db, ['plants', 'add', '--name', 'one too many', '--owner', 'alice']);
+      assert.equal(add.code, 1);
+      assert.match(add.stderr, refused);
+      assert.equal(add.stdout, '');
+      const imported = await runCli(db, ['import', '-'], ndjson([{ type: 'plant', name: 'no id', owner: 'alice' }]));
+      assert.equal(imported.code, 1);
+      assert.match(imported.stderr, new RegExp(`line 1: ${refused.source}`));
+      await assert.rejects(
+        plainSql(db, `INSERT INTO plants (name, owner_id, is_public, created_at) VALUES ('by sql', ${ALICE}, 0, 0)`),
+        /no automatic plant id is left/,
+      );
+      assert.deepEqual(await ids(), before, 'nothing was written');
+      assert.equal(Number((await ok(db, ['plants', 'add', '--id', '7', '--name', 'given', '--owner', 'alice'])).stdout), 7);
+      // Every id stays within the range: the catalogue exports and imports back.
+      const exported = (await ok(db, ['export'])).stdout;
+      const copy = await backend.freshDb();
+      await ok(copy, ['import', '-'], exported);
+      assert.equal((await ok(copy, ['export'])).stdout, exported);
+    });
+  });
+}
