@@ -3,10 +3,9 @@ import { BULK_IMPORT_INDEXES } from '../catalogue-import.js';
 
 /**
  * What a first load goes without, as statements that drop it and add it back: the indexes of
- * BULK_IMPORT_INDEXES (built by one sort each at the end; 100,000 plants and 40,000 grants load about 14%
- * faster) and the foreign keys of the tables an import fills. Checked row by row, the keys were
- * most of a first load's time (0.77 s of COPY with them, 0.25 s without, 0.05 s to add them back, which
- * checks every row in one join per key).
+ * BULK_IMPORT_INDEXES (built by one sort each at the end) and the foreign keys of the tables an import fills.
+ * Checked row by row, the keys are most of a first load's time; added back, they check every row in one join per
+ * key.
  */
 async function firstLoadDeferrals(client: pg.PoolClient): Promise<{ drop: string[]; add: string[] }> {
   const { rows: indexes } = await client.query<{ name: string; definition: string }>(

@@ -25,10 +25,9 @@ const PLANT_COLUMNS = ['id', 'api_id', 'name', 'tag', 'owner_id', 'is_public', '
  * INSERTs. Multi-row INSERTs only pay without those indexes; with them they are slower than one row at a time.
  * Readers never see an index missing: the drop and the rebuild commit together.
  *
- * Grants are keyed by grantee, so in file order each one lands somewhere else in its table: with a thousand
- * users, a grant cost about three times a plant's row. They are queued in TEMP tables instead (appended, no
- * index) and written at the end sorted by grantee, so that they fill their table's pages in order (a million
- * plants with 400,000 grants: about a fifth less time in all).
+ * Grants are keyed by grantee, so in file order each one lands somewhere else in its table, and costs several
+ * times a plant's row. They are queued in TEMP tables instead (appended, no index) and written at the end sorted
+ * by grantee, so that they fill their table's pages in order.
  */
 export class PlantWriter {
   private readonly one: BetterSqlite3.Statement<unknown[]>;
@@ -102,9 +101,9 @@ export class PlantWriter {
 
   /**
    * Runs `sorts` (statements that sort the tables' rows) in runs that fit the processor's cache once the tables
-   * are large. SQLite sorts in memory up to the page cache's size, and merges sorted runs beyond it: in one run
-   * of 64 MB (the import's cache) a million plants' two indexes took 0.9-1.2 s to sort, in runs of 2 MB sorted
-   * by helper threads 0.5 s. Below a few hundred thousand rows one run in memory is as fast or faster.
+   * are large. SQLite sorts in memory up to the page cache's size, and merges sorted runs beyond it: runs of 2 MB
+   * sorted by helper threads beat one run the size of the import's cache on large tables; below a few hundred
+   * thousand rows one run in memory is as fast or faster.
    */
   private sorting(sorts: () => void): void {
     const { db } = this;

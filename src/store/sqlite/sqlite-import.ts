@@ -58,11 +58,11 @@ export class SqliteImport implements ImportTarget {
   async begin(): Promise<number> {
     const { db } = this;
     // Every id this import writes was just read or inserted under its own write lock (BEGIN IMMEDIATE: no
-    // other writer can delete a row meanwhile), so SQLite's per-row foreign-key checks can only pass; skipping
-    // them makes a large import about 30% faster. The pragma cannot change inside a transaction.
+    // other writer can delete a row meanwhile), so SQLite's per-row foreign-key checks can only pass, and are
+    // skipped. The pragma cannot change inside a transaction.
     db.pragma('foreign_keys = OFF');
     // A 64 MB page cache for the import's one transaction (2 MB by default): index pages stay in memory instead
-    // of being spilled to the WAL and read back; about 8% faster on a million plants.
+    // of being spilled to the WAL and read back.
     db.pragma('cache_size = -65536');
     try {
       await beginWriting(db);

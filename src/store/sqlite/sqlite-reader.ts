@@ -73,9 +73,9 @@ class PreparedListings {
 /**
  * The request path of a SQLite store, on a read connection of its own, and its change feed.
  *
- * Reads share one snapshot (a read transaction) for at most `SNAPSHOT_MS`: starting a read transaction takes
- * SQLite about 2 µs of locking (fcntl on the -shm file), which a page of one or two statements would otherwise
- * pay each time. Every renewal also reads the change log from the last row seen, in the same snapshot, and
+ * Reads share one snapshot (a read transaction) for at most `SNAPSHOT_MS`: starting a read transaction costs
+ * SQLite locking (fcntl on the -shm file) comparable to a whole page of one or two statements, which each page
+ * would otherwise pay. Every renewal also reads the change log from the last row seen, in the same snapshot, and
  * hands what it finds to the subscribers before any read of that snapshot: what a cache drops and what a read
  * returns always agree. Everything here is synchronous: no promise on the request path.
  */
