@@ -1,6 +1,9 @@
 import { loadJwtConfig, type JwtConfig } from './auth/jwt-config.js';
 import { invalidInput } from './catalogue/errors.js';
 import { readSettings, type ConfigInput, type LogLevel, type RateLimitConfig } from './settings.js';
+import type { StoreConfig } from './store/open-store.js';
+
+export type { StoreConfig };
 
 export type { LogLevel } from './settings.js';
 
@@ -13,18 +16,6 @@ export interface Config {
   store: StoreConfig;
   server: ServerConfig;
   app: AppConfig;
-}
-
-/** Which database, and how to use it. */
-export interface StoreConfig {
-  /** SQLite file path (or `:memory:`), or a postgres:// URL. */
-  db: string;
-  /** Optional PostgreSQL read replica for listings; tokens are always checked on the primary. */
-  readDb: string | undefined;
-  /** PostgreSQL connections per process. */
-  poolSize: number;
-  /** PostgreSQL statement timeout, so a stuck query becomes a 503 instead of a hung request. */
-  statementTimeoutMs: number;
 }
 
 /** The serving process: where it listens, how many workers, how it stops. */

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { destination, levels, type Bindings, type ChildLoggerOptions, type DestinationStream, type LoggerOptions } from 'pino';
-import type { LogLevel } from './config.js';
+import type { LogLevel } from './settings.js';
 
 /** Paths censored in every log line, wherever a request, its headers or a secret may be logged. */
 export const REDACTED_PATHS = [

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/schema';
 import { invalidInput } from '../catalogue/errors.js';
-import type { NumberedRecord } from '../store/store.js';
+import type { NumberedRecord } from './records.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
 import { checkGroupName, checkPlant, checkUserName } from '../catalogue/names.js';
 

@@ -51,3 +51,14 @@ export type UserRecord = XStatic<typeof UserRecord>;
 export type GroupRecord = XStatic<typeof GroupRecord>;
 export type PlantRecord = XStatic<typeof PlantRecord>;
 export type CatalogueRecord = UserRecord | GroupRecord | PlantRecord;
+
+/** One numbered record of an import stream; `line` is used in error messages. */
+export interface NumberedRecord {
+  line: number;
+  record: CatalogueRecord;
+}
+
+/** Records held in memory (the demo, tests) as one import batch, numbered like the lines of a file. */
+export async function* recordBatch(records: readonly CatalogueRecord[]): AsyncGenerator<NumberedRecord[]> {
+  yield records.map((record, i) => ({ line: i + 1, record }));
+}

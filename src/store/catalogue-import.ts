@@ -4,7 +4,8 @@ import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
 import { PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
-import type { ImportProgress, ImportSummary, NumberedRecord } from './store.js';
+import type { NumberedRecord } from '../import-format/records.js';
+import type { ImportProgress, ImportSummary } from './store.js';
 
 type Named = 'user' | 'group';
 

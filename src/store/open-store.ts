@@ -1,5 +1,16 @@
-import type { StoreConfig } from '../config.js';
 import type { Store } from './store.js';
+
+/** Which database, and how to use it (the configuration's `store` slice). */
+export interface StoreConfig {
+  /** SQLite file path (or `:memory:`), or a postgres:// URL. */
+  db: string;
+  /** Optional PostgreSQL read replica for listings; tokens are always checked on the primary. */
+  readDb: string | undefined;
+  /** PostgreSQL connections per process. */
+  poolSize: number;
+  /** PostgreSQL statement timeout, so a stuck query becomes a 503 instead of a hung request. */
+  statementTimeoutMs: number;
+}
 
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
 

@@ -1,7 +1,7 @@
 import type { Actor, PlantDraft, Viewer } from '../catalogue/access-rule.js';
 import type { PlantId, Position } from '../catalogue/plant-ids.js';
 import type { TokenLifetime } from '../catalogue/tokens.js';
-import type { CatalogueRecord } from '../import-format/records.js';
+import type { CatalogueRecord, NumberedRecord } from '../import-format/records.js';
 import type { Awaitable } from '../awaitable.js';
 import type { ChangeFeed } from './change-log.js';
 import type { WebhookOutbox } from './webhook-outbox.js';
@@ -112,17 +112,6 @@ export interface CatalogueCounts {
   plants: number;
   grants: number;
   tokens: number;
-}
-
-/** One numbered record of an import stream; `line` is used in error messages. */
-export interface NumberedRecord {
-  line: number;
-  record: CatalogueRecord;
-}
-
-/** Records held in memory (the demo, tests) as one import batch, numbered like the lines of a file. */
-export async function* recordBatch(records: readonly CatalogueRecord[]): AsyncGenerator<NumberedRecord[]> {
-  yield records.map((record, i) => ({ line: i + 1, record }));
 }
 
 /** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { readRecordBatches } from '../../src/import-format/ndjson.js';
 import type { CatalogueRecord } from '../../src/import-format/records.js';
-import type { NumberedRecord } from '../../src/store/store.js';
+import type { NumberedRecord } from '../../src/import-format/records.js';
 
 // The import reader splits the text itself (one batch per chunk read), so chunk boundaries, line ends and
 // line numbers are its own business: wherever the input is cut, the records and their numbers are the same.

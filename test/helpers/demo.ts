@@ -1,4 +1,5 @@
-import { recordBatch, type Store } from '../../src/store/store.js';
+import { recordBatch } from '../../src/import-format/records.js';
+import type { Store } from '../../src/store/store.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../../src/cli/demo-data.js';
 import { mintToken } from './http-app.js';
 

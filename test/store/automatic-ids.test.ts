@@ -5,7 +5,7 @@ import { OPERATOR } from '../../src/catalogue/access-rule.js';
 import { DomainError } from '../../src/catalogue/errors.js';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { openStore } from '../../src/store/open-store.js';
-import { recordBatch } from '../../src/store/store.js';
+import { recordBatch } from '../../src/import-format/records.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { plainSql } from '../helpers/plain-sql.js';
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { recordBatch, type Store } from '../../src/store/store.js';
+import { recordBatch } from '../../src/import-format/records.js';
+import type { Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { generateToken } from '../../catalogue/tokens.js';
-import { recordBatch, type AdminStore, type BulkStore } from '../../store/store.js';
+import { recordBatch } from '../../import-format/records.js';
+import type { AdminStore, BulkStore } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
 import { SETTINGS, type Setting, type SettingName } from '../../settings.js';
 import { configFrom, inputFrom, loadStore, withAdmin } from '../context.js';
