@@ -215,9 +215,9 @@ export const SETTINGS = {
   rateLimit: setting({
     flag: '--rate-limit <n/window>',
     env: 'PLANTSTORE_RATE_LIMIT',
-    // 500 requests a second per token, sustained: no interactive or batch client comes near it, nor does any of
-    // the benchmark's tokens while it saturates the service, however long it runs; yet one leaked or runaway
-    // token cannot take the service.
+    // 500 requests a second per token, sustained: no interactive or batch client comes near it, nor do the
+    // benchmark's tokens, whose rounds alternate with the ceiling's; yet one leaked or runaway token cannot take
+    // the service.
     default: '30000/1m',
     summary: 'requests per token per window, e.g. 30000/1m, or off',
     meaning:

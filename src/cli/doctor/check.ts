@@ -1,4 +1,5 @@
 import { DEFAULT_MIGRATION_TABLE } from 'kysely';
+import { activeTokenSql } from '../../catalogue/tokens.js';
 import { knownMigrationNames } from '../../store/migrations/index.js';
 import { VERSION } from '../../version.js';
 
@@ -96,8 +97,8 @@ async function countCheck(db: Inspector): Promise<Check> {
   const admins = await count('SELECT count(*) FROM users WHERE is_admin = 1');
   const plants = await count('SELECT count(*) FROM plants');
   const tokens = await count('SELECT count(*) FROM tokens');
-  // Date.now() is a whole number, so it is safe to write into the statement (placeholders differ per backend).
-  const active = await count(`SELECT count(*) FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${Date.now()})`);
+  // The time is written into the statement: placeholders differ per backend.
+  const active = await count(`SELECT count(*) FROM tokens WHERE ${activeTokenSql(Date.now())}`);
   const detail = `${users} users (${admins} admins), ${plants} plants, ${tokens} tokens (${active} active)`;
   if (users === 0)
     return warn('counts', detail, 'add a user with "plantstore users add NAME" (or load a catalogue with "plantstore import")');
