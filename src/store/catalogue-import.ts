@@ -138,14 +138,18 @@ interface Flow {
 
 /** The id of a plant record: its own, or the next automatic one (catalogue/plant-ids.ts), counting ids given before it. */
 function plantIdOf(flow: Flow, record: PlantRecord, line: number): PlantId {
-  let id: PlantId;
+  const id = record.id === undefined ? automaticId(flow.largestUsed, line) : (record.id as PlantId);
+  if (id > flow.largestUsed) flow.largestUsed = id;
+  return id;
+}
+
+/** The next automatic id; when none is left, that is the file's error at `line`. */
+function automaticId(largestUsed: number, line: number): PlantId {
   try {
-    id = (record.id as PlantId | undefined) ?? nextAutomaticId(flow.largestUsed);
+    return nextAutomaticId(largestUsed);
   } catch (err) {
     throw err instanceof DomainError ? invalidInput(`line ${line}: ${err.message}`) : err;
   }
-  if (id > flow.largestUsed) flow.largestUsed = id;
-  return id;
 }
 
 function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitable<void> {
