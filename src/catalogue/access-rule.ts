@@ -59,8 +59,16 @@ export const ACCESS_PATH_LIST: readonly AccessPath[] = Object.values(ACCESS_PATH
 /** Admins skip the filter: they see every plant. */
 export const seesEverything = (viewer: Viewer): boolean => viewer.admin;
 
-/** Whether `actor` may change (delete, or later share) the plant owned by `ownerId`: its owner, an admin, the operator. */
-export const mayChangePlant = (actor: Actor, ownerId: number): boolean => isOperator(actor) || actor.admin || actor.userId === ownerId;
+/** Which plants `actor` may change (delete, or later share): every plant (the operator, an admin), or its own. */
+export function changeablePlants(actor: Actor): { every: true } | { ownedBy: number } {
+  return isOperator(actor) || actor.admin ? { every: true } : { ownedBy: actor.userId };
+}
+
+/** Whether `actor` may change the plant owned by `ownerId` (see changeablePlants). */
+export function mayChangePlant(actor: Actor, ownerId: number): boolean {
+  const changeable = changeablePlants(actor);
+  return 'every' in changeable || changeable.ownedBy === ownerId;
+}
 
 /** A new plant as an actor asks for it: a user's is the user's own and private; the operator names both. */
 export interface PlantDraft {

@@ -8,8 +8,9 @@ export class DomainError extends Error {
   constructor(
     readonly kind: DomainErrorKind,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = 'DomainError';
   }
 }
@@ -17,4 +18,6 @@ export class DomainError extends Error {
 export const notFound = (message: string): DomainError => new DomainError('not_found', message);
 export const conflict = (message: string): DomainError => new DomainError('conflict', message);
 export const invalidInput = (message: string): DomainError => new DomainError('invalid_input', message);
-export const unavailable = (message: string): DomainError => new DomainError('unavailable', message);
+/** `cause`: the database's own error, for the log and the CLI (an HTTP answer never shows it). */
+export const unavailable = (message: string, cause?: unknown): DomainError =>
+  new DomainError('unavailable', message, cause === undefined ? undefined : { cause });

@@ -17,8 +17,20 @@ function checkText(what: string, value: string): void {
 }
 
 /**
- * A plant's name, and its tag when it has one: they may hold anything printable or not (quotes, HTML, control
- * characters), but NUL.
+ * A plant's name, and its tag when it has one, as a client sends them (`POST /plants`): anything printable
+ * (quotes, HTML, any script), but no control characters, which would reach other people's terminals and logs as
+ * escape sequences.
+ */
+export function checkClientPlant(plant: { name: string; tag?: string | undefined }): void {
+  checkPlant(plant);
+  if (CONTROL.test(plant.name)) throw invalidInput('plant name must not contain control characters');
+  if (plant.tag !== undefined && CONTROL.test(plant.tag)) throw invalidInput('tag must not contain control characters');
+}
+
+/**
+ * A plant's name and tag as the operator gives them (`plants add`, an import): anything but NUL, control
+ * characters included, so that a catalogue exported from any version imports back byte for byte. The CLI shows
+ * control characters escaped.
  */
 export function checkPlant(plant: { name: string; tag?: string | undefined }): void {
   checkText('plant name', plant.name);

@@ -24,7 +24,7 @@ export const loadStore = () => import('../store/open-store.js');
  */
 async function withStore<T>(command: Command, run: (store: Store) => Promise<T>, { create = false } = {}): Promise<T> {
   const config = configFrom(command);
-  const store = await (await loadStore()).openStore(config.store, { create });
+  const store = await (await loadStore()).openStore(config.store, { create, oneShot: true });
   try {
     return await run(store);
   } finally {

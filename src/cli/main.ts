@@ -69,7 +69,10 @@ async function main(): Promise<void> {
       return;
     }
     if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
-    const message = sqliteWriteFailure(err) ?? (err instanceof DomainError || err instanceof Error ? err.message : String(err));
+    const message =
+      sqliteWriteFailure(err) ??
+      sqliteWriteFailure((err as { cause?: unknown }).cause) ??
+      (err instanceof DomainError || err instanceof Error ? err.message : String(err));
     process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
     process.exitCode = 1;
   }

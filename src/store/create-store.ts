@@ -4,7 +4,7 @@ import { importCatalogue } from './catalogue-import.js';
 import type { StoreDialect } from './dialect.js';
 import { addGrant, listGrants, removeGrant } from './repositories/grants.js';
 import { addGroup, addMember, listGroups, removeGroup, removeMember } from './repositories/groups.js';
-import { createPlant, deletePlant, listPlants } from './repositories/plants.js';
+import { listPlants, plantWrites } from './repositories/plants.js';
 import { addToken, listTokens, revokeToken } from './repositories/tokens.js';
 import { addUser, listUsers, provisionUser, removeUser, setAdmin } from './repositories/users.js';
 import { RequestPath } from './request-path.js';
@@ -18,6 +18,7 @@ import { WebhookOutbox } from './webhook-outbox.js';
  */
 export function createStore(d: StoreDialect): Store {
   const requests = new RequestPath(d);
+  const plants = plantWrites(d);
   return {
     backend: d.backend,
     changes: d.changes,
@@ -28,8 +29,8 @@ export function createStore(d: StoreDialect): Store {
     findUser: (name) => requests.findUser(name),
     provisionUser: (name) => provisionUser(d, name),
     listVisiblePlants: (viewer, page) => requests.listVisiblePlants(viewer, page),
-    createPlant: (actor, draft) => createPlant(d, actor, draft),
-    deletePlant: (actor, id) => deletePlant(d, actor, id),
+    createPlant: plants.createPlant,
+    deletePlant: plants.deletePlant,
 
     // Health.
     ping: async () => requests.ping(),

@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { Awaitable } from '../awaitable.js';
-import type { ChangeFeed } from './change-log.js';
+import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Database } from './schema.js';
@@ -48,13 +48,20 @@ export interface StoreDialect {
   readonly db: Kysely<Database>;
   /** What `err`, thrown by this database, means; undefined for anything else. */
   classify(err: unknown): ErrorKind | undefined;
-  /** Runs `run` in one transaction that writes (SQLite waits its turn for the write lock without blocking the process). */
+  /**
+   * Runs `run` in one transaction that writes (SQLite waits its turn for the write lock without blocking the
+   * process). Like writeStatement, resolves once the commit is taken in by this process's change feed, so that
+   * the next request served here sees it (read-your-writes).
+   */
   writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /**
-   * Runs one writing statement as its own transaction: on PostgreSQL a statement is one, and BEGIN and COMMIT would
-   * add two round trips; on SQLite it is a writing transaction.
+   * Runs one writing statement as its own unit of work: on PostgreSQL a statement is a transaction, and BEGIN and
+   * COMMIT would add two round trips; a serving SQLite store commits the statements of concurrent writes together
+   * (group commit). Resolves once committed and taken in by this process's change feed. `changed` says what the
+   * statement changed, as the change log records it: a backend whose log is a round trip away takes that in at once
+   * and reads the log later, as it does for other writers.
    */
-  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T>;
+  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => readonly Change[]): Promise<T>;
   /**
    * Holds, until `trx` ends, every other transaction that locks the same key (PostgreSQL: an advisory lock of this
    * schema; SQLite's writing transactions already run one at a time).

@@ -17,11 +17,16 @@ export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.tes
 /**
  * Opens and migrates the database named by `--db` / `PLANTSTORE_DB`: a SQLite path or a postgres:// URL. With
  * `create` (the default) a SQLite file, or a PostgreSQL `?schema=`, that is not there yet is created; without,
- * its absence is an error (not_found).
+ * its absence is an error (not_found). `oneShot` is a command's store, whose few writes have nothing to group
+ * with: SQLite writes them on its own connection instead of starting a writer thread.
  */
-export async function openStore(config: Pick<StoreConfig, 'db'> & Partial<StoreConfig>, { create = true } = {}): Promise<Store> {
+export async function openStore(
+  config: Pick<StoreConfig, 'db'> & Partial<StoreConfig>,
+  { create = true, oneShot = false } = {},
+): Promise<Store> {
   // Only the backend in use is loaded: every CLI command starts faster without the other's driver.
-  if (!isPostgresUrl(config.db)) return (await import('./sqlite/sqlite-dialect.js')).openSqliteStore({ path: config.db, create });
+  if (!isPostgresUrl(config.db))
+    return (await import('./sqlite/sqlite-dialect.js')).openSqliteStore({ path: config.db, create, groupCommit: !oneShot });
   const { openPostgresStore } = await import('./postgres/postgres-dialect.js');
   return openPostgresStore({
     url: config.db,

@@ -23,5 +23,5 @@ export async function insertUnique<T>(d: StoreDialect, what: string, insert: () 
 
 /** `err`, or "unavailable" (503) when it means the database cannot be reached. */
 export function unavailableOr(d: StoreDialect, err: unknown): unknown {
-  return d.classify(err) === 'unavailable' ? unavailable('database unavailable') : err;
+  return d.classify(err) === 'unavailable' ? unavailable('database unavailable', err) : err;
 }

@@ -81,11 +81,77 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
     const ready = await fetch(`${server.url}/readyz`);
     assert.equal(ready.status, 503);
     assert.equal(((await ready.json()) as { error: number }).error, 50301);
+    // Writes too: a 503 with Retry-After, never a 500.
+    const auth = { authorization: `Bearer ${token}` };
+    const writes = [
+      await fetch(`${server.url}/plants`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 4242, name: 'Offline' }),
+      }),
+      await fetch(`${server.url}/plants/4242`, { method: 'DELETE', headers: auth }),
+    ];
+    for (const write of writes) {
+      assert.equal(write.status, 503);
+      assert.equal(write.headers.get('retry-after'), '1');
+      assert.equal(((await write.json()) as { error: number }).error, 50301);
+    }
   });
 
   it('recovers without a restart when the database is back', async () => {
     await proxy.start();
     await eventually('the service answers 200 once the database is back', async () => (await plants()).status === 200);
     assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
+  });
+});
+
+describe('PostgreSQL refusing connections: 503 with Retry-After on every route, recovery without restart', { skip }, () => {
+  // A database of its own: turning connections off applies to a whole database, and other tests share theirs.
+  const database = `plantstore_refusing_${process.pid}`;
+  const url = new URL(PG_URL);
+  url.pathname = `/${database}`;
+  let server: RunningServer;
+  let token: string;
+
+  before(async () => {
+    await adminQuery(`DROP DATABASE IF EXISTS ${database}`);
+    await adminQuery(`CREATE DATABASE ${database}`);
+    const direct = await openStore({ db: url.toString() });
+    await direct.addUser('alice', false);
+    await addPlant(direct, { id: 7, name: 'Fern', owner: 'alice', public: false });
+    const minted = generateToken();
+    token = minted.token;
+    await direct.addToken({ user: 'alice', hash: minted.hash });
+    await direct.close();
+    server = await startServer(loadConfig({ db: url.toString(), port: 0, logLevel: 'silent' }));
+  });
+
+  after(async () => {
+    await server?.stop();
+    await adminQuery(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
+    await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+  });
+
+  it('answers 503 to reads and writes while the database turns connections away, then serves again', async () => {
+    const auth = { authorization: `Bearer ${token}` };
+    assert.equal((await fetch(`${server.url}/plants`, { headers: auth })).status, 200);
+    await adminQuery(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
+    await adminQuery('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [database]);
+    const answers = [
+      await fetch(`${server.url}/plants?limit=5`, { headers: auth }),
+      await fetch(`${server.url}/plants`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 8, name: 'Refused' }),
+      }),
+      await fetch(`${server.url}/plants/7`, { method: 'DELETE', headers: auth }),
+    ];
+    for (const res of answers) {
+      assert.equal(res.status, 503, `${res.url}: ${res.status}`);
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.equal(((await res.json()) as { error: number }).error, 50301);
+    }
+    await adminQuery(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
+    await eventually('the service answers 200 again', async () => (await fetch(`${server.url}/plants`, { headers: auth })).status === 200);
   });
 });

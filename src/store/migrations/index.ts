@@ -6,6 +6,7 @@ import { userNameKeys } from './0004-user-name-keys.js';
 import { plantIds } from './0005-plant-ids.js';
 import { webhooks } from './0006-webhooks.js';
 import { plantIdWatermark } from './0007-plant-id-watermark.js';
+import { changeAnnouncements } from './0008-change-announcements.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -19,6 +20,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0005-plant-ids': plantIds(dialect),
     '0006-webhooks': webhooks(dialect),
     '0007-plant-id-watermark': plantIdWatermark(dialect),
+    '0008-change-announcements': changeAnnouncements(dialect),
   };
 }
 

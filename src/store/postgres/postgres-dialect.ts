@@ -3,13 +3,13 @@ import pg from 'pg';
 import Cursor from 'pg-cursor';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import type { ExportSnapshot } from '../catalogue-export.js';
-import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, type Change } from '../change-log.js';
 import { createStore } from '../create-store.js';
 import type { BulkDialect, ErrorKind, StoreDialect } from '../dialect.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PoolStats, Store } from '../store.js';
-import { PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
+import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
 import { PostgresImport } from './postgres-import.js';
 import { createPool, type PostgresOptions } from './postgres-pool.js';
@@ -68,6 +68,7 @@ class PostgresDialect implements StoreDialect {
   readonly reads: PostgresReads;
   readonly bulk: BulkDialect;
   readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+  private readonly announcer: ChangeAnnouncer;
   private pruner: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -82,6 +83,7 @@ class PostgresDialect implements StoreDialect {
       this.startPruning(),
     );
     this.reads = new PostgresReads(pool, readPool, () => this.changes.walPosition);
+    this.announcer = new ChangeAnnouncer(pool);
     this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot() };
     this.health = { poolStats: () => this.poolStats() };
   }
@@ -90,12 +92,23 @@ class PostgresDialect implements StoreDialect {
     return classifyPostgresError(err);
   }
 
-  writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(run);
+  async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.committed(await this.db.transaction().execute(run));
   }
 
-  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
-    return run(this.db);
+  async writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => readonly Change[]): Promise<T> {
+    const result = await run(this.db);
+    if (changed === undefined) return this.committed(result);
+    this.announcer.announce();
+    this.changes.takeOwn(changed(result));
+    return result;
+  }
+
+  /** After a commit of this process: the other processes are told, and this one's caches take it in. */
+  private async committed<T>(result: T): Promise<T> {
+    this.announcer.announce();
+    await this.changes.catchUp();
+    return result;
   }
 
   async lock(trx: Transaction<Database>, key: string): Promise<void> {
@@ -131,7 +144,9 @@ class PostgresDialect implements StoreDialect {
   private async importing<T>(run: (target: PostgresImport) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     try {
-      return await run(new PostgresImport(client));
+      const result = await run(new PostgresImport(client));
+      this.announcer.announce();
+      return result;
     } finally {
       client.release();
     }

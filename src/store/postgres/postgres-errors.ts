@@ -1,10 +1,15 @@
 import type { ErrorKind } from '../dialect.js';
 
-/** Errors that mean "the database is not there right now" rather than "this request is wrong". */
+/**
+ * Errors that mean "the database is not there right now" rather than "this request is wrong": the server cannot be
+ * reached or is shutting down, or it refuses this connection (too many clients, connections to the database turned
+ * off, the database or the role gone, a password no longer accepted).
+ */
 export function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300)$/.test(e.code))
+  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300|3D000|28000|28P01)$/.test(e.code))
     return true;
+  if (e.code === '55000' && /not currently accepting connections/.test(e.message ?? '')) return true;
   return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
     e.message ?? '',
   );

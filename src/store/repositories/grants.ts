@@ -3,7 +3,6 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
 import type { GrantInfo, Grantee } from '../store.js';
-import { seenHere } from '../writes.js';
 import { groupIdByName } from './groups.js';
 import { plantPosition } from './plants.js';
 import { userIdByName } from './users.js';
@@ -22,35 +21,32 @@ async function grantParties(db: Kysely<Database>, plantId: PlantId, grantee: Gra
  * when nothing was inserted are the plant and the grantee looked up, for the error that names what is missing.
  */
 export async function addGrant(d: StoreDialect, plantId: PlantId, grantee: Grantee): Promise<boolean> {
-  const result = await seenHere(
-    d,
-    d.writeStatement((db) =>
-      'user' in grantee
-        ? db
-            .insertInto('plant_user_grants')
-            .columns(['user_id', 'plant_id'])
-            .expression(
-              db
-                .selectFrom(['users as u', 'plants as p'])
-                .select(['u.id as user_id', 'p.id as plant_id'])
-                .where('u.name', '=', grantee.user)
-                .where('p.api_id', '=', plantId),
-            )
-            .onConflict((oc) => oc.doNothing())
-            .executeTakeFirst()
-        : db
-            .insertInto('plant_group_grants')
-            .columns(['group_id', 'plant_id'])
-            .expression(
-              db
-                .selectFrom(['groups as g', 'plants as p'])
-                .select(['g.id as group_id', 'p.id as plant_id'])
-                .where('g.name', '=', grantee.group)
-                .where('p.api_id', '=', plantId),
-            )
-            .onConflict((oc) => oc.doNothing())
-            .executeTakeFirst(),
-    ),
+  const result = await d.writeStatement((db) =>
+    'user' in grantee
+      ? db
+          .insertInto('plant_user_grants')
+          .columns(['user_id', 'plant_id'])
+          .expression(
+            db
+              .selectFrom(['users as u', 'plants as p'])
+              .select(['u.id as user_id', 'p.id as plant_id'])
+              .where('u.name', '=', grantee.user)
+              .where('p.api_id', '=', plantId),
+          )
+          .onConflict((oc) => oc.doNothing())
+          .executeTakeFirst()
+      : db
+          .insertInto('plant_group_grants')
+          .columns(['group_id', 'plant_id'])
+          .expression(
+            db
+              .selectFrom(['groups as g', 'plants as p'])
+              .select(['g.id as group_id', 'p.id as plant_id'])
+              .where('g.name', '=', grantee.group)
+              .where('p.api_id', '=', plantId),
+          )
+          .onConflict((oc) => oc.doNothing())
+          .executeTakeFirst(),
   );
   if (Number(result.numInsertedOrUpdatedRows ?? 0) > 0) return true;
   await grantParties(d.db, plantId, grantee);
@@ -59,23 +55,20 @@ export async function addGrant(d: StoreDialect, plantId: PlantId, grantee: Grant
 
 /** Removes a grant in one statement: false when there was none. Then, as for addGrant, what is missing is an error. */
 export async function removeGrant(d: StoreDialect, plantId: PlantId, grantee: Grantee): Promise<boolean> {
-  const result = await seenHere(
-    d,
-    d.writeStatement((db) => {
-      const plant = db.selectFrom('plants').select('id').where('api_id', '=', plantId);
-      return 'user' in grantee
-        ? db
-            .deleteFrom('plant_user_grants')
-            .where('user_id', '=', db.selectFrom('users').select('id').where('name', '=', grantee.user))
-            .where('plant_id', '=', plant)
-            .executeTakeFirst()
-        : db
-            .deleteFrom('plant_group_grants')
-            .where('group_id', '=', db.selectFrom('groups').select('id').where('name', '=', grantee.group))
-            .where('plant_id', '=', plant)
-            .executeTakeFirst();
-    }),
-  );
+  const result = await d.writeStatement((db) => {
+    const plant = db.selectFrom('plants').select('id').where('api_id', '=', plantId);
+    return 'user' in grantee
+      ? db
+          .deleteFrom('plant_user_grants')
+          .where('user_id', '=', db.selectFrom('users').select('id').where('name', '=', grantee.user))
+          .where('plant_id', '=', plant)
+          .executeTakeFirst()
+      : db
+          .deleteFrom('plant_group_grants')
+          .where('group_id', '=', db.selectFrom('groups').select('id').where('name', '=', grantee.group))
+          .where('plant_id', '=', plant)
+          .executeTakeFirst();
+  });
   if (Number(result.numDeletedRows) > 0) return true;
   await grantParties(d.db, plantId, grantee);
   return false;

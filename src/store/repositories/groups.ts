@@ -47,7 +47,7 @@ export async function addMember(d: StoreDialect, group: string, user: string): P
       .executeTakeFirst();
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   });
-  return seenHere(d, added);
+  return added;
 }
 
 /** Resolves to false when the user was not a member. */
@@ -58,7 +58,7 @@ export async function removeMember(d: StoreDialect, group: string, user: string)
     const result = await trx.deleteFrom('group_members').where('group_id', '=', groupId).where('user_id', '=', userId).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
   });
-  return seenHere(d, removed);
+  return removed;
 }
 
 export async function listGroups(d: StoreDialect): Promise<GroupInfo[]> {

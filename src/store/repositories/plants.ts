@@ -1,14 +1,25 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { isOperator, mayChangePlant, newPlantOwner, type Actor, type PlantDraft, type Viewer } from '../../catalogue/access-rule.js';
+import {
+  changeablePlants,
+  isOperator,
+  mayChangePlant,
+  newPlantOwner,
+  type Actor,
+  type PlantDraft,
+  type Viewer,
+} from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
-import { checkPlant } from '../../catalogue/names.js';
+import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
+import type { Change } from '../change-log.js';
 import type { StoreDialect } from '../dialect.js';
 import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
 import type { CreatedPlant, PlantInfo } from '../store.js';
-import { userIdByName } from './users.js';
+import { unavailableOr } from '../writes.js';
+import { Batch } from '../batch.js';
+import { userIdByName, userNameById } from './users.js';
 
 // Plants: the one create and the one delete of every actor, and the operator's list, in the SQL both backends share.
 
@@ -44,47 +55,131 @@ interface PlantRow {
 /**
  * Inserts the plant unless its id is taken. DO NOTHING waits for a concurrent insert of the same id and then
  * skips: the retry of a create that is still committing answers like one that has, never with a unique violation.
- * The owner is an id, or a name read in the same statement (a name nobody has leaves the owner NULL, refused).
+ * The owner is a name read in the same statement (a name nobody has leaves the owner NULL, refused).
  */
-function insertPlant(db: Db, id: PlantId, owner: { userId: number } | { name: string }, row: PlantRow) {
+function insertOperatorPlant(db: Db, id: PlantId, owner: string, row: PlantRow) {
   return db
     .insertInto('plants')
-    .values({
-      api_id: id,
-      ...row,
-      owner_id: 'userId' in owner ? owner.userId : db.selectFrom('users').select('id').where('name', '=', owner.name),
-    })
+    .values({ api_id: id, ...row, owner_id: db.selectFrom('users').select('id').where('name', '=', owner) })
     .onConflict((oc) => oc.column('api_id').doNothing())
     .returning('id')
     .executeTakeFirst();
 }
 
 /**
- * Creates a plant with `actor`'s rights (catalogue/access-rule.ts). With an id, one statement; without, the next
- * automatic id is taken under the lock every automatic numbering takes (plain SQL's trigger too). When the id is
- * taken, the plant holding it is read: the same plant is a retried create (`existing`), another is a conflict.
+ * The change-log row of a plant added or deleted, as its triggers write it (migration 0003), for its writer's own
+ * caches (StoreDialect.writeStatement). A deleted plant's grants are logged too, but only as the grantees' changes:
+ * the writer's next request does not depend on them.
  */
-export async function createPlant(d: StoreDialect, actor: Actor, draft: PlantDraft): Promise<CreatedPlant> {
-  checkPlant(draft);
+const plantChanged = (row: { id: Position; owner_id: number; is_public: number }): Change => ({
+  table: 'plants',
+  userId: Number(row.owner_id),
+  groupId: null,
+  plantId: Number(row.id),
+  tokenId: null,
+  name: null,
+  isPublic: Number(row.is_public) === 1,
+});
+
+/** A user's create with its id, as one row of a batch (see plantWrites). */
+interface UserCreate {
+  id: PlantId;
+  ownerId: number;
+  row: PlantRow;
+}
+
+/** A delete as one row of a batch: the plant's id, and the owner it must have (none for an actor who may change any). */
+interface Deletion {
+  id: PlantId;
+  ownedBy: number | undefined;
+}
+
+/**
+ * The one create and the one delete of every actor (catalogue/access-rule.ts), for one store. The creates of users
+ * (`POST /plants`) and every delete asked during one turn of the event loop are written by one statement each (see
+ * batch.ts): one round trip and one statement however many clients write at once.
+ */
+export function plantWrites(d: StoreDialect): {
+  createPlant: (actor: Actor, draft: PlantDraft) => Promise<CreatedPlant>;
+  deletePlant: (actor: Actor, id: PlantId) => Promise<'deleted' | 'hidden' | 'forbidden'>;
+} {
+  // Which rows went in: those the statement returns. The first of two creates of one id in a batch wins it.
+  const creates = new Batch<UserCreate, boolean>(async (items) => {
+    const returned = await d.writeStatement(
+      (db) =>
+        db
+          .insertInto('plants')
+          .values(items.map(({ id, ownerId, row }) => ({ api_id: id, ...row, owner_id: ownerId })))
+          .onConflict((oc) => oc.column('api_id').doNothing())
+          .returning(['id', 'api_id', 'owner_id', 'is_public'])
+          .execute(),
+      (rows) => rows.map(plantChanged),
+    );
+    const inserted = new Set(returned.map((r) => Number(r.api_id)));
+    return items.map((item) => inserted.delete(item.id));
+  });
+  // Which deletes happened: each plant returned goes to the first item of its id whose condition it meets.
+  const deletes = new Batch<Deletion, boolean>(async (items) => {
+    const returned = await d.writeStatement(
+      (db) =>
+        db
+          .deleteFrom('plants')
+          .where((eb) =>
+            eb.or(
+              items.map(({ id, ownedBy }) =>
+                ownedBy === undefined ? eb('api_id', '=', id) : eb.and([eb('api_id', '=', id), eb('owner_id', '=', ownedBy)]),
+              ),
+            ),
+          )
+          .returning(['id', 'api_id', 'owner_id', 'is_public'])
+          .execute(),
+      (rows) => rows.map(plantChanged),
+    );
+    const gone = returned.map((r) => ({ id: Number(r.api_id), ownerId: Number(r.owner_id) }));
+    return items.map((item) => {
+      const i = gone.findIndex((g) => g.id === item.id && (item.ownedBy === undefined || item.ownedBy === g.ownerId));
+      return i >= 0 && gone.splice(i, 1).length === 1;
+    });
+  });
+  return {
+    createPlant: (actor, draft) => writing(d, () => create(d, creates, actor, draft)),
+    deletePlant: (actor, id) => writing(d, () => remove(d, deletes, actor, id)),
+  };
+}
+
+/**
+ * Creates a plant with `actor`'s rights (catalogue/access-rule.ts): a user's with its id in the batch of creates;
+ * the operator's with the owner it names, or with the next automatic id, taken under the lock every automatic
+ * numbering takes (plain SQL's trigger too). When the id is taken, the plant holding it is read: the same plant is
+ * a retried create (`existing`), another is a conflict.
+ */
+async function create(d: StoreDialect, creates: Batch<UserCreate, boolean>, actor: Actor, draft: PlantDraft): Promise<CreatedPlant> {
+  if (isOperator(actor)) checkPlant(draft);
+  else checkClientPlant(draft);
   const owner = newPlantOwner(actor, draft);
   const row: PlantRow = { name: draft.name, tag: draft.tag ?? null, is_public: draft.public === true ? 1 : 0, created_at: Date.now() };
   let id = draft.id === undefined ? undefined : plantId(draft.id);
-  let inserted: { id: Position } | undefined;
-  try {
-    inserted = await (id !== undefined
-      ? d.writeStatement((db) => insertPlant(db, id!, owner, row))
-      : d.writeTransaction(async (trx) => {
-          await d.lock(trx, AUTOMATIC_IDS_LOCK);
-          id = nextAutomaticId(await largestUsedPlantId(trx));
-          return insertPlant(trx, id, owner, row);
-        }));
-  } catch (err) {
-    // A refusal that is not the plant's: name the owner nobody has.
-    if ('name' in owner) await userIdByName(d.db, owner.name);
-    throw err;
+  let inserted: boolean;
+  if ('userId' in owner && id !== undefined) {
+    inserted = await creates.add({ id, ownerId: owner.userId, row });
+  } else {
+    const ownerName = 'name' in owner ? owner.name : await userNameById(d.db, owner.userId);
+    try {
+      const written = await (id !== undefined
+        ? d.writeStatement((db) => insertOperatorPlant(db, id!, ownerName, row))
+        : d.writeTransaction(async (trx) => {
+            await d.lock(trx, AUTOMATIC_IDS_LOCK);
+            id = nextAutomaticId(await largestUsedPlantId(trx));
+            return insertOperatorPlant(trx, id, ownerName, row);
+          }));
+      inserted = written !== undefined;
+    } catch (err) {
+      // A refusal that is not the plant's: name the owner nobody has.
+      await userIdByName(d.db, ownerName);
+      throw err;
+    }
   }
-  if (inserted !== undefined) {
-    await d.changes.catchUp();
+  if (inserted) {
     if (!isOperator(actor)) await d.reads.rememberWriter(actor.userId);
     return { outcome: 'created', id: id! };
   }
@@ -106,34 +201,46 @@ export async function createPlant(d: StoreDialect, actor: Actor, draft: PlantDra
 }
 
 /**
- * Deletes the plant with public id `id` when `actor` may change it. One that the actor may not change is
- * `forbidden` when the actor sees it and `hidden` otherwise, so that ids of others' private plants cannot be
- * probed; of concurrent deletes of one plant, one is `deleted` and the others find it `hidden`.
+ * Deletes the plant with public id `id` when `actor` may change it, in the batch of deletes, whose condition is the
+ * rule (catalogue/access-rule.ts, changeablePlants). When nothing was deleted, the plant as it stands says why:
+ * none, or one the actor may not see, is `hidden`, so that ids of others' private plants cannot be probed; one the
+ * actor sees but may not change is `forbidden`. Of concurrent deletes of one plant, one is `deleted`.
  */
-export async function deletePlant(d: StoreDialect, actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'> {
-  const outcome = await d.writeTransaction(async (trx) => {
-    const plant = await trx.selectFrom('plants').select(['id', 'owner_id']).where('api_id', '=', id).executeTakeFirst();
-    if (plant === undefined) return 'hidden';
-    const at = position(Number(plant.id));
-    if (!isOperator(actor) && !mayChangePlant(actor, Number(plant.owner_id)))
-      return (await visibleTo(trx, at, actor)) ? 'forbidden' : 'hidden';
-    const { numDeletedRows } = await trx.deleteFrom('plants').where('id', '=', at).executeTakeFirst();
-    return Number(numDeletedRows) > 0 ? 'deleted' : 'hidden';
-  });
-  if (outcome === 'deleted') {
-    await d.changes.catchUp();
+async function remove(
+  d: StoreDialect,
+  deletes: Batch<Deletion, boolean>,
+  actor: Actor,
+  id: PlantId,
+): Promise<'deleted' | 'hidden' | 'forbidden'> {
+  const changeable = changeablePlants(actor);
+  const deleted = await deletes.add({ id, ownedBy: 'ownedBy' in changeable ? changeable.ownedBy : undefined });
+  if (deleted) {
     if (!isOperator(actor)) await d.reads.rememberWriter(actor.userId);
+    return 'deleted';
   }
-  return outcome;
+  if (isOperator(actor)) return 'hidden';
+  const plant = await d.db.selectFrom('plants').select(['id', 'owner_id']).where('api_id', '=', id).executeTakeFirst();
+  // One the actor may change is not there any more: deleted meanwhile (and maybe added again since).
+  if (plant === undefined || mayChangePlant(actor, Number(plant.owner_id))) return 'hidden';
+  return (await visibleTo(d.db, position(Number(plant.id)), actor)) ? 'forbidden' : 'hidden';
+}
+
+/** Runs a write of a request: a database that cannot be reached, or is locked too long, is "unavailable" (503). */
+async function writing<T>(d: StoreDialect, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    throw unavailableOr(d, err);
+  }
 }
 
 /** Whether the user `viewer` sees the plant at `at` (the access rule for one plant; see listing-sql.ts). */
-async function visibleTo(trx: Transaction<Database>, at: Position, viewer: Viewer): Promise<boolean> {
+async function visibleTo(db: Db, at: Position, viewer: Viewer): Promise<boolean> {
   const claimed =
     viewer.groups === undefined || viewer.groups.length === 0
       ? []
-      : (await trx.selectFrom('groups').select('id').where('name', 'in', viewer.groups).execute()).map((g) => Number(g.id));
-  const { rows } = await sql<{ visible: unknown }>`SELECT ${sql.raw(plantVisibleSql(at, viewer.userId, claimed))} AS visible`.execute(trx);
+      : (await db.selectFrom('groups').select('id').where('name', 'in', viewer.groups).execute()).map((g) => Number(g.id));
+  const { rows } = await sql<{ visible: unknown }>`SELECT ${sql.raw(plantVisibleSql(at, viewer.userId, claimed))} AS visible`.execute(db);
   // A boolean on PostgreSQL, 0 or 1 on SQLite.
   return rows[0]?.visible === true || rows[0]?.visible === 1;
 }

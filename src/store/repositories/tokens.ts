@@ -11,22 +11,19 @@ export async function addToken(d: StoreDialect, token: NewToken): Promise<TokenI
   const createdAt = Date.now();
   let row: { id: number | bigint };
   try {
-    row = await seenHere(
-      d,
-      d.writeStatement((db) =>
-        db
-          .insertInto('tokens')
-          .values({
-            user_id: db.selectFrom('users').select('id').where('name', '=', token.user),
-            token_hash: token.hash,
-            label: token.label ?? null,
-            created_at: createdAt,
-            expires_at: token.expiresAt?.getTime() ?? null,
-            revoked_at: null,
-          })
-          .returning('id')
-          .executeTakeFirstOrThrow(),
-      ),
+    row = await d.writeStatement((db) =>
+      db
+        .insertInto('tokens')
+        .values({
+          user_id: db.selectFrom('users').select('id').where('name', '=', token.user),
+          token_hash: token.hash,
+          label: token.label ?? null,
+          created_at: createdAt,
+          expires_at: token.expiresAt?.getTime() ?? null,
+          revoked_at: null,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
     );
   } catch (err) {
     await userIdByName(d.db, token.user);

@@ -59,7 +59,7 @@ export async function provisionUser(d: StoreDialect, name: string): Promise<User
       .execute();
     return credential(await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow());
   });
-  return seenHere(d, provisioned).catch((err: unknown) => {
+  return provisioned.catch((err: unknown) => {
     throw unavailableOr(d, err);
   });
 }
@@ -77,7 +77,7 @@ export async function setAdmin(d: StoreDialect, name: string, admin: boolean): P
       .execute();
     return true;
   });
-  return seenHere(d, changed);
+  return changed;
 }
 
 export async function removeUser(d: StoreDialect, name: string, opts: { withPlants: boolean }): Promise<void> {
@@ -94,7 +94,7 @@ export async function removeUser(d: StoreDialect, name: string, opts: { withPlan
     }
     await trx.deleteFrom('users').where('id', '=', id).execute();
   });
-  return seenHere(d, removed);
+  return removed;
 }
 
 export async function listUsers(d: StoreDialect): Promise<UserInfo[]> {
@@ -105,4 +105,11 @@ export async function listUsers(d: StoreDialect): Promise<UserInfo[]> {
     admin: Number(r.is_admin) === 1,
     createdAt: new Date(Number(r.created_at)),
   }));
+}
+
+/** The name of the user whose id is `id`; an id nobody has is not found. */
+export async function userNameById(db: Db, id: number): Promise<string> {
+  const row = await db.selectFrom('users').select('name').where('id', '=', id).executeTakeFirst();
+  if (!row) throw notFound(`no user with id ${id}`);
+  return row.name;
 }

@@ -1,12 +1,14 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
-import type { Kysely, Transaction } from 'kysely';
+import { Kysely, type Transaction } from 'kysely';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
 import type { BulkDialect, ErrorKind, RequestReads, StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PageRequest, Store, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import { GroupCommit } from './group-commit.js';
+import { GroupCommitDialect } from './group-commit-dialect.js';
 import { classifySqliteError } from './sqlite-errors.js';
 import { FileFollower } from './file-follower.js';
 import { openDatabase, pruneChangeLog } from './sqlite-file.js';
@@ -19,6 +21,11 @@ export interface SqliteOptions {
   path: string;
   /** Create the file (and its folders) when it is not there; otherwise its absence is an error. Default true. */
   create?: boolean;
+  /**
+   * Commit the single-statement writes of concurrent requests together, on a thread of their own (group-commit.ts).
+   * Default true; a one-shot command has nothing to group and saves the thread. Not for `:memory:`.
+   */
+  groupCommit?: boolean;
 }
 
 /** What a read answers while the reader's connection is closed (the file is gone, or the store closed). */
@@ -33,7 +40,7 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
   }
   const { sqlite, db } = await openDatabase(options.path, false);
   try {
-    return createStore(new SqliteDialect(sqlite, db, options.path));
+    return createStore(new SqliteDialect(sqlite, db, options.path, options.groupCommit !== false && options.path !== ':memory:'));
   } catch (err) {
     await db.destroy();
     throw err;
@@ -51,6 +58,9 @@ class SqliteDialect implements StoreDialect {
   private readonly follower: FileFollower | undefined;
   private pruner: NodeJS.Timeout | undefined;
   private closed = false;
+  /** With group commit: its thread, started by the first write, and Kysely on it. */
+  private commits: GroupCommit | undefined;
+  private readonly grouped: Kysely<Database> | undefined;
   readonly reads: RequestReads;
   readonly bulk: BulkDialect;
   readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
@@ -59,8 +69,10 @@ class SqliteDialect implements StoreDialect {
     // Not readonly: a file replaced under the store is opened again.
     private sqlite: BetterSqlite3.Database,
     private kysely: Kysely<Database>,
-    path: string,
+    private readonly path: string,
+    groupCommit: boolean,
   ) {
+    if (groupCommit) this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(() => this.groupCommit()) });
     this.reader = new SqliteReader(path === ':memory:' ? sqlite : path, () => this.startPruning());
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
@@ -88,12 +100,23 @@ class SqliteDialect implements StoreDialect {
     return classifySqliteError(err) ?? (this.sqlite.open ? undefined : 'unavailable');
   }
 
-  writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.kysely.transaction().execute(run);
+  async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    const result = await this.kysely.transaction().execute(run);
+    await this.reader.catchUp();
+    return result;
   }
 
+  /**
+   * Group-committed when the store groups writes: the reader takes each batch in before it is answered (a read of
+   * the log on this machine, exact, so what the statement says it changed is not needed).
+   */
   writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
-    return this.kysely.transaction().execute(run);
+    return this.grouped === undefined ? this.writeTransaction(run) : run(this.grouped);
+  }
+
+  private groupCommit(): GroupCommit {
+    this.commits ??= new GroupCommit(this.path, () => void this.reader.catchUp());
+    return this.commits;
   }
 
   async lock(): Promise<void> {
@@ -105,6 +128,7 @@ class SqliteDialect implements StoreDialect {
     this.closed = true;
     clearInterval(this.pruner);
     await this.follower?.stop();
+    await this.commits?.close();
     this.reader.close();
     if (this.sqlite.open) await this.kysely.destroy();
   }
@@ -150,11 +174,27 @@ class SqliteDialect implements StoreDialect {
     return {
       isOpen: () => this.sqlite.open && !this.closed,
       closeAll: async () => {
+        await this.commits?.close();
+        this.commits = undefined;
         this.reader.close();
+        // The old file's log is emptied into the old file, through the last connection open on it: SQLite keeps the
+        // log of a file that moved when that connection closes, and the next connection at the path would replay
+        // it over whatever file is there now.
+        try {
+          this.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+        } catch {
+          // Refused (another process reads the old file): reopen finds the log and refuses it.
+        }
         this.sqlite.close();
         await this.kysely.destroy();
       },
       reopen: async (path: string) => {
+        const wal = statSync(`${path}-wal`, { throwIfNoEntry: false });
+        if (wal !== undefined && wal.size > 0) {
+          throw new Error(
+            `${path}-wal holds the write-ahead log of the file that was there before, which must not be applied to this one: stop every process that has the old file open, then delete ${path}-wal and ${path}-shm`,
+          );
+        }
         const { sqlite, db } = await openDatabase(path, true);
         if (this.closed) return db.destroy();
         this.reader.connect(path);

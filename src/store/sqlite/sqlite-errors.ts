@@ -24,7 +24,7 @@ export const isBusy = (err: unknown): boolean => /^SQLITE_BUSY/.test((err as { c
  * ("disk I/O error") do not say that a write was refused and rolled back. Undefined for any other error.
  */
 export function sqliteWriteFailure(err: unknown): string | undefined {
-  const code = (err as { code?: unknown }).code;
+  const code = (err as { code?: unknown } | undefined)?.code;
   if (typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|READONLY)/.test(code)) return undefined;
   const message = `cannot write the database: ${(err as Error).message} (${code})`;
   // SQLite in WAL mode writes beside the file (-wal, -shm), so the folder must be writable too.

@@ -1,26 +1,21 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
 import { CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { isBusy } from './sqlite-errors.js';
-import { BUSY_TIMEOUT_MS, WritingTransactionsDialect } from './writing-transactions.js';
+import { openConnection } from './sqlite-connection.js';
+import { WritingTransactionsDialect } from './writing-transactions.js';
 
 // The SQLite file itself: opening it as Plant Store wants it, and keeping its change log short.
 
 /** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
 export async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
   if (path !== ':memory:' && !mustExist) mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new BetterSqlite3(path, { fileMustExist: mustExist });
+  const sqlite = openConnection(path, { mustExist });
   try {
-    sqlite.pragma('journal_mode = WAL');
-    // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
-    sqlite.pragma('synchronous = FULL');
-    sqlite.pragma('foreign_keys = ON');
-    // The server reads while the CLI writes; wait for a writer rather than failing at once.
-    sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(sqlite) });
     await migrateToLatest(db, 'sqlite');
     return { sqlite, db };

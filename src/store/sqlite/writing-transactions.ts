@@ -1,9 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import { BUSY_TIMEOUT_MS } from './sqlite-connection.js';
 import { isBusy } from './sqlite-errors.js';
-
-/** How long a write waits for another process's write to finish before it fails with "database is locked". */
-export const BUSY_TIMEOUT_MS = 5_000;
 
 /**
  * Starts a transaction that writes (BEGIN IMMEDIATE), waiting its turn while another connection writes.

@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { eventually } from '../helpers/assertions.js';
+import { runCli, spawnServe, type ServeProcess } from '../helpers/processes.js';
+
+// Restoring a backup while the service runs, the one way the README documents: a copy made with SQLite's backup
+// (`.backup`, VACUUM INTO), moved over the database file in one step. What the file at the path holds is what is
+// served, and what it holds after the service stops: nothing written to the old file's log since the backup.
+
+const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+
+async function seed(db: string, user: string, plants: string[]): Promise<string> {
+  const records = [{ type: 'user', name: user }, ...plants.map((name) => ({ type: 'plant', name, owner: user, public: false }))];
+  assert.equal((await runCli(db, ['import', '-'], ndjson(records))).code, 0);
+  return (await runCli(db, ['tokens', 'create', user])).stdout.trim();
+}
+
+async function names(server: ServeProcess, token: string): Promise<{ status: number; names: string[] }> {
+  const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+  const body = (await res.json()) as Array<{ name: string }>;
+  return { status: res.status, names: res.status === 200 ? body.map((p) => p.name) : [] };
+}
+
+const post = (server: ServeProcess, token: string, id: number, name: string) =>
+  fetch(`${server.url}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id, name }),
+  });
+
+/** What a file holds once no server has it open: the plants' names in catalogue order. */
+function storedNames(db: string): string[] {
+  const sqlite = new BetterSqlite3(db, { readonly: true });
+  try {
+    return sqlite.prepare('SELECT name FROM plants ORDER BY id').pluck().all() as string[];
+  } finally {
+    sqlite.close();
+  }
+}
+
+describe('restoring a SQLite backup under a running server', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-restore-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('serves a backup of the same database as it is, without what was written since', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'same.db');
+    const token = await seed(db, 'alice', ['one', 'two']);
+    const server = await spawnServe(db);
+    try {
+      const backup = join(dir, 'same-backup.db');
+      const source = new BetterSqlite3(db);
+      source.exec(`VACUUM INTO '${backup}'`);
+      source.close();
+      for (const [id, name] of [
+        [103, 'three'],
+        [104, 'four'],
+      ] as const)
+        assert.equal((await post(server, token, id, name)).status, 200);
+      assert.deepEqual((await names(server, token)).names, ['one', 'two', 'three', 'four']);
+      renameSync(backup, db);
+      await eventually('the backup is served', () => names(server, token), { until: (r) => r.names.length === 2 });
+      // Served as it is for good: nothing of the old log comes back later.
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      assert.deepEqual(await names(server, token), { status: 200, names: ['one', 'two'] });
+    } finally {
+      assert.equal(await server.stop(), 0, server.output().slice(-2000));
+    }
+    assert.deepEqual(storedNames(db), ['one', 'two'], 'the file holds the backup once the server has stopped');
+  });
+
+  it("serves a backup of another database with its own users' tokens and plants", { timeout: 60_000 }, async () => {
+    const db = join(dir, 'other.db');
+    const aliceToken = await seed(db, 'alice', ['one']);
+    const other = join(dir, 'other-backup.db');
+    const bobPlants = Array.from({ length: 30 }, (_, i) => `bob's ${i}`);
+    const bobToken = await seed(other, 'bob', bobPlants);
+    const server = await spawnServe(db);
+    try {
+      for (let id = 100; id < 110; id++) assert.equal((await post(server, aliceToken, id, `alice's ${id}`)).status, 200);
+      renameSync(other, db);
+      await eventually("the other database's token is accepted", () => names(server, bobToken), { until: (r) => r.status === 200 });
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      assert.deepEqual(await names(server, bobToken), { status: 200, names: bobPlants });
+      assert.equal((await names(server, aliceToken)).status, 401);
+    } finally {
+      assert.equal(await server.stop(), 0, server.output().slice(-2000));
+    }
+    assert.deepEqual(storedNames(db), bobPlants);
+  });
+});
