@@ -13,7 +13,7 @@ import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
-import { createRateLimiter } from './http/rate-limit.js';
+import { createRateLimiter, createWriteBudget } from './http/rate-limit.js';
 import { RepliesAfterPoll } from './http/replies-after-poll.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
@@ -101,8 +101,23 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
   app.decorateRequest('viewer', null);
   // Bodies are JSON only: Fastify would otherwise parse text/plain as a string, a bad body instead of a 415.
   app.removeContentTypeParser('text/plain');
+  acceptEmptyJsonOnDelete(app);
   app.setValidatorCompiler(strictValidatorCompiler);
   return app;
+}
+
+/**
+ * A DELETE has no body, but many clients (several generated from the original document, and common HTTP libraries)
+ * send one with `Content-Type: application/json` and nothing after it, which Fastify's JSON parser refuses. An
+ * empty JSON body of a DELETE is taken as no body; everything else goes to Fastify's own parser, as before.
+ */
+function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' && request.method === 'DELETE') return done(null, undefined);
+    void parseJson(request, body as string, done);
+  });
 }
 
 /**
@@ -170,5 +185,7 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   // the closure's context (see docs/performance.md).
   const authenticate = bearerAuthentication(authenticator, limiter, metrics?.authRefused);
   await app.register(plantRoutes, { listing, authenticate, replies: new RepliesAfterPoll() });
-  await app.register(plantWriteRoutes, { store, authenticate });
+  const writeBudget = createWriteBudget(config.writeRateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
+  if (writeBudget) app.addHook('onClose', async () => writeBudget.close());
+  await app.register(plantWriteRoutes, { store, authenticate, writeBudget });
 }

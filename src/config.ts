@@ -49,6 +49,8 @@ export interface AppConfig {
   http: HttpLimits;
   /** Requests per window per bearer token (per client IP without a valid token); undefined when off. */
   rateLimit: RateLimitConfig | undefined;
+  /** Creates and deletes per window per user, beside the per-token limit; undefined when off. */
+  writeRateLimit: RateLimitConfig | undefined;
   /** Redis that holds the rate-limit counters, shared by every instance; in-process counters when undefined. */
   redisUrl: string | undefined;
   /** Prefix of the rate-limit keys in Redis, so several deployments can share one Redis. */
@@ -122,6 +124,7 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
         maxConnections: v.maxConnections,
       },
       rateLimit: v.rateLimit,
+      writeRateLimit: v.writeRateLimit,
       redisUrl: v.redisUrl,
       redisKeyPrefix: v.redisKeyPrefix,
       metrics: v.metricsPort !== undefined,

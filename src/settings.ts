@@ -208,7 +208,7 @@ export const SETTINGS = {
     shownDefault: 'none (CORS off)',
     summary: 'comma-separated browser origins allowed cross-origin, or *',
     meaning:
-      'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`/`HEAD`, preflight answers, and can read `Link`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
+      'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`, `HEAD`, `POST` and `DELETE` (preflights with `Authorization` and `Content-Type`), and can read `Link`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
     table: 'service',
     parse: corsOrigins,
   }),
@@ -222,6 +222,18 @@ export const SETTINGS = {
     summary: 'requests per token per window, e.g. 30000/1m, or off',
     meaning:
       'Requests per window per token: `<requests>/<window>` with a window in `ms`, `s`, `m` or `h` (`100/10s`), or `off`. See [Limits](#limits-and-rate-limiting).',
+    table: 'service',
+    parse: (text) => parseRateLimit(text ?? ''),
+  }),
+  writeRateLimit: setting({
+    flag: '--write-rate-limit <n/window>',
+    env: 'PLANTSTORE_WRITE_RATE_LIMIT',
+    // Ten creates or deletes a second per user, sustained: more than a person or an application's own users
+    // make, while a runaway client adds at most 864,000 plants a day; bulk loads go through `import`.
+    default: '600/1m',
+    summary: 'creates and deletes per user per window, e.g. 600/1m, or off',
+    meaning:
+      'Creates and deletes (`POST`, `DELETE`) per window per user, every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).',
     table: 'service',
     parse: (text) => parseRateLimit(text ?? ''),
   }),

@@ -396,7 +396,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is larger than 64 KiB */
+            /** @description The request body is larger than 16 KiB */
             413: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -416,7 +416,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address) */
+            /** @description Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -442,9 +442,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database, or the identity provider's signing keys, cannot be reached; retry later */
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -520,7 +522,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address) */
+            /** @description Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -546,9 +548,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database, or the identity provider's signing keys, cannot be reached; retry later */
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

@@ -55,7 +55,10 @@ export function printRows<T extends object>(rows: T[], columns: Column<T>[], jso
 
 export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
 
-/** What a command did (or found already done), one line on stderr: stdout carries only data. */
+/**
+ * What a command did (or found already done), one line on stderr: stdout carries only data. The names it echoes
+ * are shown with their control characters neutralised, as in a table.
+ */
 export function say(line: string): void {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${forTerminal(line)}\n`);
 }

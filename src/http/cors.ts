@@ -1,17 +1,19 @@
 import type { FastifyCorsOptions } from '@fastify/cors';
 
 /**
- * CORS for an allow-list of browser origins (or `*`), for the read-only API: GET and HEAD, with the response
- * headers a page needs readable: `Link` to follow `rel="next"`, the rate limit's `RateLimit`, `RateLimit-Policy`
- * and `Retry-After`, and `Plantstore-Version`. An origin not on the list gets no `Access-Control-*` header at
- * all, and its OPTIONS request falls through to the usual 404/405 Error body.
+ * CORS for an allow-list of browser origins (or `*`): GET and HEAD, and the writes, POST and DELETE, whose preflight
+ * names `Authorization` and `Content-Type`; with the response headers a page needs readable: `Link` to follow
+ * `rel="next"`, the rate limit's `RateLimit`, `RateLimit-Policy` and `Retry-After`, and `Plantstore-Version`. An
+ * origin not on the list gets no `Access-Control-*` header at all, and its OPTIONS request falls through to the
+ * usual 404/405 Error body.
  */
 export function corsOptions(origins: readonly string[]): FastifyCorsOptions {
   const anyOrigin = origins.includes('*');
   const allowed = new Set(origins);
   return {
     origin: (origin, callback) => callback(null, origin !== undefined && (anyOrigin || allowed.has(origin)) ? origin : false),
-    methods: ['GET', 'HEAD'],
+    methods: ['GET', 'HEAD', 'POST', 'DELETE'],
+    allowedHeaders: ['Authorization', 'Content-Type'],
     exposedHeaders: ['Link', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Plantstore-Version'],
     // A plain OPTIONS from an allowed origin gets the preflight answer rather than a text/plain 400.
     strictPreflight: false,

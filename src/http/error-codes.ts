@@ -66,9 +66,18 @@ export const errorCatalogue = {
     status: 429,
     summary: 'Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After.',
   },
+  write_rate_limited: {
+    code: 42903,
+    status: 429,
+    summary: 'Too many creates and deletes for this user in the current window; see Retry-After.',
+  },
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },
-  unavailable: { code: 50301, status: 503, summary: 'The database is unreachable or the server is shutting down; retry later.' },
+  unavailable: {
+    code: 50301,
+    status: 503,
+    summary: 'The database is unreachable, locked for too long, or the server is shutting down; see Retry-After.',
+  },
   identity_provider_unavailable: {
     code: 50302,
     status: 503,

@@ -25,20 +25,29 @@ const byStatus: Partial<Record<number, ErrorName>> = {
   503: 'unavailable',
 };
 
+/** How long a client waits before it tries again when the database cannot be reached (or is locked too long). */
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
+
+const serviceUnavailable = (): ApiError =>
+  new ApiError('unavailable', 'The service is temporarily unavailable; retry later', {
+    'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
+  });
+
 /** Maps anything thrown while handling a request to exactly one catalogue entry. 5xx details stay in the log. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  if (err instanceof DomainError && err.kind === 'unavailable') {
-    return new ApiError('unavailable', 'The service is temporarily unavailable; retry later');
-  }
+  if (err instanceof DomainError && err.kind === 'unavailable') return serviceUnavailable();
   const status = (err as FastifyError).statusCode;
   // The body parser's refusals (not JSON, empty): what POST /plants documents as a bad body.
   if (status === 400 && (err as FastifyError).code?.startsWith('FST_ERR_CTP_')) return new ApiError('invalid_body', (err as Error).message);
+  if (status === 415) {
+    return new ApiError('unsupported_media_type', 'The request body must be JSON: send it with Content-Type: application/json');
+  }
   if (status !== undefined && status >= 400 && status < 500) {
     const name = byStatus[status] ?? 'bad_request';
     return new ApiError(name, (err as Error).message || (STATUS_CODES[status] ?? 'Bad request'));
   }
-  if (status === 503) return new ApiError('unavailable', 'The service is temporarily unavailable; retry later');
+  if (status === 503) return serviceUnavailable();
   return new ApiError('internal', 'Internal server error');
 }
 

@@ -4,8 +4,6 @@ import { clientNetwork } from './client-network.js';
 import { ApiError } from './error-codes.js';
 import { MemoryCounters, RedisCounters, type RateLimitCounters, type RateLimitState } from './rate-limit-counters.js';
 
-const POLICY = 'default';
-
 /**
  * Per-token rate limiting, with the IETF httpapi RateLimit header fields (draft-ietf-httpapi-ratelimit-headers:
  * `RateLimit-Policy: "default";q=<requests>;w=<seconds>` and `RateLimit: "default";r=<remaining>;t=<seconds>`),
@@ -23,8 +21,26 @@ export class RateLimiter {
   constructor(
     private readonly counters: RateLimitCounters,
     limit: RateLimitConfig,
+    /** The policy's name in the RateLimit headers; a second policy's values follow the first's (`, "writes";…`). */
+    private readonly policy = 'default',
+    /** What a request over this policy's limit is refused with. */
+    private readonly refusal: (seconds: number) => ApiError = (seconds) =>
+      new ApiError('rate_limited', `Too many requests; retry in ${seconds} s`, { 'retry-after': String(seconds) }),
   ) {
-    this.policyHeader = `"${POLICY}";q=${limit.max};w=${Math.max(1, Math.ceil(limit.windowMs / 1000))}`;
+    this.policyHeader = `"${policy}";q=${limit.max};w=${Math.max(1, Math.ceil(limit.windowMs / 1000))}`;
+  }
+
+  /** Counts a request against `key` alone (the write budget: a user's id), then calls `next` as `check` does. */
+  checkKey(key: string, reply: FastifyReply, next: (err?: Error) => void): void {
+    const state = this.counters.hit(key);
+    if (state instanceof Promise) {
+      state.then(
+        (s) => this.finish(reply, s, undefined, next),
+        (err: unknown) => next(err as Error),
+      );
+    } else {
+      this.finish(reply, state, undefined, next);
+    }
   }
 
   /**
@@ -71,10 +87,10 @@ export class RateLimiter {
   private finish(reply: FastifyReply, state: RateLimitState | undefined, outcome: Error | undefined, next: (err?: Error) => void): void {
     if (state === undefined) return next(outcome);
     const seconds = Math.max(1, Math.ceil(state.resetMs / 1000));
-    reply.header('ratelimit-policy', this.policyHeader);
-    reply.header('ratelimit', `"${POLICY}";r=${state.remaining};t=${seconds}`);
+    appendHeader(reply, 'ratelimit-policy', this.policyHeader);
+    appendHeader(reply, 'ratelimit', `"${this.policy}";r=${state.remaining};t=${seconds}`);
     if (state.allowed) return next(outcome);
-    next(new ApiError('rate_limited', `Too many requests; retry in ${seconds} s`, { 'retry-after': String(seconds) }));
+    next(this.refusal(seconds));
   }
 
   /** Waits a moment for the counters at start, so that the first requests are counted too. */
@@ -87,6 +103,12 @@ export class RateLimiter {
   }
 }
 
+/** Sets a RateLimit header, or adds this policy's member to the one another policy set (a structured field list). */
+function appendHeader(reply: FastifyReply, name: string, value: string): void {
+  const earlier = reply.getHeader(name);
+  reply.header(name, typeof earlier === 'string' && earlier !== '' ? `${earlier}, ${value}` : value);
+}
+
 export function createRateLimiter(
   limit: RateLimitConfig | undefined,
   redis: { url: string | undefined; prefix: string },
@@ -95,4 +117,25 @@ export function createRateLimiter(
   if (limit === undefined) return undefined;
   const counters = redis.url === undefined ? new MemoryCounters(limit) : new RedisCounters(redis.url, redis.prefix, limit, log);
   return new RateLimiter(counters, limit);
+}
+
+/**
+ * The write budget: `POST` and `DELETE` count against the user's own counter too (every token and JWT of the user
+ * alike), so that one client cannot fill the disk; reads keep the general limit alone. Past it, 429 (42903).
+ */
+export function createWriteBudget(
+  limit: RateLimitConfig | undefined,
+  redis: { url: string | undefined; prefix: string },
+  log: FastifyBaseLogger,
+): RateLimiter | undefined {
+  if (limit === undefined) return undefined;
+  const prefix = `${redis.prefix}writes:`;
+  const counters = redis.url === undefined ? new MemoryCounters(limit) : new RedisCounters(redis.url, prefix, limit, log);
+  return new RateLimiter(
+    counters,
+    limit,
+    'writes',
+    (seconds) =>
+      new ApiError('write_rate_limited', `Too many writes for this user; retry in ${seconds} s`, { 'retry-after': String(seconds) }),
+  );
 }

@@ -67,7 +67,7 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
     case 'params':
       return paramsValidation(validator, properties);
     case 'body':
-      return bodyValidation(validator);
+      return bodyValidation(validator, bodyFields(schema));
     default:
       return (data: unknown) =>
         validator.Check(data) ? { value: data } : { error: new ApiError('bad_request', `invalid request ${httpPart ?? 'data'}`) };
@@ -124,11 +124,35 @@ function paramsValidation(validator: Validator, properties: Properties): Validat
   };
 }
 
-function bodyValidation(validator: Validator): Validation {
+/**
+ * The fields a body schema names (through its `$ref`s and `allOf`), or undefined when it takes others too: a body
+ * that has fields besides them is refused by naming them, without the validator's list of every error, which grows
+ * with a body of thousands of fields.
+ */
+function bodyFields(schema: unknown): Set<string> | undefined {
+  const fields = new Set<string>();
+  const visit = (node: unknown): boolean => {
+    const s = node as { $ref?: string; allOf?: unknown[]; properties?: Record<string, unknown> };
+    if (s.$ref !== undefined) return s.$ref in context && visit(context[s.$ref]);
+    for (const name of Object.keys(s.properties ?? {})) fields.add(name);
+    return (s.allOf ?? []).every(visit);
+  };
+  const closed = (schema as { unevaluatedProperties?: unknown; additionalProperties?: unknown; $ref?: string }) ?? {};
+  const target: typeof closed | undefined = closed.$ref !== undefined ? context[closed.$ref] : closed;
+  if (target === undefined || (target.unevaluatedProperties !== false && target.additionalProperties !== false)) return undefined;
+  return visit(schema) ? fields : undefined;
+}
+
+function bodyValidation(validator: Validator, fields: Set<string> | undefined): Validation {
   return (data: unknown) => {
     if (validator.Check(data)) return { value: data };
     if (typeof data !== 'object' || data === null || Array.isArray(data)) {
       return { error: new ApiError('invalid_body', 'the request body must be a JSON object') };
+    }
+    const unknown = fields === undefined ? [] : Object.keys(data).filter((name) => !fields.has(name));
+    if (unknown.length > 0) {
+      const named = unknown.slice(0, 5).map(shown).join(', ') + (unknown.length > 5 ? ` and ${unknown.length - 5} more` : '');
+      return { error: new ApiError('invalid_body', `the request body has fields this operation does not take: ${named}`) };
     }
     return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data))) };
   };

@@ -44,6 +44,9 @@ const text = fc
   })
   .filter((s) => !s.includes('\u0000') && s.isWellFormed());
 
+/** The same, as a client may send it over HTTP: without control characters, which POST /plants refuses. */
+const clientText = text.filter((s) => !/[\u0000-\u001f\u007f]/.test(s));
+
 const weighted = (trueWeight: number, falseWeight: number) =>
   fc.oneof({ arbitrary: fc.constant(true), weight: trueWeight }, { arbitrary: fc.constant(false), weight: falseWeight });
 
@@ -182,8 +185,8 @@ const writeOps: fc.Arbitrary<WriteOp[]> = fc.array(
     fc.record({
       kind: fc.constant('create' as const),
       by: fc.nat({ max: MAX_USERS - 1 }),
-      name: text,
-      tag: fc.option(text, { nil: null }),
+      name: clientText,
+      tag: fc.option(clientText, { nil: null }),
     }),
     fc.record({ kind: fc.constant('delete' as const), by: fc.nat({ max: MAX_USERS - 1 }), target: fc.nat({ max: 12 }) }),
   ),

@@ -271,7 +271,7 @@ describe('CORS when configured', () => {
     assert.equal(denied.headers['access-control-allow-origin'], 'http://localhost:3000');
   });
 
-  it('answers preflights for GET/HEAD with the Authorization header, from allowed origins only', async () => {
+  it('answers preflights for reads and writes with the Authorization header, from allowed origins only', async () => {
     const preflight = { 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' };
     const ok = await rawRequest(server.url, '/plants', { ...preflight, origin: ALLOWED }, 'OPTIONS');
     assert.equal(ok.status, 204);
@@ -280,7 +280,7 @@ describe('CORS when configured', () => {
       String(ok.headers['access-control-allow-methods'])
         .split(/\s*,\s*/)
         .sort(),
-      ['GET', 'HEAD'],
+      ['DELETE', 'GET', 'HEAD', 'POST'],
     );
     assert.match(String(ok.headers['access-control-allow-headers']), /authorization/i);
     assert.equal(ok.headers['cache-control'], 'no-store');

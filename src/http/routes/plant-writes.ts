@@ -6,17 +6,32 @@ import { MAX_PLANT_ID, type PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
+import type { RateLimiter } from '../rate-limit.js';
 import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
+
+/**
+ * The largest body `POST /plants` reads: a NewPlant with the longest name and tag, each character written as a
+ * six-byte `\uXXXX` escape, fits with room to spare; a larger body is refused before it is parsed.
+ */
+const NEW_PLANT_BODY_LIMIT = 16 * 1024;
+
+/** The writes take no query parameter: one is refused with its name (40004), never silently ignored. */
+const NoQuery = Type.Object({});
 
 /** The answers every write may give besides its own, as the listing documents them. */
 const commonErrors = {
   401: unauthorized,
-  429: errorResponse('Too many requests in the current window for this token (or client address)', {
-    ...retryAfterWindow,
-    ...rateLimitHeaders,
-  }),
+  429: errorResponse(
+    'Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903)',
+    { ...retryAfterWindow, ...rateLimitHeaders },
+  ),
   500: errorResponse('Unexpected server error'),
-  503: errorResponse("The database, or the identity provider's signing keys, cannot be reached; retry later"),
+  503: errorResponse(
+    "The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later",
+    {
+      'Retry-After': { type: 'string', description: 'Seconds to wait before trying again.' },
+    },
+  ),
 };
 
 const createPlantSchema = {
@@ -28,6 +43,7 @@ const createPlantSchema = {
     'the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of ' +
     'another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant ' +
     "is in the caller's next `GET /plants` on any instance.",
+  querystring: NoQuery,
   body: { ...NewPlantRef, description: 'Plant to add to the store' },
   response: {
     200: { ...PlantRef, description: 'plant response' },
@@ -37,7 +53,7 @@ const createPlantSchema = {
     ...commonErrors,
     406: errorResponse('The Accept header rules out application/json'),
     409: errorResponse('The id is taken by another plant (of another user, or with another name or tag)'),
-    413: errorResponse('The request body is larger than 64 KiB'),
+    413: errorResponse(`The request body is larger than ${NEW_PLANT_BODY_LIMIT / 1024} KiB`),
     415: errorResponse('The request body is not application/json'),
   },
 };
@@ -48,6 +64,7 @@ const deletePlantSchema = {
   description:
     'Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the ' +
     'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).',
+  querystring: NoQuery,
   params: Type.Object({
     id: Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description: 'ID of plant to delete' }),
   }),
@@ -67,23 +84,32 @@ export async function plantWriteRoutes(
     store: PlantWriteStore;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
+    /** The per-user budget of creates and deletes, when on. */
+    writeBudget: RateLimiter | undefined;
   },
 ): Promise<void> {
-  const { store, authenticate } = opts;
+  const { store, authenticate, writeBudget } = opts;
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+  // After authentication: the budget is the user's, whichever token or JWT the request carries.
+  const budget: onRequestHookHandler = (request, reply, done) =>
+    writeBudget === undefined ? done() : writeBudget.checkKey(`user:${request.viewer!.userId}`, reply, done);
 
-  routes.post('/plants', { onRequest: [authenticate, requireJsonAcceptable], schema: createPlantSchema }, async (request) => {
-    const plant = request.body as NewPlant;
-    try {
-      await store.createPlant(request.viewer!, plant);
-    } catch (err) {
-      throw asApiError(err);
-    }
-    const answer: Plant = plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
-    return answer;
-  });
+  routes.post(
+    '/plants',
+    { onRequest: [authenticate, budget, requireJsonAcceptable], bodyLimit: NEW_PLANT_BODY_LIMIT, schema: createPlantSchema },
+    async (request) => {
+      const plant = request.body as NewPlant;
+      try {
+        await store.createPlant(request.viewer!, plant);
+      } catch (err) {
+        throw asApiError(err);
+      }
+      const answer: Plant = plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+      return answer;
+    },
+  );
 
-  routes.delete('/plants/:id', { onRequest: authenticate, schema: deletePlantSchema }, async (request, reply) => {
+  routes.delete('/plants/:id', { onRequest: [authenticate, budget], schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
     switch (await store.deletePlant(request.viewer!, id as PlantId)) {
       case 'deleted':

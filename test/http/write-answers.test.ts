@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
+import { openStore } from '../../src/store/open-store.js';
+import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+
+// What clients of POST and DELETE /plants meet besides the happy path, as generated clients, browsers and attackers
+// send it: each answer is the one the README documents, with the Error body, on every backend.
+
+after(() => cleanupBackends());
+
+const JSON_BODY = { 'content-type': 'application/json' };
+
+for (const backend of BACKENDS) {
+  describe(`writes answer what clients expect [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
+    let store: Store;
+    let server: RunningApp;
+    let tokens: Record<string, string>;
+    let nextId = 7000;
+    const create = (user: string, body: unknown, headers: OutgoingHttpHeaders = JSON_BODY, path = '/plants', app = server) =>
+      rawRequest(app.url, path, { ...bearer(tokens[user]!), ...headers }, 'POST', typeof body === 'string' ? body : JSON.stringify(body));
+    const remove = (user: string, path: string, headers: OutgoingHttpHeaders = {}, app = server) =>
+      rawRequest(app.url, path, { ...bearer(tokens[user]!), ...headers }, 'DELETE');
+
+    before(async () => {
+      db = await backend.freshDb();
+      store = await openStore({ db });
+      tokens = (await seed(store, { users: [{ name: 'alice' }, { name: 'bob' }, { name: 'writer' }] })).tokens;
+      server = await startApp(store, { config: { corsOrigins: 'https://app.example' } });
+    });
+    after(async () => {
+      await server?.close();
+      await store?.close();
+    });
+
+    it('refuses a query parameter on POST and DELETE with 400 naming it, and writes nothing', async () => {
+      const id = nextId++;
+      const created = assertError(await create('alice', { id, name: 'Ghost' }, JSON_BODY, '/plants?_method=DELETE'), 400, 40004);
+      assert.match(created.message, /"_method"/);
+      assert.equal((await create('alice', { id, name: 'Real' })).status, 200);
+      assert.match(assertError(await remove('alice', `/plants/${id}?force=true`), 400, 40004).message, /"force"/);
+      assert.equal((await remove('alice', `/plants/${id}`)).status, 204);
+    });
+
+    it('deletes on a DELETE sent with Content-Type: application/json and no body', async () => {
+      const id = nextId++;
+      assert.equal((await create('alice', { id, name: 'Doomed' })).status, 200);
+      assert.equal((await remove('alice', `/plants/${id}`, JSON_BODY)).status, 204);
+      assertError(await remove('alice', `/plants/${id}`, JSON_BODY), 404, 40402);
+    });
+
+    it('refuses control characters in a name or tag with 400 and writes nothing', async () => {
+      for (const [name, tag] of [
+        ['bell\u0007', undefined],
+        ['\u001b[31mred', undefined],
+        ['two\nlines', undefined],
+        ['tab\tbed', undefined],
+        ['del\u007f', undefined],
+        ['Fine', '\u0001'],
+      ]) {
+        const said = assertError(await create('bob', { id: nextId++, name, ...(tag === undefined ? {} : { tag }) }), 400, 40005);
+        assert.match(said.message, /control characters/);
+      }
+      const listed = await rawRequest(server.url, '/plants', bearer(tokens.bob!));
+      assert.deepEqual(listed.body, []);
+    });
+
+    it('says what to send with a 415, and refuses a body of thousands of fields by naming them', async () => {
+      const said = assertError(await create('alice', 'id=1&name=x', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 41501);
+      assert.match(said.message, /application\/json/);
+      const flood = Object.fromEntries(Array.from({ length: 1500 }, (_, i) => [`f${i}`, 0]));
+      const refused = assertError(await create('alice', { id: nextId++, name: 'x', ...flood }), 400, 40005);
+      assert.match(refused.message, /"f0", "f1", "f2", "f3", "f4" and 1495 more/);
+      assertError(await create('alice', { id: nextId++, name: 'x'.repeat(17 * 1024) }), 413, 41301);
+    });
+
+    it("counts creates and deletes against the user's own budget: past it 429 with Retry-After, reads and others go on", async () => {
+      const limited = await startApp(store, { config: { writeRateLimit: '3/1m' } });
+      try {
+        const ids = [nextId++, nextId++];
+        assert.equal((await create('writer', { id: ids[0], name: 'one' }, JSON_BODY, '/plants', limited)).status, 200);
+        assert.equal((await create('writer', { id: ids[1], name: 'two' }, JSON_BODY, '/plants', limited)).status, 200);
+        assert.equal((await remove('writer', `/plants/${ids[0]}`, {}, limited)).status, 204);
+        const refused = await create('writer', { id: nextId++, name: 'three' }, JSON_BODY, '/plants', limited);
+        assertError(refused, 429, 42903);
+        assert.match(String(refused.headers['retry-after']), /^[1-9][0-9]*$/);
+        assert.match(String(refused.headers.ratelimit), /"writes";r=0;t=\d+/);
+        assertError(await remove('writer', `/plants/${ids[1]}`, {}, limited), 429, 42903);
+        assert.equal((await rawRequest(limited.url, '/plants', bearer(tokens.writer!))).status, 200, 'reads keep their own budget');
+        const bobs = await create('bob', { id: nextId++, name: "bob's" }, JSON_BODY, '/plants', limited);
+        assert.equal(bobs.status, 200, "another user's budget is his own");
+      } finally {
+        await limited.close();
+      }
+    });
+
+    it('answers a browser preflight for POST and DELETE with Authorization and Content-Type', async () => {
+      for (const method of ['POST', 'DELETE']) {
+        const res = await rawRequest(
+          server.url,
+          '/plants',
+          {
+            origin: 'https://app.example',
+            'access-control-request-method': method,
+            'access-control-request-headers': 'authorization, content-type',
+          },
+          'OPTIONS',
+        );
+        assert.equal(res.status, 204);
+        assert.equal(res.headers['access-control-allow-origin'], 'https://app.example');
+        assert.match(String(res.headers['access-control-allow-methods']), new RegExp(method));
+        assert.match(
+          String(res.headers['access-control-allow-headers']).toLowerCase(),
+          /authorization.*content-type|content-type.*authorization/,
+        );
+      }
+    });
+
+    it('answers exactly one 204 to concurrent deletes of one plant, from two instances', async () => {
+      const other = await openStore({ db });
+      const second = await startApp(other);
+      try {
+        for (let round = 0; round < 10; round++) {
+          const id = nextId++;
+          assert.equal((await create('alice', { id, name: `contested ${round}` })).status, 200);
+          const answers = await Promise.all(
+            [server, second, server, second].map((app) => rawRequest(app.url, `/plants/${id}`, bearer(tokens.alice!), 'DELETE')),
+          );
+          assert.deepEqual(answers.map((r) => r.status).sort(), [204, 404, 404, 404], `round ${round}`);
+        }
+      } finally {
+        await second.close();
+        await other.close();
+      }
+    });
+
+    it('answers 503 with Retry-After when the database is locked by another writer for too long', { timeout: 30_000 }, async () => {
+      const blocker = await lockPlants(db);
+      try {
+        const res = await create('bob', { id: nextId++, name: 'Blocked' });
+        assertError(res, 503, 50301);
+        assert.equal(res.headers['retry-after'], '1');
+      } finally {
+        await blocker.release();
+      }
+      assert.equal((await create('bob', { id: nextId++, name: 'Unblocked' })).status, 200);
+    });
+  });
+}
+
+/**
+ * Holds a write lock on the plants that a write waits for past its bound: SQLite's write lock (5 s), or a PostgreSQL
+ * table lock (the statement timeout: 5 s by default).
+ */
+async function lockPlants(db: string): Promise<{ release(): Promise<void> }> {
+  if (!db.startsWith('postgres')) {
+    const sqlite = new BetterSqlite3(db);
+    sqlite.exec('BEGIN IMMEDIATE');
+    return {
+      release: async () => {
+        sqlite.exec('ROLLBACK');
+        sqlite.close();
+      },
+    };
+  }
+  const url = new URL(db);
+  const schema = url.searchParams.get('schema')!;
+  url.searchParams.delete('schema');
+  const client = new pg.Client({ connectionString: url.toString(), options: `-c search_path=${schema}` });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
+  return {
+    release: async () => {
+      await client.query('ROLLBACK');
+      await client.end();
+    },
+  };
+}
