@@ -7,7 +7,10 @@ import type { ErrorKind } from '../dialect.js';
  */
 export function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300|3D000|28000|28P01)$/.test(e.code))
+  if (
+    e.code &&
+    /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|57P0[1-3]|57014|08\w{3}|53300|3D000|28000|28P01)$/.test(e.code)
+  )
     return true;
   if (e.code === '55000' && /not currently accepting connections/.test(e.message ?? '')) return true;
   return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
