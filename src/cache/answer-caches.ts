@@ -1,4 +1,4 @@
-import { scope, scopesOf } from '../catalogue/change-scopes.js';
+import { confinedTo, scope, scopesOf } from '../catalogue/change-scopes.js';
 import type { ChangeBatch, ChangeFeed } from '../store/change-log.js';
 import { ScopedCache, type ScopedCacheOptions } from './scoped-cache.js';
 
@@ -38,9 +38,18 @@ export class AnswerCaches {
   }
 
   private apply(batch: ChangeBatch, position: number): void {
-    const scopes = new Set<string>();
-    if (batch === 'everything') scopes.add(scope.everything);
-    else for (const change of batch) for (const scope of scopesOf(change)) scopes.add(scope);
-    for (const cache of this.caches) cache.drop(scopes, position);
+    const drops = new Map<string, 'all' | number[]>();
+    if (batch === 'everything') drops.set(scope.everything, 'all');
+    else
+      for (const change of batch) {
+        const at = confinedTo(change);
+        for (const name of scopesOf(change)) {
+          const positions = drops.get(name);
+          if (at === undefined) drops.set(name, 'all');
+          else if (positions === undefined) drops.set(name, [at]);
+          else if (positions !== 'all') positions.push(at);
+        }
+      }
+    for (const cache of this.caches) cache.drop(drops, position);
   }
 }

@@ -14,11 +14,29 @@ export interface ScopedCacheOptions<V> {
   counter?: CacheCounter;
 }
 
+/**
+ * The catalogue positions an entry depends on, when that is known: those after `after`, through `through`
+ * (Infinity for all of them). A change confined to a position outside leaves the entry as it is.
+ */
+export interface Span {
+  after: number;
+  through: number;
+}
+
+/**
+ * What a batch of changes drops, by scope: every entry in the scope (`all`), or only the entries whose span holds
+ * one of the catalogue positions listed (entries without a span are always dropped).
+ */
+export type Drops = ReadonlyMap<string, 'all' | readonly number[]>;
+
 interface Entry<V> {
   value: V;
   scopes: readonly string[];
   weight: number;
+  span: Span | undefined;
 }
+
+const holdsAny = (span: Span, positions: readonly number[]): boolean => positions.some((p) => p > span.after && p <= span.through);
 
 /**
  * Remembering which dropped scope at which position lets a read that was under way when its scope was
@@ -68,8 +86,11 @@ export class ScopedCache<V> {
     return undefined;
   }
 
-  /** Stores `value`, read from the store when the feed stood at `readAt`, unless a change to its scopes came since. */
-  set(key: string, value: V, scopes: readonly string[], readAt: number): void {
+  /**
+   * Stores `value`, read from the store when the feed stood at `readAt`, unless a change to its scopes came since.
+   * With a `span`, changes confined to catalogue positions outside it leave it in place.
+   */
+  set(key: string, value: V, scopes: readonly string[], readAt: number, span?: Span): void {
     if (readAt < this.floor) return;
     for (const scope of scopes) if ((this.dropped.get(scope) ?? -1) > readAt) return;
     if (this.entries.has(key)) this.remove(key);
@@ -78,7 +99,7 @@ export class ScopedCache<V> {
     while (this.entries.size > 0 && (this.entries.size >= maxEntries || (maxWeight !== undefined && this.weight + weight > maxWeight))) {
       this.remove(this.entries.keys().next().value!);
     }
-    this.entries.set(key, { value, scopes, weight });
+    this.entries.set(key, { value, scopes, weight, span });
     this.weight += weight;
     for (const scope of scopes) {
       let keys = this.byScope.get(scope);
@@ -87,15 +108,22 @@ export class ScopedCache<V> {
     }
   }
 
-  /** Drops every entry in any of `scopes` (all of them for a scope in `emptiedBy`), as of feed position `position`. */
-  drop(scopes: ReadonlySet<string>, position: number): void {
+  /**
+   * Drops the entries that `drops` names (everything for a scope in `emptiedBy`), as of feed position `position`.
+   * A read under way in a scope named is not stored, whatever its span: it began before the change.
+   */
+  drop(drops: Drops, position: number): void {
     for (const scope of this.emptiedBy) {
-      if (scopes.has(scope)) return this.clear(position);
+      if (drops.has(scope)) return this.clear(position);
     }
-    for (const scope of scopes) {
+    for (const [scope, positions] of drops) {
       this.dropped.set(scope, position);
       const keys = this.byScope.get(scope);
-      if (keys !== undefined) for (const key of keys) this.remove(key);
+      if (keys === undefined) continue;
+      for (const key of keys) {
+        const span = this.entries.get(key)?.span;
+        if (positions === 'all' || span === undefined || holdsAny(span, positions)) this.remove(key);
+      }
     }
     if (this.dropped.size > MAX_REMEMBERED_DROPS) {
       this.dropped.clear();

@@ -29,6 +29,8 @@ export interface ChangedRow {
   userId: number | null;
   groupId: number | null;
   tokenId: number | null;
+  /** The plant's catalogue position, for a row of a plant or of its grants. */
+  plantId: number | null;
   name: string | null;
   isPublic: boolean;
 }
@@ -75,6 +77,17 @@ export function scopesOf(change: ChangedRow): string[] {
   // Admins see every plant: a plant row that no narrower scope covers reaches their pages.
   if (change.table === 'plants' && !scopes.has(scope.allPages)) scopes.add(scope.admins);
   return [...scopes];
+}
+
+/**
+ * The one catalogue position whose plant `change` is about, when the access rule makes nothing else depend on it:
+ * a row of a plant, or of one of its grants (a path of the rule). A page that ends before that position, or whose
+ * next plant comes before it, is the same after the change (plant-listing.ts). Undefined for any other row (a
+ * membership, a user's admin flag, a group's name), which can change what a viewer sees anywhere in the catalogue.
+ */
+export function confinedTo(change: ChangedRow): number | undefined {
+  if (change.plantId === null) return undefined;
+  return ACCESS_PATH_LIST.some((path) => path.table === change.table) ? change.plantId : undefined;
 }
 
 /**

@@ -77,9 +77,12 @@ export class PlantListing {
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
     const readAt = this.caches.position;
-    return then(this.store.listVisiblePlants(viewer, { after, limit }), ({ json, ids, more, groupIds, cacheable }) => {
+    return then(this.store.listVisiblePlants(viewer, { after, limit }), ({ json, ids, more, next, groupIds, cacheable }) => {
       const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!) : undefined };
-      if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) this.pages.set(key, page, pageScopes(viewer, groupIds), readAt);
+      if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) {
+        // A plant added after the next one (a new plant, most often) or deleted there changes nothing in this page.
+        this.pages.set(key, page, pageScopes(viewer, groupIds), readAt, { after, through: next ?? Infinity });
+      }
       return page;
     });
   }

@@ -76,8 +76,9 @@ export function pageFromColumns(
   const positions = JSON.parse(ids) as Position[];
   for (let i = 1; i < positions.length; i++) if (positions[i]! <= positions[i - 1]!) return undefined;
   const more = positions.length > limit;
+  const next = more ? positions[limit] : undefined;
   if (more) positions.length = limit;
-  return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, groupIds, cacheable };
+  return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, next, groupIds, cacheable };
 }
 
 /** Groups of a user that SQLite reads as branches of their own; a user in more goes through one joined branch. */

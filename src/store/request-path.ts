@@ -5,7 +5,7 @@ import type { RequestReads, StoreDialect } from './dialect.js';
 import type { HotQuery, PageRequest, QueryTimer, TokenCredential, UserCredential, VisiblePage } from './store.js';
 import { unavailableOr } from './writes.js';
 
-const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, groupIds: [], cacheable: true });
+const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, next: undefined, groupIds: [], cacheable: true });
 
 /**
  * The request path's reads as the store serves them: timed while metrics are on (failures too), with an error that

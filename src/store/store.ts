@@ -65,6 +65,11 @@ export interface VisiblePage {
   ids: readonly Position[];
   /** Whether the listing goes on after this page. */
   more: boolean;
+  /**
+   * When more follow, the position of the first plant after the page (read to know that more follow): the page,
+   * and whether more follow, depend on the catalogue up to it and on nothing beyond.
+   */
+  next: Position | undefined;
   /** The groups the page counted for the user (none for an admin's page). */
   groupIds: readonly number[];
   /**

@@ -228,7 +228,9 @@ async function observe(servers: RunningApp[], tokens: Record<string, string>): P
   const names = async (server: RunningApp, user: string, query: string) => {
     const res = await rawRequest(server.url, `/plants${query}`, bearer(tokens[user]!));
     assert.equal(res.status, 200, res.text);
-    return (res.body as Array<{ name: string }>).map((p) => p.name);
+    const listed = (res.body as Array<{ name: string }>).map((p) => p.name);
+    // A page that says more follow ends with a marker, so that the oracle checks the Link too.
+    return res.headers.link === undefined ? listed : [...listed, MORE];
   };
   return Promise.all(
     servers.map(async (server) => {
@@ -245,10 +247,12 @@ async function observe(servers: RunningApp[], tokens: Record<string, string>): P
   );
 }
 
+/** What a page's `Link: rel="next"` says, as the last of its names (no plant name starts with a space). */
+const MORE = ' more follow';
 const same = (a: readonly string[], b: readonly string[]) => JSON.stringify(a) === JSON.stringify(b);
-/** Whether one form of an answer shows exactly this state. */
+/** Whether one form of an answer shows exactly this state (the first page of 2 with a Link when more follow). */
 const shows = (forms: Forms, form: keyof Forms, state: readonly string[]) =>
-  same(forms[form], form === 'first' ? state.slice(0, 2) : state);
+  same(forms[form], form === 'first' ? [...state.slice(0, 2), ...(state.length > 2 ? [MORE] : [])] : state);
 
 async function checkRun(backend: Backend, ops: Op[]): Promise<void> {
   const db = await backend.freshDb();

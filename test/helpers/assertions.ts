@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Store } from '../../src/store/store.js';
 import type { RawResponse } from './http-app.js';
 
 export const INT32_MAX = 2_147_483_647;
@@ -41,4 +42,15 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 50));
   } while (Date.now() < deadline);
   assert.fail(`${what}: not within ${timeoutMs} ms; last ${JSON.stringify(last)}`);
+}
+
+/** Waits until the store's change feed follows the log and holds still, so that late changes cannot empty a cache mid-test. */
+export async function settleChangeFeed(store: Store): Promise<void> {
+  for (let last = -1, i = 0; i < 50; i++) {
+    const live = store.changes.sync();
+    const now = store.changes.position;
+    if (live && now === last) return;
+    last = now;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

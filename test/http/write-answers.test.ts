@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import pg from 'pg';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { connectPostgres } from '../helpers/plain-sql.js';
 
 // What clients of POST and DELETE /plants meet besides the happy path, as generated clients, browsers and attackers
 // send it: each answer is the one the README documents, with the Error body, on every backend.
@@ -169,11 +169,7 @@ async function lockPlants(db: string): Promise<{ release(): Promise<void> }> {
       },
     };
   }
-  const url = new URL(db);
-  const schema = url.searchParams.get('schema')!;
-  url.searchParams.delete('schema');
-  const client = new pg.Client({ connectionString: url.toString(), options: `-c search_path=${schema}` });
-  await client.connect();
+  const client = await connectPostgres(db);
   await client.query('BEGIN');
   await client.query('LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
   return {

@@ -9,7 +9,7 @@ import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig, type ConfigInput } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import type { Store } from '../../src/store/store.js';
-import { assertError } from '../helpers/assertions.js';
+import { assertError, settleChangeFeed } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
@@ -30,17 +30,6 @@ async function scrape(url: string): Promise<Sample[]> {
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
   return parseSamples(await res.text());
-}
-
-/** Waits until the store's change feed follows the log and holds still, so that late changes cannot empty a cache mid-test. */
-async function settle(store: Store): Promise<void> {
-  for (let last = -1, i = 0; i < 50; i++) {
-    const live = store.changes.sync();
-    const now = store.changes.position;
-    if (live && now === last) return;
-    last = now;
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 after(() => cleanupBackends());
@@ -67,7 +56,7 @@ for (const backend of BACKENDS) {
       await store.revokeToken(toRevoke.id);
       revoked = toRevoke.token;
       server = await serve(store, { metricsPort: 0 });
-      await settle(store);
+      await settleChangeFeed(store);
     });
 
     after(() => server?.stop());
@@ -131,11 +120,11 @@ for (const backend of BACKENDS) {
     });
 
     it('counts token and page cache hits and misses, and times the hot-path queries', async () => {
-      await settle(store);
+      await settleChangeFeed(store);
       const before = await scrape(server.metricsUrl!);
       // A token and a page never seen before: the first request misses both caches, the next two hit.
       const { token } = await mintToken(store, 'bob');
-      await settle(store);
+      await settleChangeFeed(store);
       for (let i = 0; i < 3; i++) assert.equal((await rawRequest(server.url, '/plants?limit=7', bearer(token))).status, 200);
       const after = await scrape(server.metricsUrl!);
 
@@ -155,13 +144,13 @@ for (const backend of BACKENDS) {
     it('a change drops only the cached answers it can affect', async () => {
       await store.addUser('carol', false);
       const { token } = await mintToken(store, 'carol');
-      await settle(store);
+      await settleChangeFeed(store);
       const get = async () => assert.equal((await rawRequest(server.url, '/plants?limit=5', bearer(token))).status, 200);
       await get();
       /** Token and page misses over one request after `change`. */
       const missesAfter = async (change: () => Promise<unknown>) => {
         await change();
-        await settle(store);
+        await settleChangeFeed(store);
         const before = await scrape(server.metricsUrl!);
         await get();
         const after = await scrape(server.metricsUrl!);

@@ -34,6 +34,8 @@ describe('page columns', () => {
       assert.deepEqual(JSON.parse(page.json), asPlants(PLANTS.slice(0, limit)), `limit ${limit}`);
       assert.deepEqual(page.ids, [3, 5, 9].slice(0, limit));
       assert.equal(page.more, limit < 3);
+      // The first plant after the page: what a cached page's span ends before (see ScopedCache).
+      assert.equal(page.next, [5, 9, undefined][limit - 1]);
       assert.deepEqual(page.groupIds, [7]);
     }
   });
@@ -59,6 +61,13 @@ describe('page columns', () => {
       string,
       string,
     ];
-    assert.deepEqual(pageFromColumns(ids, plants, 20, [], true), { json: '[]', ids: [], more: false, groupIds: [], cacheable: true });
+    assert.deepEqual(pageFromColumns(ids, plants, 20, [], true), {
+      json: '[]',
+      ids: [],
+      more: false,
+      next: undefined,
+      groupIds: [],
+      cacheable: true,
+    });
   });
 });
