@@ -37,6 +37,33 @@ export interface BulkDialect {
   exportSnapshot(): Awaitable<ExportSnapshot>;
 }
 
+/** What one writing statement changed, and the transaction it ran in (as its `tx` column returned it). */
+export interface OwnChanges {
+  transaction: string | null | undefined;
+  changes: readonly Change[];
+}
+
+/** How a database's writing statements are best built and run: what the shared repositories ask before they write. */
+export interface WritingStatements {
+  /**
+   * SQL a writing statement returns (RETURNING … AS tx) to name its own transaction as the change log records it
+   * (see StoreDialect.writeStatement's `changed`): `pg_current_xact_id()` on PostgreSQL, NULL on SQLite.
+   */
+  readonly transactionIdSql: string;
+  /**
+   * Whether the writes of one turn of the event loop go faster as one statement of many rows than as a statement
+   * each: on PostgreSQL, one round trip instead of many; on SQLite there is no round trip, the group commit puts
+   * the statements in one transaction anyway, and a prepared one-row statement run again and again beats a VALUES
+   * list of many rows with RETURNING.
+   */
+  readonly manyRows: boolean;
+  /**
+   * Marks a statement text that this store runs again and again with new parameters: PostgreSQL then parses and
+   * plans it once per connection (a named prepared statement), not at every run.
+   */
+  prepare(text: string): void;
+}
+
 /**
  * Everything that differs between SQLite and PostgreSQL, in one small seam (as Kysely's `Dialect` is): what the
  * shared repositories (repositories/*.ts) run on, how a write is committed, the request path's reads, the change
@@ -58,10 +85,12 @@ export interface StoreDialect {
    * Runs one writing statement as its own unit of work: on PostgreSQL a statement is a transaction, and BEGIN and
    * COMMIT would add two round trips; a serving SQLite store commits the statements of concurrent writes together
    * (group commit). Resolves once committed and taken in by this process's change feed. `changed` says what the
-   * statement changed, as the change log records it: a backend whose log is a round trip away takes that in at once
-   * and reads the log later, as it does for other writers.
+   * statement changed, as the change log records it: a backend whose log is a round trip away takes that in at once,
+   * and skips those rows when it reads the log later.
    */
-  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => readonly Change[]): Promise<T>;
+  writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => OwnChanges): Promise<T>;
+  /** How this database's writing statements are best built and run (see WritingStatements). */
+  readonly statements: WritingStatements;
   /**
    * Holds, until `trx` ends, every other transaction that locks the same key (PostgreSQL: an advisory lock of this
    * schema; SQLite's writing transactions already run one at a time).

@@ -78,6 +78,12 @@ class LogCursor {
   /** Rows read whose transactions are at or above the horizon: seq -> tx. */
   private readonly consumed = new Map<number, bigint>();
   /**
+   * This process's own transactions at or above the horizon, with the rows of each that were delivered already
+   * (see takeOwn), counted by content: those are skipped when read. Other rows of the same transaction (a deleted
+   * plant's grants, logged by triggers) are delivered when read, like any other writer's.
+   */
+  private readonly own = new Map<bigint, Map<string, number>>();
+  /**
    * The primary's WAL position at the last read: every change delivered so far was written at or below it, so a
    * replica that has replayed this far shows them all.
    */
@@ -92,6 +98,29 @@ class LogCursor {
     return [this.horizon === undefined ? null : this.horizon.toString(), [...this.consumed.keys()]];
   }
 
+  /**
+   * Remembers a transaction of this process whose changes were delivered when it committed, so that reading its rows
+   * does not drop what was cached since. One the log was already read past stays delivered twice (harmless).
+   */
+  ownTransaction(tx: bigint, delivered: readonly Change[]): void {
+    if (this.horizon === undefined || tx < this.horizon) return;
+    // Bounded while the log cannot be read: past it, own rows are delivered twice again.
+    if (this.own.size >= MAX_OWN_TRANSACTIONS) this.own.clear();
+    let rows = this.own.get(tx);
+    if (rows === undefined) this.own.set(tx, (rows = new Map<string, number>()));
+    for (const change of delivered) rows.set(changeKey(change), (rows.get(changeKey(change)) ?? 0) + 1);
+  }
+
+  /** Whether `change`, read from the log in transaction `tx`, was delivered already; counts it off if so. */
+  private deliveredAlready(tx: bigint, change: Change): boolean {
+    const rows = this.own.get(tx);
+    const key = rows === undefined ? undefined : changeKey(change);
+    const left = key === undefined ? 0 : (rows!.get(key) ?? 0);
+    if (left === 0) return false;
+    rows!.set(key!, left - 1);
+    return true;
+  }
+
   /** Takes in a read's rows: what to deliver, if anything (the first read only finds the position). */
   advance(rows: ReadRow[]): ChangeBatch | undefined {
     const first = this.horizon === undefined;
@@ -100,8 +129,9 @@ class LogCursor {
     const changes: Change[] = [];
     for (const row of rows) {
       if (row.seq === null) continue;
-      this.consumed.set(row.seq, BigInt(row.tx!));
-      changes.push({
+      const tx = BigInt(row.tx!);
+      this.consumed.set(row.seq, tx);
+      const change: Change = {
         table: (row.table_name ?? EVERYTHING) as LoggedTable | typeof EVERYTHING,
         userId: row.user_id,
         groupId: row.group_id,
@@ -109,11 +139,13 @@ class LogCursor {
         tokenId: row.token_id,
         name: row.name,
         isPublic: row.is_public === 1,
-      });
+      };
+      if (!this.deliveredAlready(tx, change)) changes.push(change);
     }
     this.horizon = BigInt(xmin);
     this.walPosition = lsnValue(rows[0]!.lsn);
     for (const [seq, tx] of this.consumed) if (tx < this.horizon) this.consumed.delete(seq);
+    for (const tx of this.own.keys()) if (tx < this.horizon) this.own.delete(tx);
     if (first) return undefined;
     if (fellBehind) {
       this.consumed.clear();
@@ -122,6 +154,12 @@ class LogCursor {
     return changes.length > 0 ? changes : undefined;
   }
 }
+
+/** A change-log row's content, as one string. */
+const changeKey = (c: Change): string => `${c.table}|${c.userId}|${c.groupId}|${c.plantId}|${c.tokenId}|${c.name}|${c.isPublic}`;
+
+/** Own transactions remembered at most (see LogCursor.ownTransaction). */
+const MAX_OWN_TRANSACTIONS = 10_000;
 
 /** A read that takes longer means the connection is gone, whether or not the socket says so: it is replaced. */
 const READ_TIMEOUT_MS = 2_000;
@@ -274,10 +312,13 @@ export class PostgresChangeFeed implements ChangeFeed {
 
   /**
    * This process's own commit, as the log will record it: delivered at once, so that its next request sees it
-   * without a read of the log (which delivers the same rows again later, harmlessly).
+   * without a read of the log. The read that meets the rows of `transaction` skips them: delivered again, they
+   * would drop what was cached since for nothing.
    */
-  takeOwn(changes: readonly Change[]): void {
-    if (this.started && changes.length > 0) this.subscribers.deliver(changes);
+  takeOwn(changes: readonly Change[], transaction: string | undefined): void {
+    if (!this.started || changes.length === 0) return;
+    this.subscribers.deliver(changes);
+    if (transaction !== undefined) this.cursor.ownTransaction(BigInt(transaction), changes);
   }
 
   catchUp(): Promise<void> {

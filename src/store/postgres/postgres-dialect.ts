@@ -3,9 +3,9 @@ import pg from 'pg';
 import Cursor from 'pg-cursor';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import type { ExportSnapshot } from '../catalogue-export.js';
-import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS, type Change } from '../change-log.js';
+import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
-import type { BulkDialect, ErrorKind, StoreDialect } from '../dialect.js';
+import type { BulkDialect, ErrorKind, OwnChanges, StoreDialect, WritingStatements } from '../dialect.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PoolStats, Store } from '../store.js';
@@ -15,6 +15,7 @@ import { PostgresImport } from './postgres-import.js';
 import { createPool, type PostgresOptions } from './postgres-pool.js';
 import { PostgresReads } from './postgres-reads.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
+import { PreparedStatements } from './prepared-statements.js';
 
 export type { PostgresOptions };
 
@@ -29,9 +30,10 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
         throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
     }
     if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
+    const prepared = new PreparedStatements();
+    const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
     await migrateToLatest(db, 'postgres', schema);
-    return createStore(new PostgresDialect(pool, readPool ?? pool, db));
+    return createStore(new PostgresDialect(pool, readPool ?? pool, db, prepared));
   } catch (err) {
     await pool.end();
     await readPool?.end();
@@ -64,6 +66,7 @@ async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, t
  */
 class PostgresDialect implements StoreDialect {
   readonly backend = 'postgres' as const;
+  readonly statements: WritingStatements;
   readonly changes: PostgresChangeFeed;
   readonly reads: PostgresReads;
   readonly bulk: BulkDialect;
@@ -76,7 +79,13 @@ class PostgresDialect implements StoreDialect {
     private readonly pool: pg.Pool,
     private readonly readPool: pg.Pool,
     readonly db: Kysely<Database>,
+    prepared: PreparedStatements,
   ) {
+    this.statements = {
+      transactionIdSql: 'pg_current_xact_id()::text',
+      manyRows: true,
+      prepare: (text) => prepared.register(text),
+    };
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
     const options = (pool as unknown as { options: pg.ClientConfig }).options;
     this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>
@@ -96,11 +105,12 @@ class PostgresDialect implements StoreDialect {
     return this.committed(await this.db.transaction().execute(run));
   }
 
-  async writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => readonly Change[]): Promise<T> {
+  async writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => OwnChanges): Promise<T> {
     const result = await run(this.db);
     if (changed === undefined) return this.committed(result);
     this.announcer.announce();
-    this.changes.takeOwn(changed(result));
+    const own = changed(result);
+    this.changes.takeOwn(own.changes, own.transaction ?? undefined);
     return result;
   }
 

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } from 'kysely';
 import {
   changeablePlants,
   isOperator,
@@ -12,7 +12,7 @@ import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
-import type { StoreDialect } from '../dialect.js';
+import type { OwnChanges, StoreDialect } from '../dialect.js';
 import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
@@ -81,6 +81,47 @@ const plantChanged = (row: { id: Position; owner_id: number; is_public: number }
   isPublic: Number(row.is_public) === 1,
 });
 
+/** A row a batched create or delete returns. */
+type WrittenRow = { id: Position; api_id: number; owner_id: number; is_public: number; tx: string | null };
+
+/**
+ * The SQL text of each shape of batched statement (creates of n plants; deletes, each with or without an owner),
+ * compiled by Kysely once: building and compiling a statement of many rows costs more than the rest of its batch.
+ * A shape's parameters are given in the order its statement takes them.
+ */
+class StatementShapes {
+  private readonly texts = new Map<string, string>();
+
+  constructor(private readonly d: StoreDialect) {}
+
+  async run<R>(db: Kysely<Database>, shape: string, parameters: readonly unknown[], build: () => Compilable): Promise<R[]> {
+    let text = this.texts.get(shape);
+    if (text === undefined) {
+      const compiled = build().compile();
+      // The parameters given must be the ones Kysely compiled, in its order: later batches of the shape rely on it.
+      if (compiled.parameters.length !== parameters.length || compiled.parameters.some((p, i) => p !== parameters[i])) {
+        throw new Error(`statement shape ${shape}: parameters out of step with the compiled statement`);
+      }
+      if (this.texts.size >= MAX_SHAPES) this.texts.delete(this.texts.keys().next().value!);
+      this.texts.set(shape, (text = compiled.sql));
+      this.d.statements.prepare(text);
+    }
+    return (await db.executeQuery<R>(CompiledQuery.raw(text, [...parameters]))).rows;
+  }
+}
+
+/** Shapes kept: creates of 1 to 256 plants, and the delete shapes seen most recently. */
+const MAX_SHAPES = 1024;
+
+/** The column `tx` a writing statement returns: its transaction, as the change log records it. */
+const transaction = (d: StoreDialect) => sql.raw<string | null>(d.statements.transactionIdSql).as('tx');
+
+/** What a statement that added or deleted plants changed, from the rows it returned (see plantChanged). */
+const ownChanges = (rows: readonly WrittenRow[]): OwnChanges => ({
+  transaction: rows[0]?.tx,
+  changes: rows.map(plantChanged),
+});
+
 /** A user's create with its id, as one row of a batch (see plantWrites). */
 interface UserCreate {
   id: PlantId;
@@ -94,57 +135,80 @@ interface Deletion {
   ownedBy: number | undefined;
 }
 
+/** Writes the rows of a batch (or of one item) and says, for each, whether it was written. */
+type WriteRows<I> = (items: readonly I[]) => Promise<readonly boolean[]>;
+
 /**
- * The one create and the one delete of every actor (catalogue/access-rule.ts), for one store. The creates of users
- * (`POST /plants`) and every delete asked during one turn of the event loop are written by one statement each (see
- * batch.ts): one round trip and one statement however many clients write at once.
+ * The one create and the one delete of every actor (catalogue/access-rule.ts), for one store. Where one statement
+ * of many rows is the faster way (PostgreSQL: see WritingStatements.manyRows), the creates of users (`POST
+ * /plants`) and every delete asked during one turn of the event loop are written by one statement each (see
+ * batch.ts): one round trip however many clients write at once. Elsewhere each is a statement of its own, and
+ * SQLite's group commit puts them in one transaction.
  */
 export function plantWrites(d: StoreDialect): {
   createPlant: (actor: Actor, draft: PlantDraft) => Promise<CreatedPlant>;
   deletePlant: (actor: Actor, id: PlantId) => Promise<'deleted' | 'hidden' | 'forbidden'>;
 } {
+  const shapes = new StatementShapes(d);
   // Which rows went in: those the statement returns. The first of two creates of one id in a batch wins it.
-  const creates = new Batch<UserCreate, boolean>(async (items) => {
+  const insertRows: WriteRows<UserCreate> = async (items) => {
+    const values = items.map(({ id, ownerId, row }) => ({ api_id: id, ...row, owner_id: ownerId }));
     const returned = await d.writeStatement(
       (db) =>
-        db
-          .insertInto('plants')
-          .values(items.map(({ id, ownerId, row }) => ({ api_id: id, ...row, owner_id: ownerId })))
-          .onConflict((oc) => oc.column('api_id').doNothing())
-          .returning(['id', 'api_id', 'owner_id', 'is_public'])
-          .execute(),
-      (rows) => rows.map(plantChanged),
+        shapes.run<WrittenRow>(db, `insert ${items.length}`, values.flatMap(Object.values), () =>
+          db
+            .insertInto('plants')
+            .values(values)
+            .onConflict((oc) => oc.column('api_id').doNothing())
+            .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d)]),
+        ),
+      ownChanges,
     );
     const inserted = new Set(returned.map((r) => Number(r.api_id)));
     return items.map((item) => inserted.delete(item.id));
-  });
+  };
   // Which deletes happened: each plant returned goes to the first item of its id whose condition it meets.
-  const deletes = new Batch<Deletion, boolean>(async (items) => {
+  const deleteRows: WriteRows<Deletion> = async (items) => {
+    const shape = `delete ${items.map((item) => (item.ownedBy === undefined ? 'a' : 'o')).join('')}`;
     const returned = await d.writeStatement(
       (db) =>
-        db
-          .deleteFrom('plants')
-          .where((eb) =>
-            eb.or(
-              items.map(({ id, ownedBy }) =>
-                ownedBy === undefined ? eb('api_id', '=', id) : eb.and([eb('api_id', '=', id), eb('owner_id', '=', ownedBy)]),
-              ),
-            ),
-          )
-          .returning(['id', 'api_id', 'owner_id', 'is_public'])
-          .execute(),
-      (rows) => rows.map(plantChanged),
+        shapes.run<WrittenRow>(
+          db,
+          shape,
+          items.flatMap(({ id, ownedBy }) => (ownedBy === undefined ? [id] : [id, ownedBy])),
+          () =>
+            db
+              .deleteFrom('plants')
+              .where((eb) =>
+                eb.or(
+                  items.map(({ id, ownedBy }) =>
+                    ownedBy === undefined ? eb('api_id', '=', id) : eb.and([eb('api_id', '=', id), eb('owner_id', '=', ownedBy)]),
+                  ),
+                ),
+              )
+              .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d)]),
+        ),
+      ownChanges,
     );
     const gone = returned.map((r) => ({ id: Number(r.api_id), ownerId: Number(r.owner_id) }));
     return items.map((item) => {
       const i = gone.findIndex((g) => g.id === item.id && (item.ownedBy === undefined || item.ownedBy === g.ownerId));
       return i >= 0 && gone.splice(i, 1).length === 1;
     });
-  });
+  };
+  const creates = oneByOneOrBatched(d, insertRows);
+  const deletes = oneByOneOrBatched(d, deleteRows);
   return {
     createPlant: (actor, draft) => writing(d, () => create(d, creates, actor, draft)),
     deletePlant: (actor, id) => writing(d, () => remove(d, deletes, actor, id)),
   };
+}
+
+/** A write of one item: in the batch of this turn of the event loop where the dialect writes many rows at once. */
+function oneByOneOrBatched<I>(d: StoreDialect, write: WriteRows<I>): (item: I) => Promise<boolean> {
+  if (!d.statements.manyRows) return async (item) => (await write([item]))[0]!;
+  const batch = new Batch<I, boolean>(write);
+  return (item) => batch.add(item);
 }
 
 /**
@@ -153,7 +217,12 @@ export function plantWrites(d: StoreDialect): {
  * numbering takes (plain SQL's trigger too). When the id is taken, the plant holding it is read: the same plant is
  * a retried create (`existing`), another is a conflict.
  */
-async function create(d: StoreDialect, creates: Batch<UserCreate, boolean>, actor: Actor, draft: PlantDraft): Promise<CreatedPlant> {
+async function create(
+  d: StoreDialect,
+  creates: (item: UserCreate) => Promise<boolean>,
+  actor: Actor,
+  draft: PlantDraft,
+): Promise<CreatedPlant> {
   if (isOperator(actor)) checkPlant(draft);
   else checkClientPlant(draft);
   const owner = newPlantOwner(actor, draft);
@@ -161,7 +230,7 @@ async function create(d: StoreDialect, creates: Batch<UserCreate, boolean>, acto
   let id = draft.id === undefined ? undefined : plantId(draft.id);
   let inserted: boolean;
   if ('userId' in owner && id !== undefined) {
-    inserted = await creates.add({ id, ownerId: owner.userId, row });
+    inserted = await creates({ id, ownerId: owner.userId, row });
   } else {
     const ownerName = 'name' in owner ? owner.name : await userNameById(d.db, owner.userId);
     try {
@@ -208,12 +277,12 @@ async function create(d: StoreDialect, creates: Batch<UserCreate, boolean>, acto
  */
 async function remove(
   d: StoreDialect,
-  deletes: Batch<Deletion, boolean>,
+  deletes: (item: Deletion) => Promise<boolean>,
   actor: Actor,
   id: PlantId,
 ): Promise<'deleted' | 'hidden' | 'forbidden'> {
   const changeable = changeablePlants(actor);
-  const deleted = await deletes.add({ id, ownedBy: 'ownedBy' in changeable ? changeable.ownedBy : undefined });
+  const deleted = await deletes({ id, ownedBy: 'ownedBy' in changeable ? changeable.ownedBy : undefined });
   if (deleted) {
     if (!isOperator(actor)) await d.reads.rememberWriter(actor.userId);
     return 'deleted';

@@ -4,7 +4,7 @@ import { Kysely, type Transaction } from 'kysely';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
-import type { BulkDialect, ErrorKind, RequestReads, StoreDialect } from '../dialect.js';
+import type { BulkDialect, ErrorKind, RequestReads, StoreDialect, WritingStatements } from '../dialect.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PageRequest, Store, TokenCredential, UserCredential, VisiblePage } from '../store.js';
 import { GroupCommit } from './group-commit.js';
@@ -54,6 +54,12 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
  */
 class SqliteDialect implements StoreDialect {
   readonly backend = 'sqlite' as const;
+  readonly statements: WritingStatements = {
+    transactionIdSql: 'NULL',
+    manyRows: false,
+    // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
+    prepare: () => undefined,
+  };
   private readonly reader: SqliteReader;
   private readonly follower: FileFollower | undefined;
   private pruner: NodeJS.Timeout | undefined;
