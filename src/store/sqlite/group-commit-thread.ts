@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { openConnection } from './sqlite-connection.js';
-import type { BatchAnswer, StatementAnswer, ThreadRequest } from './group-commit.js';
+import type { BatchAnswer, StatementAnswer, ThreadAnswer, ThreadRequest } from './group-commit.js';
 
 // The writer thread of a serving SQLite store (see group-commit.ts): it runs each batch of statements in one
 // transaction on a connection of its own and answers once the commit is on disk, so that neither the wait for the
@@ -94,13 +94,49 @@ function boundWal(): void {
   }
 }
 
-parentPort!.on('message', (request: ThreadRequest) => {
-  if (request.close) {
+/** The most statements one transaction takes: the rest wait for the next, so a commit never waits on a huge batch. */
+const MAX_STATEMENTS = 512;
+
+/** Messages that arrived while a transaction ran: the next transaction writes them together. */
+let arrived: Array<Extract<ThreadRequest, { batch: unknown }>['batch']> = [];
+let closing = false;
+
+/** Writes what arrived, as few transactions as MAX_STATEMENTS allows, and answers each message in the order sent. */
+function commitArrived(): void {
+  while (arrived.length > 0) {
+    let statements = 0;
+    let taken = 0;
+    while (taken < arrived.length && (taken === 0 || statements + arrived[taken]!.length <= MAX_STATEMENTS)) {
+      statements += arrived[taken]!.length;
+      taken++;
+    }
+    const messages = arrived.slice(0, taken);
+    arrived = arrived.slice(taken);
+    const answer = runBatch(messages.flat());
+    // Each message gets its own statements' answers back, or the failure that wrote none of them.
+    let at = 0;
+    const answers: BatchAnswer[] = messages.map((message) => {
+      if ('failed' in answer) return answer;
+      const own = answer.answers.slice(at, at + message.length);
+      at += message.length;
+      return { answers: own };
+    });
+    parentPort!.postMessage({ answers } satisfies ThreadAnswer);
+    if ('answers' in answer) boundWal();
+  }
+  if (closing) {
     db.close();
     parentPort!.close();
+  }
+}
+
+parentPort!.on('message', (request: ThreadRequest) => {
+  if (request.close) {
+    closing = true;
+    if (arrived.length === 0) commitArrived();
     return;
   }
-  const answer = runBatch(request.batch);
-  parentPort!.postMessage(answer);
-  if ('answers' in answer) boundWal();
+  // Every message already queued is delivered before the immediate runs: they share one transaction.
+  if (arrived.length === 0) setImmediate(commitArrived);
+  arrived.push(request.batch);
 });

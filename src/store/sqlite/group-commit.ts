@@ -5,14 +5,14 @@ import { unavailable } from '../../catalogue/errors.js';
 /** A statement's answer from the writer thread, or its failure (SQLite's code and message). */
 export type StatementAnswer = { ok: true; rows: unknown[]; changes: number } | { ok: false; code: string | undefined; message: string };
 
-/** What the writer thread answers to a batch: each statement's answer, or the failure that wrote none of them. */
+/** What the writer thread answers to one message: each statement's answer, or the failure that wrote none of them. */
 export type BatchAnswer = { answers: StatementAnswer[] } | { failed: Extract<StatementAnswer, { ok: false }> };
 
-/** What the serving thread asks: a batch of statements (text and parameters), or to close. */
+/** What the serving thread sends: statements (text and parameters) to commit, or to close. */
 export type ThreadRequest = { batch: Array<[sql: string, params: readonly unknown[]]>; close?: undefined } | { close: true };
 
-/** The most statements one transaction takes: the rest wait for the next, so a commit never waits on a huge batch. */
-const MAX_BATCH = 512;
+/** What the writer thread sends back after a commit: an answer to each message it took in, in the order sent. */
+export type ThreadAnswer = { answers: BatchAnswer[] };
 
 interface Queued {
   sql: string;
@@ -43,20 +43,23 @@ function startThread(path: string): Worker {
 }
 
 /**
- * Group commit for a serving SQLite store: the statements that writes of this process send while a commit is under
- * way are written together, in one transaction, by a thread of their own (group-commit-thread.ts), and each is
- * answered once that transaction is durable. One fsync serves every write of a batch, and neither the wait for
- * the write lock nor the fsync runs on the event loop that serves requests. A statement that fails fails alone;
- * a batch that cannot be written (the lock held past the busy timeout, a full disk) fails every statement in it.
+ * Group commit for a serving SQLite store: statements are sent to a thread of their own (group-commit-thread.ts) as
+ * they come, and the thread writes everything that arrived while it was committing in its next transaction, then
+ * answers each once that transaction is durable. One fsync serves every write of a batch, the thread never waits for
+ * this event loop between commits, and neither the wait for the write lock nor the fsync runs on the event loop that
+ * serves requests. A statement that fails fails alone; a batch that cannot be written (the lock held past the busy
+ * timeout, a full disk) fails every statement in it.
  */
 export class GroupCommit {
   private readonly thread: Worker;
-  private queue: Queued[] = [];
-  private inFlight: Queued[] | undefined;
+  /** Statements asked for since the last message. */
+  private pending: Queued[] = [];
+  /** The messages sent and not answered yet, in the order sent: the thread answers them in that order. */
+  private readonly inFlight: Queued[][] = [];
   private closing: Promise<void> | undefined;
   /** Resolves when the thread has exited, for whatever reason. */
   private readonly exited: Promise<void>;
-  /** Called when the queue and the batch in flight are answered, while closing. */
+  /** Called when every message sent is answered, while closing. */
   private drained: (() => void) | undefined;
 
   constructor(
@@ -65,7 +68,7 @@ export class GroupCommit {
     private readonly committed: () => void,
   ) {
     this.thread = startThread(path);
-    this.thread.on('message', (answer: BatchAnswer) => this.answer(answer));
+    this.thread.on('message', (answer: ThreadAnswer) => this.answer(answer));
     this.thread.on('error', (err) => this.failAll(unavailable(`the database writer stopped: ${err.message}`)));
     this.exited = new Promise((resolve) => this.thread.once('exit', () => resolve()));
     void this.exited.then(() => this.failAll(unavailable('the database writer stopped')));
@@ -76,17 +79,26 @@ export class GroupCommit {
   execute(sql: string, params: readonly unknown[]): Promise<{ rows: unknown[]; changes: number }> {
     if (this.closing) return Promise.reject(unavailable('database unavailable'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ sql, params, resolve, reject });
-      // Sent at once when no batch is under way (the store's writes of one poll of the event loop come as one
-      // statement already: see batch.ts); otherwise they join the batch after the one under way.
-      this.send();
+      this.pending.push({ sql, params, resolve, reject });
+      // Sent once the promises under way have run: the statements of concurrent writes, which each come after a
+      // few awaits, go as one message. The thread puts what arrives during a commit into the next one.
+      if (this.pending.length === 1) process.nextTick(() => this.send());
     });
   }
 
-  /** Answers what is queued and in flight, then stops the thread and its connection. */
+  private send(): void {
+    const statements = this.pending;
+    this.pending = [];
+    this.inFlight.push(statements);
+    // Waiting for a commit keeps the process alive; an idle thread does not.
+    if (this.inFlight.length === 1) this.thread.ref();
+    this.thread.postMessage({ batch: statements.map((q) => [q.sql, q.params]) } satisfies ThreadRequest);
+  }
+
+  /** Answers what is in flight, then stops the thread and its connection. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.inFlight !== undefined || this.queue.length > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+      if (this.inFlight.length > 0 || this.pending.length > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       // Waiting for the thread to stop keeps the process alive.
       this.thread.ref();
       this.thread.postMessage({ close: true } satisfies ThreadRequest);
@@ -95,39 +107,28 @@ export class GroupCommit {
     return this.closing;
   }
 
-  private send(): void {
-    if (this.inFlight !== undefined || this.queue.length === 0) return;
-    const batch = this.queue.length <= MAX_BATCH ? this.queue : this.queue.slice(0, MAX_BATCH);
-    this.queue = this.queue.length <= MAX_BATCH ? [] : this.queue.slice(MAX_BATCH);
-    this.inFlight = batch;
-    // Waiting for a commit keeps the process alive; an idle thread does not.
-    this.thread.ref();
-    this.thread.postMessage({ batch: batch.map((q) => [q.sql, q.params]) } satisfies ThreadRequest);
-  }
-
-  private answer(answer: BatchAnswer): void {
-    const batch = this.inFlight ?? [];
-    this.inFlight = undefined;
-    this.thread.unref();
-    if ('failed' in answer) {
-      const err = sqliteError(answer.failed);
-      for (const queued of batch) queued.reject(err);
-    } else {
-      this.committed();
-      batch.forEach((queued, i) => {
+  private answer({ answers }: ThreadAnswer): void {
+    const messages = this.inFlight.splice(0, answers.length);
+    if (this.inFlight.length === 0) this.thread.unref();
+    if (answers.some((answer) => 'answers' in answer)) this.committed();
+    answers.forEach((answer, m) => {
+      const statements = messages[m] ?? [];
+      if ('failed' in answer) {
+        const err = sqliteError(answer.failed);
+        for (const queued of statements) queued.reject(err);
+        return;
+      }
+      statements.forEach((queued, i) => {
         const one = answer.answers[i]!;
         if (one.ok) queued.resolve(one);
         else queued.reject(sqliteError(one));
       });
-    }
-    this.send();
-    if (this.inFlight === undefined) this.drained?.();
+    });
+    if (this.inFlight.length === 0) this.drained?.();
   }
 
   private failAll(err: Error): void {
-    for (const queued of [...(this.inFlight ?? []), ...this.queue]) queued.reject(err);
-    this.inFlight = undefined;
-    this.queue = [];
+    for (const statements of [...this.inFlight.splice(0), this.pending.splice(0)]) for (const queued of statements) queued.reject(err);
     this.closing ??= Promise.resolve();
     this.drained?.();
   }
