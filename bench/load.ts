@@ -27,7 +27,40 @@ export interface LoadGenerator {
   run(options: LoadOptions): Promise<LoadResult>;
 }
 
-/** wrk with a Lua script that rotates the tokens and prints its summary as one JSON line. */
+/** The `done` function of every wrk script here: wrk's summary as one line, `RESULT {json}`, read by runWrk. */
+export const WRK_SUMMARY = `done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('RESULT {"requests":%d,"us":%d,"p50":%d,"p99":%d,"errors":%d,"non2xx":%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+`;
+
+/** Runs wrk (one thread) with the Lua script in `script`, which ends with WRK_SUMMARY, and reads its summary. */
+export async function runWrk(url: string, script: string, connections: number, seconds: number): Promise<LoadResult> {
+  // Not spawnSync: this process may have clients of its own running meanwhile (the full-listing loops, probes).
+  const child = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url]);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += String(chunk)));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += String(chunk)));
+  await new Promise<void>((resolve, reject) => child.on('error', reject).on('close', () => resolve()));
+  const line = /RESULT (\{.*\})/.exec(stdout)?.[1];
+  if (!line) throw new Error(`wrk failed: ${stderr || stdout}`);
+  const r = JSON.parse(line) as { requests: number; us: number; p50: number; p99: number; errors: number; non2xx: number };
+  const secs = r.us / 1e6;
+  return {
+    requests: r.requests,
+    seconds: secs,
+    rps: r.requests / secs,
+    p50Ms: r.p50 / 1000,
+    p99Ms: r.p99 / 1000,
+    errors: r.errors,
+    non2xx: r.non2xx,
+  };
+}
+
+/** wrk with a Lua script that rotates the tokens. */
 function wrk(version: string): LoadGenerator {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-wrk-'));
   return {
@@ -42,34 +75,9 @@ request = function()
   i = i + 1
   return wrk.format("GET", nil, { ["Authorization"] = "Bearer " .. tokens[(i % #tokens) + 1] })
 end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('RESULT {"requests":%d,"us":%d,"p50":%d,"p99":%d,"errors":%d,"non2xx":%d}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.timeout, e.status))
-end
-`,
+${WRK_SUMMARY}`,
       );
-      // Not spawnSync: this process may have clients of its own running meanwhile (the full-listing loops).
-      const child = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url]);
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += String(chunk)));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += String(chunk)));
-      await new Promise<void>((resolve, reject) => child.on('error', reject).on('close', () => resolve()));
-      const line = /RESULT (\{.*\})/.exec(stdout)?.[1];
-      if (!line) throw new Error(`wrk failed: ${stderr || stdout}`);
-      const r = JSON.parse(line) as { requests: number; us: number; p50: number; p99: number; errors: number; non2xx: number };
-      const secs = r.us / 1e6;
-      return {
-        requests: r.requests,
-        seconds: secs,
-        rps: r.requests / secs,
-        p50Ms: r.p50 / 1000,
-        p99Ms: r.p99 / 1000,
-        errors: r.errors,
-        non2xx: r.non2xx,
-      };
+      return runWrk(url, script, connections, seconds);
     },
   };
 }

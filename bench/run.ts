@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -12,6 +12,7 @@ import { openStore } from '../src/store/open-store.js';
 import { DEFAULT_SPEC, generateCatalogue, userName, type CatalogueSpec } from './catalogue.js';
 import { loadGenerator, type LoadResult } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
+import { measureWrites, renderWrites, type WriteResults } from './writes.js';
 
 // `npm run bench`: the ceiling (bare node:http) and Plant Store measured side by side in one run.
 // Every figure is printed, written to docs/benchmarks.json and, as a table, to docs/benchmarks.md.
@@ -28,6 +29,9 @@ const { values: args } = parseArgs({
     /** Catalogue sizes of the scale curve (a quick check can pass smaller ones). */
     scale: { type: 'string', default: '10000,100000,1000000' },
     'no-postgres': { type: 'boolean', default: false },
+    /** Skip the write rows, or run nothing else (a quick look at writes). */
+    'no-writes': { type: 'boolean', default: false },
+    'writes-only': { type: 'boolean', default: false },
     pg: { type: 'string', default: process.env.PLANTSTORE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     'load-generator': { type: 'string' },
     out: { type: 'string', default: 'docs' },
@@ -490,8 +494,49 @@ function processorModel(): string {
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
 
+/** Imports `records` into `db` with the CLI (not timed). */
+function importRecords(db: string, dir: string, records: object[]): void {
+  const file = join(dir, `records-${process.hrtime.bigint()}.ndjson`);
+  writeFileSync(file, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  const result = spawnSync(process.execPath, [CLI, '--db', db, 'import', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  if (result.status !== 0) throw new Error(`import failed: ${String(result.stderr)}`);
+}
+
+/** The write rows (bench/writes.ts), on SQLite and, when it answers, PostgreSQL. */
+async function benchWrites(dir: string): Promise<WriteResults> {
+  const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
+  const schema = `bench_writes_${process.pid}`;
+  const pg = pgSkip
+    ? pgSkip
+    : { url: `${args.pg}${args.pg.includes('?') ? '&' : '?'}schema=${schema}`, schema, drop: () => dropSchema(args.pg, schema) };
+  return measureWrites(
+    {
+      cli: CLI,
+      root: ROOT,
+      dir,
+      seconds: DURATION,
+      rounds: ROUNDS,
+      log,
+      startService,
+      importRecords: (db, records) => importRecords(db, dir, records),
+      issueTokens: async (db, users) => (await issueTokens(db, users)).rotating,
+      userName,
+    },
+    pg,
+  );
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
+  if (args['writes-only']) {
+    try {
+      const { section, targets } = renderWrites(await benchWrites(dir));
+      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return;
+  }
   const spec: CatalogueSpec = { ...DEFAULT_SPEC, plants: Number(args.plants) };
   const scaleSizes = [...args.scale.split(',').map(Number), ...(args['with-1e7'] ? [10_000_000] : [])];
   const machine = {
@@ -626,6 +671,9 @@ async function main(): Promise<void> {
     const scale = built.map((b, i) => ({ plants: b.plants, import: b.import, limit20: cached[i]!, limit20NoCache: uncached[i]! }));
     results.scale = scale;
     results.fullListing = full;
+
+    // 7. Writes.
+    if (!args['no-writes']) results.writes = await benchWrites(dir);
   } finally {
     await ceiling.stop();
     await rm(dir, { recursive: true, force: true });
@@ -786,6 +834,9 @@ function renderReport(r: Record<string, unknown>): string {
     );
   }
 
+  const writes = r.writes === undefined ? undefined : renderWrites(r.writes as WriteResults);
+  if (writes) lines.push('', ...writes.section);
+
   const p50At = (n: number, cached: boolean) => {
     const s = scale.find((x) => x.plants === n);
     return s && (cached ? s.limit20 : s.limit20NoCache).p50Ms;
@@ -852,6 +903,7 @@ function renderReport(r: Record<string, unknown>): string {
       `| ${name}: \`limit=20\` p99 < 50 ms while ${w.listers} clients loop full listings | ${fmt(w.pages.p99Ms, 2)} ms | ${verdict(w.pages.p99Ms < 50)} |`,
     );
   }
+  if (writes) lines.push(...writes.targets);
   return lines.join('\n');
 }
 
