@@ -2,11 +2,10 @@ import { invalidInput } from '../catalogue/errors.js';
 
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 
-/** Parses `90s`, `15m`, `12h`, `30d`, `2w` into milliseconds. */
+/** Parses `90s`, `15m`, `12h`, `30d`, `2w` into milliseconds; `0` (with a unit or without) is 0. */
 export function parseDuration(text: string): number {
+  if (text.trim() === '0') return 0;
   const match = /^([0-9]{1,9})([smhdw])$/.exec(text.trim());
   if (!match) throw invalidInput(`invalid duration "${text}": use a number and a unit, e.g. 90s, 15m, 12h, 30d, 2w`);
-  if (Number(match[1]) === 0)
-    throw invalidInput(`invalid duration "${text}": a token must live longer than 0; leave --expires-in out for no expiry`);
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
 }

@@ -125,13 +125,20 @@ export class WebhookOutbox {
     }));
   }
 
-  /** Failed deliveries (of one endpoint, or one event) are tried again now; resolves to how many. */
+  /**
+   * Deliveries that failed or wait for a later attempt (of one endpoint, or one event) are due now; resolves to how
+   * many. A failed one starts its schedule again; a waiting one keeps its count of attempts. One being sent is left
+   * alone: its outcome decides.
+   */
   async retry(filter: { endpointId?: number; eventId?: number }): Promise<number> {
+    const now = Date.now();
     const endpoint = filter.endpointId === undefined ? sql`` : sql` AND endpoint_id = ${filter.endpointId}`;
     const event = filter.eventId === undefined ? sql`` : sql` AND event_id = ${filter.eventId}`;
-    const { numAffectedRows } =
-      await sql`UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${Date.now()}, lease_until = NULL
-      WHERE status = 'failed'${endpoint}${event}`.execute(this.db());
+    const { numAffectedRows } = await sql`UPDATE webhook_deliveries
+      SET attempts = CASE WHEN status = 'failed' THEN 0 ELSE attempts END, status = 'pending', next_attempt_at = ${now}, lease_until = NULL
+      WHERE (status = 'failed' OR (status = 'pending' AND next_attempt_at > ${now} AND (lease_until IS NULL OR lease_until < ${now})))${endpoint}${event}`.execute(
+      this.db(),
+    );
     return Number(numAffectedRows ?? 0);
   }
 

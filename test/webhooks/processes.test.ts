@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { runCli, spawnServe } from '../helpers/processes.js';
@@ -71,9 +72,15 @@ for (const backend of BACKENDS) {
       assert.match(rotated, /^whsec_/);
       assert.notEqual(rotated, secret);
       assert.ok((await list())[0]!.previousSecretUntil, 'the old secret signs too, until the overlap ends');
+      // After a leak: the old secret stops signing at once.
+      const atOnce = await runCli(db, ['webhooks', 'rotate-secret', String(endpoint!.id), '--overlap', '0']);
+      assert.equal(atOnce.code, 0, atOnce.stderr);
+      assert.match(atOnce.stdout, /^whsec_/);
+      assert.match(atOnce.stderr, /the old one no longer signs/);
+      assert.equal((await list())[0]!.previousSecretUntil, undefined);
       const retry = await runCli(db, ['webhooks', 'retry']);
       assert.equal(retry.code, 0);
-      assert.match(retry.stderr, /0 failed deliveries will be tried again/);
+      assert.match(retry.stderr, /0 deliveries \(failed or waiting for a later attempt\) will be sent now/);
       for (const bad of [
         ['add', 'ftp://example.com/x'],
         ['add', 'https://user:pw@example.com/x'],
@@ -87,6 +94,43 @@ for (const backend of BACKENDS) {
       await cli(db, 'webhooks', 'remove', String(endpoint!.id));
       assert.deepEqual(await list(), []);
     });
+
+    if (backend.name === 'sqlite') {
+      // Debian 12's sqlite3 is 3.40: the triggers must not need a newer SQLite than the one an operator has.
+      const sqlite3 = spawnSync('sqlite3', ['--version'], { encoding: 'utf8' });
+      const missing = sqlite3.status === 0 ? false : 'the sqlite3 command is not installed';
+      it(
+        'plain SQL from the sqlite3 command adds a plant while an endpoint is enabled, and its event is sent',
+        { skip: !process.env.CI && missing, timeout: 30_000 },
+        async () => {
+          assert.equal(missing, false, 'CI installs the sqlite3 command');
+          const db = await backend.freshDb();
+          const hook = await startReceiver();
+          try {
+            await cli(db, 'users', 'add', 'alice');
+            const secret = await cli(db, 'webhooks', 'add', hook.url);
+            const insert = spawnSync(
+              'sqlite3',
+              [
+                db,
+                "INSERT INTO plants (api_id, name, owner_id, is_public, created_at) SELECT 7, 'By sqlite3', id, 0, 0 FROM users WHERE name = 'alice'",
+              ],
+              { encoding: 'utf8' },
+            );
+            assert.equal(insert.status, 0, `sqlite3 ${sqlite3.stdout.trim()}: ${insert.stderr}`);
+            const server = await spawnServe(db);
+            try {
+              await until(() => hook.received.length === 1, 'the event of the plant added with plain SQL', 10_000);
+              assert.deepEqual(verify(secret, hook.received[0]!), { id: 7, name: 'By sqlite3' });
+            } finally {
+              await server.stop();
+            }
+          } finally {
+            await hook.close();
+          }
+        },
+      );
+    }
 
     if (backend.name === 'postgres') {
       it('two instances on one database deliver each event once', { timeout: 60_000 }, async () => {

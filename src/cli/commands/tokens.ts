@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { generateToken, tokenState } from '../../catalogue/tokens.js';
+import { invalidInput } from '../../catalogue/errors.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
 import { withAdmin } from '../context.js';
@@ -25,7 +26,12 @@ export function registerTokenCommands(program: Command): void {
       ),
     )
     .action(async (user: string, opts: { expiresIn?: string; label?: string }, cmd: Command) => {
-      const expiresAt = opts.expiresIn === undefined ? undefined : new Date(Date.now() + parseDuration(opts.expiresIn));
+      const lifetime = opts.expiresIn === undefined ? undefined : parseDuration(opts.expiresIn);
+      if (lifetime === 0)
+        throw invalidInput(
+          `invalid --expires-in "${opts.expiresIn}": a token must live longer than 0; leave --expires-in out for no expiry`,
+        );
+      const expiresAt = lifetime === undefined ? undefined : new Date(Date.now() + lifetime);
       const { token, hash } = generateToken();
       const info = await withAdmin(cmd, (admin) =>
         admin.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),

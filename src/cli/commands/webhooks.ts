@@ -71,14 +71,26 @@ export function registerWebhookCommands(program: Command): void {
   webhooks
     .command('rotate-secret <id>')
     .description('give an endpoint a new secret; prints it alone. Deliveries are signed with both until --overlap ends')
-    .addHelpText('after', examples('SECRET=$(plantstore webhooks rotate-secret 3)', 'plantstore webhooks rotate-secret 3 --overlap 7d'))
-    .option('--overlap <duration>', 'how long the old secret signs too', '24h')
+    .addHelpText(
+      'after',
+      examples(
+        'SECRET=$(plantstore webhooks rotate-secret 3)',
+        'plantstore webhooks rotate-secret 3 --overlap 7d',
+        'plantstore webhooks rotate-secret 3 --overlap 0',
+      ),
+    )
+    .option('--overlap <duration>', 'how long the old secret signs too (0: it stops now)', '24h')
     .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
       const secret = newWebhookSecret();
-      const until = Date.now() + parseDuration(opts.overlap);
+      const overlap = parseDuration(opts.overlap);
+      const until = Date.now() + overlap;
       await withWebhooks(cmd, (webhooks) => webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
       process.stdout.write(`${secret}\n`);
-      say(`rotated the secret of webhook endpoint ${id}; the old one also signs until ${new Date(until).toISOString()}`);
+      say(
+        overlap === 0
+          ? `rotated the secret of webhook endpoint ${id}; the old one no longer signs`
+          : `rotated the secret of webhook endpoint ${id}; the old one also signs until ${new Date(until).toISOString()}`,
+      );
     });
 
   webhooks
@@ -120,12 +132,12 @@ export function registerWebhookCommands(program: Command): void {
 
   webhooks
     .command('retry')
-    .description('try failed deliveries again now (all, or of one endpoint)')
+    .description('send now the deliveries that failed or wait for a later attempt (all, or of one endpoint)')
     .addHelpText('after', examples('plantstore webhooks retry', 'plantstore webhooks retry --endpoint 3'))
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .action(async (opts: { endpoint?: string }, cmd: Command) => {
       const filter = opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) };
       const count = await withWebhooks(cmd, (webhooks) => webhooks.retry(filter));
-      say(`${count} failed deliver${count === 1 ? 'y' : 'ies'} will be tried again`);
+      say(`${count} deliver${count === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt) will be sent now`);
     });
 }

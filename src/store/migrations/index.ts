@@ -7,6 +7,7 @@ import { plantIds } from './0005-plant-ids.js';
 import { webhooks } from './0006-webhooks.js';
 import { plantIdWatermark } from './0007-plant-id-watermark.js';
 import { changeAnnouncements } from './0008-change-announcements.js';
+import { webhookClock } from './0009-webhook-clock.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -21,6 +22,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0006-webhooks': webhooks(dialect),
     '0007-plant-id-watermark': plantIdWatermark(dialect),
     '0008-change-announcements': changeAnnouncements(dialect),
+    '0009-webhook-clock': webhookClock(dialect),
   };
 }
 
