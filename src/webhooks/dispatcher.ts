@@ -94,11 +94,30 @@ export class WebhookDispatcher {
     // Cut off by stop(): not an attempt of the receiver's; the delivery is released for another process.
     if (this.controller.signal.aborted && outcome.kind !== 'delivered') return;
     this.options.onAttempt?.(outcome.kind);
+    if (outcome.kind !== 'delivered') this.report(delivery, outcome);
     try {
       await this.outbox.finish(delivery, outcome);
     } catch (err) {
       // The lease runs out and the delivery is tried again: at least once, never lost.
       this.log.warn({ err }, 'webhook delivery outcome not recorded');
+    }
+  }
+
+  /** One log line for each attempt that did not deliver: an operator sees a failing receiver without asking. */
+  private report(delivery: ClaimedDelivery, outcome: Exclude<AttemptOutcome, { kind: 'delivered' }>): void {
+    const details = {
+      endpointId: delivery.endpointId,
+      eventId: delivery.eventId,
+      attempt: delivery.attempts + 1,
+      ...('status' in outcome && outcome.status !== undefined ? { status: outcome.status } : {}),
+      ...('error' in outcome && outcome.error !== undefined ? { error: outcome.error } : {}),
+    };
+    if (outcome.kind === 'retry') {
+      this.log.warn({ ...details, retryAt: new Date(outcome.retryAt).toISOString() }, 'webhook delivery failed; it is tried again later');
+    } else if (outcome.kind === 'failed') {
+      this.log.warn(details, 'webhook delivery failed for good: no attempt left (webhooks retry sends it again)');
+    } else {
+      this.log.warn(details, 'webhook endpoint answered 410 Gone and is disabled (webhooks enable turns it back on)');
     }
   }
 
@@ -131,8 +150,15 @@ export class WebhookDispatcher {
       if (res.status === 410) return { kind: 'gone', status: 410 };
       return retry(res.status, `answered ${res.status}`, res.headers.get('retry-after'));
     } catch (err) {
-      const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${this.options.timeoutMs} ms` : (err as Error).message;
-      return retry(undefined, reason);
+      return retry(undefined, this.failureReason(err));
     }
+  }
+
+  /** What went wrong, by its class: fetch says only "fetch failed", and the cause's code (ECONNREFUSED, …) says why. */
+  private failureReason(err: unknown): string {
+    const error = err as Error & { cause?: { code?: string; message?: string } };
+    if (error.name === 'TimeoutError') return `no answer within ${this.options.timeoutMs} ms`;
+    const cause = error.cause?.code ?? error.cause?.message;
+    return cause === undefined ? error.message : `${error.message}: ${cause}`;
   }
 }

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { recordBatch } from '../../src/import-format/records.js';
 import type { Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
+import { eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
@@ -23,12 +26,22 @@ for (const backend of BACKENDS) {
     before(async () => {
       store = await backend.open();
       ({ tokens } = await seed(store, { users: [{ name: 'alice' }] }));
-      server = await startApp(store, { webhooks: FAST });
+      // Logs captured: a delivery that fails says so in the log.
+      server = await startApp(store, { webhooks: FAST, captureLogs: true, logRequests: false });
     });
     after(async () => {
       await server?.close();
       await store?.close();
     });
+
+    /** The log lines the dispatcher wrote about endpoint `id`. */
+    const logged = (id: number) =>
+      server
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('"endpointId"'))
+        .map((line) => JSON.parse(line) as { endpointId: number; msg: string; status?: number; error?: string; retryAt?: string })
+        .filter((line) => line.endpointId === id);
 
     const create = (id: number, name: string) =>
       rawRequest(
@@ -91,9 +104,54 @@ for (const backend of BACKENDS) {
         const [delivery] = await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 });
         assert.deepEqual([delivery?.plantId, delivery?.status, delivery?.attempts, delivery?.lastStatus], [201, 'delivered', 2, 204]);
         assert.equal(receiver.received.length, 2);
+        const [line, ...more] = logged(endpoint.id);
+        assert.match(line?.msg ?? '', /webhook delivery failed; it is tried again later/);
+        assert.equal(line?.status, 503);
+        assert.ok(line?.retryAt, 'the line says when');
+        assert.deepEqual(more, [], 'a delivered attempt is not logged as a failure');
       } finally {
         await store.webhooks.removeEndpoint(endpoint.id);
         await receiver.close();
+      }
+    });
+
+    it('sends now, when asked, a delivery that waits for a later attempt', async () => {
+      // The receiver's outage is over, but the schedule says an hour: `webhooks retry` must not wait for it.
+      const receiver = await startReceiver((n) => (n === 1 ? { status: 503, headers: { 'retry-after': '3600' } } : { status: 204 }));
+      const secret = newWebhookSecret();
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, secret);
+      try {
+        assert.equal((await create(251, 'Waiting')).status, 200);
+        await until(() => receiver.received.length >= 1, 'a first attempt');
+        const latest = async () => (await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 }))[0];
+        await eventually('its outcome recorded', latest, { until: (d) => d?.attempts === 1 && d.status === 'pending' });
+        assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 1);
+        await until(() => receiver.received.length >= 2, 'the second attempt, now', 3_000);
+        assert.deepEqual(verify(secret, receiver.received[1]!), { id: 251, name: 'Waiting' });
+        await eventually('delivered', latest, { until: (d) => d?.status === 'delivered' });
+        assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 0, 'nothing left to send');
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
+
+    it('says why a delivery failed: a refused connection is named as such, in the delivery and in the log', async () => {
+      // A loopback port that was just free: nothing listens there.
+      const closed = createServer().listen(0, '127.0.0.1');
+      await once(closed, 'listening');
+      const { port } = closed.address() as AddressInfo;
+      await new Promise((resolve) => closed.close(resolve));
+      const endpoint = await store.webhooks.addEndpoint(`http://127.0.0.1:${port}/hook`, newWebhookSecret());
+      try {
+        assert.equal((await create(271, 'Refused')).status, 200);
+        const latest = async () => (await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 }))[0];
+        const delivery = await eventually('the first attempt recorded', latest, { until: (d) => d?.attempts === 1 });
+        assert.match(delivery?.lastError ?? '', /ECONNREFUSED/);
+        await eventually('the log line', () => logged(endpoint.id).length, { until: (n) => n >= 1 });
+        assert.match(logged(endpoint.id)[0]!.error ?? '', /ECONNREFUSED/);
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
       }
     });
 
@@ -108,6 +166,7 @@ for (const backend of BACKENDS) {
         await new Promise((resolve) => setTimeout(resolve, 200));
         const endpoints = await store.webhooks.listEndpoints();
         assert.match(endpoints.find((e) => e.id === a.id)?.disabledReason ?? '', /410/);
+        assert.match(logged(a.id)[0]?.msg ?? '', /answered 410 Gone and is disabled/);
         assert.equal(endpoints.find((e) => e.id === b.id)?.disabledAt, undefined);
         const [redirected] = await store.webhooks.listDeliveries({ endpointId: b.id, limit: 1 });
         assert.equal(redirected?.status, 'pending', 'a redirect is a failed attempt, tried again later');
