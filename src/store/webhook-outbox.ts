@@ -29,6 +29,8 @@ export interface WebhookDelivery {
 /** A delivery claimed by this process: what to send, where, signed with which secrets. */
 export interface ClaimedDelivery {
   eventId: number;
+  /** The event's `webhook-id`: random, so that no other event of the deployment's life has it. */
+  messageId: string;
   endpointId: number;
   attempts: number;
   url: string;
@@ -168,7 +170,9 @@ export class WebhookOutbox {
     const events = [...new Set(rows.map((r) => Number(r.event_id)))];
     const endpoints = [...new Set(rows.map((r) => Number(r.endpoint_id)))];
     const [eventRows, endpointRows] = await Promise.all([
-      sql<Row>`SELECT id, plant_id, name, tag, created_at FROM webhook_events WHERE id IN (${sql.join(events)})`.execute(this.db()),
+      sql<Row>`SELECT id, message_id, plant_id, name, tag, created_at FROM webhook_events WHERE id IN (${sql.join(events)})`.execute(
+        this.db(),
+      ),
       sql<Row>`SELECT id, url, secret, previous_secret, previous_until FROM webhook_endpoints WHERE id IN (${sql.join(endpoints)})`.execute(
         this.db(),
       ),
@@ -183,6 +187,7 @@ export class WebhookOutbox {
       return [
         {
           eventId: Number(r.event_id),
+          messageId: String(event.message_id),
           endpointId: Number(r.endpoint_id),
           attempts: Number(r.attempts),
           url: String(endpoint.url),
@@ -243,8 +248,10 @@ export function importedPlantEvents(dialect: Dialect, before: number, lastEvent:
   for (const n of [before, lastEvent, now]) if (!Number.isSafeInteger(n)) throw new Error(`not an integer: ${n}`);
   // On PostgreSQL, only this transaction's rows: another writer's plant raised its own event by trigger.
   const ours = dialect === 'postgres' ? ' AND xmin = pg_current_xact_id()::xid' : '';
+  // A message id for each event (see migration 0010): PostgreSQL's column draws it; SQLite's statement does here.
+  const [column, value] = dialect === 'sqlite' ? [', message_id', ", 'msg_' || lower(hex(randomblob(16)))"] : ['', ''];
   return [
-    `INSERT INTO webhook_events (plant_id, name, tag, created_at) SELECT api_id, name, tag, ${now} FROM plants ` +
+    `INSERT INTO webhook_events (plant_id, name, tag, created_at${column}) SELECT api_id, name, tag, ${now}${value} FROM plants ` +
       `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL) ORDER BY id`,
     `INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) SELECT e.id, p.id, ${now} ` +
       `FROM webhook_events e CROSS JOIN webhook_endpoints p WHERE e.id > ${lastEvent} AND p.disabled_at IS NULL`,

@@ -123,7 +123,7 @@ export class WebhookDispatcher {
 
   private async attempt(delivery: ClaimedDelivery): Promise<AttemptOutcome> {
     const body = JSON.stringify(delivery.payload);
-    const msgId = `msg_${delivery.eventId}`;
+    const msgId = delivery.messageId;
     const timestamp = new Date();
     const attempts = delivery.attempts + 1;
     const retry = (status?: number, error?: string, retryAfter?: string | null): AttemptOutcome => {

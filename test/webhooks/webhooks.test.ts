@@ -3,10 +3,12 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { recordBatch } from '../../src/import-format/records.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { plainSql } from '../helpers/plain-sql.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
@@ -19,12 +21,14 @@ const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4 };
 
 for (const backend of BACKENDS) {
   describe(`new-plant webhook [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
     let store: Store;
     let server: RunningApp;
     let tokens: Record<string, string>;
 
     before(async () => {
-      store = await backend.open();
+      db = await backend.freshDb();
+      store = await openStore({ db });
       ({ tokens } = await seed(store, { users: [{ name: 'alice' }] }));
       // Logs captured: a delivery that fails says so in the log.
       server = await startApp(store, { webhooks: FAST, captureLogs: true, logRequests: false });
@@ -81,6 +85,33 @@ for (const backend of BACKENDS) {
             [101, 'delivered', 1],
           ],
         );
+      } finally {
+        await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
+
+    it('gives every event a webhook-id of its own, also after the outbox is restored to an earlier state', async () => {
+      const receiver = await startReceiver();
+      const secret = newWebhookSecret();
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, secret);
+      try {
+        assert.equal((await create(151, 'Before the restore')).status, 200);
+        await until(() => receiver.received.length === 1, 'the first delivery');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        // What a backup taken before that event brings back: an outbox without it, its numbering where it was then.
+        await plainSql(
+          db,
+          backend.name === 'sqlite'
+            ? "DELETE FROM webhook_deliveries; DELETE FROM webhook_events; DELETE FROM sqlite_sequence WHERE name = 'webhook_events'"
+            : 'TRUNCATE webhook_deliveries, webhook_events RESTART IDENTITY',
+        );
+        assert.equal((await create(152, 'After the restore')).status, 200);
+        await until(() => receiver.received.length === 2, 'the second delivery');
+        const [first, second] = receiver.received.map((got) => String(got.headers['webhook-id']));
+        assert.match(first!, /^msg_[0-9a-f]{32}$/);
+        assert.notEqual(second, first, 'a receiver that skips ids it has seen would drop the second plant');
+        assert.deepEqual(verify(secret, receiver.received[1]!), { id: 152, name: 'After the restore' });
       } finally {
         await store.webhooks.removeEndpoint(endpoint.id);
         await receiver.close();

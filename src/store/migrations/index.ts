@@ -8,6 +8,7 @@ import { webhooks } from './0006-webhooks.js';
 import { plantIdWatermark } from './0007-plant-id-watermark.js';
 import { changeAnnouncements } from './0008-change-announcements.js';
 import { webhookClock } from './0009-webhook-clock.js';
+import { webhookMessageIds } from './0010-webhook-message-ids.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -23,6 +24,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0007-plant-id-watermark': plantIdWatermark(dialect),
     '0008-change-announcements': changeAnnouncements(dialect),
     '0009-webhook-clock': webhookClock(dialect),
+    '0010-webhook-message-ids': webhookMessageIds(dialect),
   };
 }
 
