@@ -2,6 +2,13 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
 import type { Database, Dialect } from './schema.js';
 
+/**
+ * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
+ * `webhooks enable` instead, and are no backlog until then (metrics, doctor).
+ */
+export const WAITING_DELIVERY =
+  "d.status = 'pending' AND EXISTS (SELECT 1 FROM webhook_endpoints p WHERE p.id = d.endpoint_id AND p.disabled_at IS NULL)";
+
 /** A receiving endpoint as operators see it (never its secrets). */
 export interface WebhookEndpoint {
   id: number;
@@ -230,10 +237,10 @@ export class WebhookOutbox {
     return Number(numAffectedRows ?? 0);
   }
 
-  /** Deliveries waiting, and when the oldest of them was raised (epoch ms), for metrics and doctor. */
+  /** Deliveries waiting (WAITING_DELIVERY), and when the oldest of them was raised (epoch ms), for metrics. */
   async backlog(): Promise<{ pending: number; oldestCreatedAt?: number }> {
     const { rows } = await sql<Row>`SELECT count(*) AS pending, min(e.created_at) AS oldest FROM webhook_deliveries d
-      JOIN webhook_events e ON e.id = d.event_id WHERE d.status = 'pending'`.execute(this.db());
+      JOIN webhook_events e ON e.id = d.event_id WHERE ${sql.raw(WAITING_DELIVERY)}`.execute(this.db());
     const oldest = num(rows[0]?.oldest);
     return { pending: Number(rows[0]?.pending ?? 0), ...(oldest === undefined ? {} : { oldestCreatedAt: oldest }) };
   }

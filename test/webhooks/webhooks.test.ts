@@ -265,4 +265,21 @@ for (const backend of BACKENDS) {
       }
     });
   });
+
+  describe(`the webhook backlog [${backend.name}]`, { skip: backend.skip }, () => {
+    it("leaves out a disabled endpoint's deliveries until it is enabled again", async () => {
+      // No server: this test claims and answers the deliveries itself, as a dispatcher would.
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+      for (const id of [1, 2]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+      assert.equal((await store.webhooks.backlog()).pending, 2);
+      const [first] = await store.webhooks.claim(1, 60_000);
+      await store.webhooks.finish(first!, { kind: 'gone', status: 410 });
+      assert.ok((await store.webhooks.listEndpoints())[0]!.disabledAt, 'the 410 disabled the endpoint');
+      assert.equal((await store.webhooks.backlog()).pending, 0, 'the other delivery waits for enable, not in the backlog');
+      await store.webhooks.enableEndpoint(endpoint.id);
+      assert.equal((await store.webhooks.backlog()).pending, 1);
+    });
+  });
 }

@@ -1,6 +1,7 @@
 import { DEFAULT_MIGRATION_TABLE } from 'kysely';
 import { activeTokenSql } from '../../catalogue/tokens.js';
 import { knownMigrationNames } from '../../store/migrations/index.js';
+import { WAITING_DELIVERY } from '../../store/webhook-outbox.js';
 import { VERSION } from '../../version.js';
 
 export type Status = 'ok' | 'warn' | 'fail' | 'skip';
@@ -76,7 +77,7 @@ async function webhookCheck(db: Inspector): Promise<Check> {
          WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`,
     )
   ).map(String);
-  const backlog = await count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'");
+  const backlog = await count(`SELECT count(*) FROM webhook_deliveries d WHERE ${WAITING_DELIVERY}`);
   const problems = [
     ...(disabled.length > 0 ? [`disabled (answered 410): ${disabled.join(', ')}`] : []),
     ...(failing.length > 0 ? [`failing: ${failing.join(', ')}`] : []),
