@@ -65,6 +65,10 @@ export async function buildApp({ config, store, logStream, webhooks }: AppOption
 /** The new-plant webhook's deliveries run in the background of every serving process, from ready to close. */
 function deliverWebhooks(app: FastifyInstance, store: Store, options: Partial<DispatcherOptions> = {}): void {
   const dispatcher = new WebhookDispatcher(store.webhooks, app.log, { ...DISPATCHER_DEFAULTS, ...options });
+  // A new plant's event is on its way as soon as the change feed has its commit, from whichever writer.
+  store.changes.subscribe((batch) => {
+    if (batch === 'everything' || batch.some((change) => change.table === 'plants')) dispatcher.nudge();
+  });
   app.addHook('onReady', (done) => {
     dispatcher.start();
     done();

@@ -8,7 +8,7 @@ export interface WarningLog {
 }
 
 export interface DispatcherOptions {
-  /** How often the outbox is looked at. */
+  /** How often the outbox is looked at, whatever the commits (see nudge): what another process wrote is found so. */
   pollMs: number;
   /** How long a claimed delivery is this process's: past it (a crash), another process delivers it. */
   leaseMs: number;
@@ -23,6 +23,8 @@ export interface DispatcherOptions {
 /** How long a delivered or failed event stays listed (`webhooks deliveries`, `retry`) before it is pruned. */
 export const KEPT_MS = 7 * 24 * 3_600_000;
 const PRUNE_EVERY_MS = 10 * 60_000;
+/** The least time between two looks for due deliveries that commits asked for (see nudge). */
+const NUDGE_GAP_MS = 5;
 
 export const DISPATCHER_DEFAULTS: DispatcherOptions = { pollMs: 500, leaseMs: 60_000, timeoutMs: 15_000, concurrency: 8 };
 
@@ -36,6 +38,9 @@ export class WebhookDispatcher {
   private readonly inFlight = new Map<Promise<void>, ClaimedDelivery>();
   private prunedAt = 0;
   private claiming: Promise<void> | undefined;
+  private lastClaimAt = 0;
+  private nudgeTimer: NodeJS.Timeout | undefined;
+  private nudgedWhileClaiming = false;
   private stopped = false;
   private readonly controller = new AbortController();
 
@@ -48,12 +53,36 @@ export class WebhookDispatcher {
   start(): void {
     this.timer = setInterval(() => this.claimMore(), this.options.pollMs);
     this.timer.unref();
+    this.claimMore();
+  }
+
+  /**
+   * A plant was committed, by this process or (as its change feed tells) by another: due deliveries are looked for
+   * now rather than at the next poll, which stays as the backstop. Under a flood of writes the looks are at least
+   * NUDGE_GAP_MS apart, and never two at a time.
+   */
+  nudge(): void {
+    // Before start() nothing is looked for; after stop() nothing more.
+    if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined) return;
+    if (this.claiming !== undefined) {
+      this.nudgedWhileClaiming = true;
+      return;
+    }
+    this.nudgeTimer = setTimeout(
+      () => {
+        this.nudgeTimer = undefined;
+        this.claimMore();
+      },
+      Math.max(0, this.lastClaimAt + NUDGE_GAP_MS - Date.now()),
+    );
+    this.nudgeTimer.unref();
   }
 
   /** Stops claiming and abandons deliveries in flight (their leases run out, and another attempt follows). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.nudgeTimer);
     this.controller.abort();
     await this.claiming;
     const abandoned = [...this.inFlight.values()];
@@ -65,6 +94,8 @@ export class WebhookDispatcher {
   private claimMore(): void {
     const free = this.options.concurrency - this.inFlight.size;
     if (this.stopped || this.claiming !== undefined || free <= 0) return;
+    this.lastClaimAt = Date.now();
+    this.nudgedWhileClaiming = false;
     this.claiming = this.pruneNow()
       .then(() => this.outbox.claim(free, this.options.leaseMs))
       .then((claimed) => {
@@ -78,7 +109,11 @@ export class WebhookDispatcher {
         }
       })
       .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not readable; trying again'))
-      .finally(() => (this.claiming = undefined));
+      .finally(() => {
+        this.claiming = undefined;
+        // A commit during the claim may have raised an event the claim's query did not see.
+        if (this.nudgedWhileClaiming) this.nudge();
+      });
   }
 
   /** Every few minutes, one poll also prunes what the outbox no longer needs. */

@@ -282,4 +282,36 @@ for (const backend of BACKENDS) {
       assert.equal((await store.webhooks.backlog()).pending, 1);
     });
   });
+
+  describe(`webhook deliveries pushed by commits [${backend.name}]`, { skip: backend.skip }, () => {
+    it('sends a new plant at once, without waiting for the next look at the outbox', { timeout: 30_000 }, async () => {
+      const store = await backend.open();
+      const { tokens } = await seed(store, { users: [{ name: 'alice' }] });
+      // The outbox is polled once a minute here: only the commit itself can start the delivery in time.
+      const server = await startApp(store, { webhooks: { ...FAST, pollMs: 60_000 } });
+      const receiver = await startReceiver();
+      const secret = newWebhookSecret();
+      await store.webhooks.addEndpoint(receiver.url, secret);
+      try {
+        for (const id of [1, 2, 3]) {
+          const res = await rawRequest(
+            server.url,
+            '/plants',
+            { ...bearer(tokens.alice!), 'content-type': 'application/json' },
+            'POST',
+            JSON.stringify({ id, name: `Pushed ${id}` }),
+          );
+          assert.equal(res.status, 200);
+          await until(() => receiver.received.length === id, `plant ${id} delivered`, 5_000);
+        }
+        // Not through HTTP: the commit reaches the dispatcher through the change feed.
+        await addPlant(store, { id: 4, name: 'Pushed 4', owner: 'alice', public: false });
+        await until(() => receiver.received.length === 4, 'a plant written by the store directly, as the CLI and imports write', 5_000);
+        assert.deepEqual(verify(secret, receiver.received[3]!), { id: 4, name: 'Pushed 4' });
+      } finally {
+        await server.close();
+        await receiver.close();
+      }
+    });
+  });
 }
