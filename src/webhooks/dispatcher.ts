@@ -1,5 +1,6 @@
 import type { AttemptOutcome, ClaimedDelivery, WebhookOutbox } from '../store/webhook-outbox.js';
 import { nextAttemptAt } from './retry-schedule.js';
+import { WebhookSender } from './sender.js';
 import { signatureHeader } from './signing.js';
 
 /** Where the dispatcher reports what it cannot do (the app's logger). */
@@ -43,6 +44,7 @@ export class WebhookDispatcher {
   private nudgedWhileClaiming = false;
   private stopped = false;
   private readonly controller = new AbortController();
+  private readonly sender = new WebhookSender();
 
   constructor(
     private readonly outbox: WebhookOutbox,
@@ -87,6 +89,7 @@ export class WebhookDispatcher {
     await this.claiming;
     const abandoned = [...this.inFlight.values()];
     await Promise.all(this.inFlight.keys());
+    this.sender.close();
     await this.outbox.release(abandoned).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
   }
 
@@ -165,35 +168,29 @@ export class WebhookDispatcher {
       const at = nextAttemptAt(attempts, Date.now(), retryAfter);
       return at === undefined ? { kind: 'failed', status, error } : { kind: 'retry', retryAt: at, status, error };
     };
+    const timeout = AbortSignal.timeout(this.options.timeoutMs);
     try {
-      const res = await fetch(delivery.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'webhook-id': msgId,
-          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
-          'webhook-signature': signatureHeader(delivery.secrets, msgId, timestamp, body),
-          'user-agent': 'plantstore-webhooks',
-        },
-        body,
-        // A redirect is not followed: it could lead a delivery (and its signature) anywhere.
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs), this.controller.signal]),
-      });
-      await res.body?.cancel();
+      const headers = {
+        'content-type': 'application/json',
+        'webhook-id': msgId,
+        'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+        'webhook-signature': signatureHeader(delivery.secrets, msgId, timestamp, body),
+        'user-agent': 'plantstore-webhooks',
+      };
+      // A redirect is not followed (the sender never does): it could lead a delivery (and its signature) anywhere.
+      const res = await this.sender.post(new URL(delivery.url), headers, body, AbortSignal.any([timeout, this.controller.signal]));
       if (res.status >= 200 && res.status < 300) return { kind: 'delivered', status: res.status };
       if (res.status === 410) return { kind: 'gone', status: 410 };
-      return retry(res.status, `answered ${res.status}`, res.headers.get('retry-after'));
+      const retryAfter = res.headers['retry-after'];
+      return retry(res.status, `answered ${res.status}`, typeof retryAfter === 'string' ? retryAfter : null);
     } catch (err) {
-      return retry(undefined, this.failureReason(err));
+      return retry(undefined, timeout.aborted ? `no answer within ${this.options.timeoutMs} ms` : failureReason(err));
     }
   }
+}
 
-  /** What went wrong, by its class: fetch says only "fetch failed", and the cause's code (ECONNREFUSED, …) says why. */
-  private failureReason(err: unknown): string {
-    const error = err as Error & { cause?: { code?: string; message?: string } };
-    if (error.name === 'TimeoutError') return `no answer within ${this.options.timeoutMs} ms`;
-    const cause = error.cause?.code ?? error.cause?.message;
-    return cause === undefined ? error.message : `${error.message}: ${cause}`;
-  }
+/** What went wrong, by its class: the error's code (ECONNREFUSED, ECONNRESET, …) and its message. */
+function failureReason(err: unknown): string {
+  const error = err as NodeJS.ErrnoException;
+  return error.code === undefined || error.message.includes(error.code) ? error.message : `${error.code}: ${error.message}`;
 }
