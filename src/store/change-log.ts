@@ -18,12 +18,6 @@ export const EVERYTHING = '*';
 /** One change-log row as read back: the table it is about and the keys it names (`plantId` is a catalogue position). */
 export interface Change extends ChangedRow {
   table: LoggedTable | typeof EVERYTHING;
-  userId: number | null;
-  groupId: number | null;
-  plantId: number | null;
-  tokenId: number | null;
-  name: string | null;
-  isPublic: boolean;
 }
 
 /**

@@ -38,6 +38,9 @@ for (const backend of BACKENDS) {
       await store?.close();
     });
 
+    /** The newest delivery to endpoint `id`. */
+    const latestDelivery = async (id: number) => (await store.webhooks.listDeliveries({ endpointId: id, limit: 1 }))[0];
+
     /** The log lines the dispatcher wrote about endpoint `id`. */
     const logged = (id: number) =>
       server
@@ -132,7 +135,7 @@ for (const backend of BACKENDS) {
         assert.deepEqual(verify(secret, second!), { id: 201, name: 'Retried' });
         await until(() => receiver.received.length === 2, 'no third attempt');
         await new Promise((resolve) => setTimeout(resolve, 200));
-        const [delivery] = await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 });
+        const delivery = await latestDelivery(endpoint.id);
         assert.deepEqual([delivery?.plantId, delivery?.status, delivery?.attempts, delivery?.lastStatus], [201, 'delivered', 2, 204]);
         assert.equal(receiver.received.length, 2);
         const [line, ...more] = logged(endpoint.id);
@@ -154,12 +157,13 @@ for (const backend of BACKENDS) {
       try {
         assert.equal((await create(251, 'Waiting')).status, 200);
         await until(() => receiver.received.length >= 1, 'a first attempt');
-        const latest = async () => (await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 }))[0];
-        await eventually('its outcome recorded', latest, { until: (d) => d?.attempts === 1 && d.status === 'pending' });
+        await eventually('its outcome recorded', () => latestDelivery(endpoint.id), {
+          until: (d) => d?.attempts === 1 && d.status === 'pending',
+        });
         assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 1);
         await until(() => receiver.received.length >= 2, 'the second attempt, now', 3_000);
         assert.deepEqual(verify(secret, receiver.received[1]!), { id: 251, name: 'Waiting' });
-        await eventually('delivered', latest, { until: (d) => d?.status === 'delivered' });
+        await eventually('delivered', () => latestDelivery(endpoint.id), { until: (d) => d?.status === 'delivered' });
         assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 0, 'nothing left to send');
       } finally {
         await store.webhooks.removeEndpoint(endpoint.id);
@@ -176,8 +180,9 @@ for (const backend of BACKENDS) {
       const endpoint = await store.webhooks.addEndpoint(`http://127.0.0.1:${port}/hook`, newWebhookSecret());
       try {
         assert.equal((await create(271, 'Refused')).status, 200);
-        const latest = async () => (await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 }))[0];
-        const delivery = await eventually('the first attempt recorded', latest, { until: (d) => d?.attempts === 1 });
+        const delivery = await eventually('the first attempt recorded', () => latestDelivery(endpoint.id), {
+          until: (d) => d?.attempts === 1,
+        });
         assert.match(delivery?.lastError ?? '', /ECONNREFUSED/);
         await eventually('the log line', () => logged(endpoint.id).length, { until: (n) => n >= 1 });
         assert.match(logged(endpoint.id)[0]!.error ?? '', /ECONNREFUSED/);
@@ -199,7 +204,7 @@ for (const backend of BACKENDS) {
         assert.match(endpoints.find((e) => e.id === a.id)?.disabledReason ?? '', /410/);
         assert.match(logged(a.id)[0]?.msg ?? '', /answered 410 Gone and is disabled/);
         assert.equal(endpoints.find((e) => e.id === b.id)?.disabledAt, undefined);
-        const [redirected] = await store.webhooks.listDeliveries({ endpointId: b.id, limit: 1 });
+        const redirected = await latestDelivery(b.id);
         assert.equal(redirected?.status, 'pending', 'a redirect is a failed attempt, tried again later');
         assert.equal(redirected?.lastStatus, 302);
         assert.equal(redirecting.received.length, 1);
