@@ -56,6 +56,7 @@ export async function buildApp({ config, store, logStream, webhooks }: AppOption
   await registerPlantRoutes(app, config, store, metrics);
   deliverWebhooks(app, store, {
     leaseMs: config.webhookLeaseSeconds * 1000,
+    allowPrivateTargets: config.webhookAllowPrivate,
     ...(metrics ? { onAttempt: metrics.webhookAttempt } : {}),
     ...webhooks,
   });

@@ -64,6 +64,8 @@ export interface AppConfig {
   listings: { perProcess: number; perUser: number; minBytesPerSecond: number; rateWindowSeconds: number };
   /** Seconds a process holds a webhook delivery it is sending before another may take it over. */
   webhookLeaseSeconds: number;
+  /** Whether webhooks go to loopback and private addresses too (never to link-local or metadata ones). */
+  webhookAllowPrivate: boolean;
 }
 
 export interface HttpLimits {
@@ -135,6 +137,7 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
         rateWindowSeconds: v.listingRateWindow,
       },
       webhookLeaseSeconds: v.webhookLease,
+      webhookAllowPrivate: v.webhookAllowPrivate,
     },
   };
 }

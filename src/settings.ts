@@ -363,6 +363,17 @@ export const SETTINGS = {
     table: 'service',
     parse: wholeNumber('webhook lease', 16, 86_400),
   }),
+  webhookAllowPrivate: setting({
+    flag: '--webhook-allow-private [bool]',
+    env: 'PLANTSTORE_WEBHOOK_ALLOW_PRIVATE',
+    default: 'false',
+    summary: 'send webhooks to loopback and private addresses too',
+    meaning:
+      'Send webhooks to receivers at loopback, private and other non-public addresses too (receivers inside your own ' +
+      'network); link-local and cloud metadata addresses stay refused. Also read by `webhooks add`.',
+    table: 'service',
+    parse: boolean('PLANTSTORE_WEBHOOK_ALLOW_PRIVATE'),
+  }),
   metricsPort: setting({
     flag: '--metrics-port <port>',
     env: 'PLANTSTORE_METRICS_PORT',

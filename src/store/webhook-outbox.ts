@@ -46,6 +46,12 @@ export interface ClaimedDelivery {
   createdAt: number;
 }
 
+/** An attempt of a delivery, and how it ended. */
+export interface FinishedAttempt {
+  delivery: ClaimedDelivery;
+  outcome: AttemptOutcome;
+}
+
 /** How an attempt ended: delivered, to be tried again at `retryAt`, failed for good, or the endpoint is gone (410). */
 export type AttemptOutcome =
   | { kind: 'delivered'; status: number }
@@ -54,6 +60,10 @@ export type AttemptOutcome =
   | { kind: 'gone'; status: number };
 
 type Row = Record<string, string | number | null>;
+
+/** A delivery `d` that is due at `now` and that no process holds: what a claim takes. */
+const dueAt = (now: number) =>
+  sql`d.status = 'pending' AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until < ${now})`;
 const num = (v: unknown): number | undefined => (v === null || v === undefined ? undefined : Number(v));
 const date = (v: unknown): Date | undefined => (v === null || v === undefined ? undefined : new Date(Number(v)));
 
@@ -152,26 +162,39 @@ export class WebhookOutbox {
   }
 
   /**
-   * Claims up to `limit` due deliveries of enabled endpoints for `leaseMs`: no other process takes them meanwhile.
-   * The same query, read-only, comes first: most polls find nothing due (deliveries of a disabled endpoint are
-   * not due), and then take no write lock (on SQLite, a claim would wait behind another process's import, and
-   * this process's own writes behind it).
+   * The enabled endpoints that have a delivery due and not claimed, and whether any endpoint is enabled at all:
+   * read-only, and from the per-endpoint index, so that most looks, which find nothing due, take no write lock (on
+   * SQLite a claim would wait behind another process's import, and this process's own writes behind it).
    */
-  async claim(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async dueEndpoints(): Promise<{ due: number[]; anyEnabled: boolean }> {
     const now = Date.now();
-    const dueUpTo = (
-      n: number,
-    ) => sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id
-      WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until < ${now}) AND p.disabled_at IS NULL
-      ORDER BY d.next_attempt_at LIMIT ${n}`;
-    if ((await dueUpTo(1).execute(this.db())).rows.length === 0) return [];
-    const due = dueUpTo(limit);
+    const { rows } = await sql<Row>`SELECT p.id, CASE WHEN EXISTS (
+        SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = p.id AND ${dueAt(now)}) THEN 1 ELSE 0 END AS due
+      FROM webhook_endpoints p WHERE p.disabled_at IS NULL ORDER BY p.id`.execute(this.db());
+    return { due: rows.filter((r) => Number(r.due) === 1).map((r) => Number(r.id)), anyEnabled: rows.length > 0 };
+  }
+
+  /**
+   * Claims, for each endpoint in `quotas`, up to its number of due deliveries, earliest due first, for `leaseMs`:
+   * no other process takes them meanwhile. One statement for all endpoints; on PostgreSQL it skips rows another
+   * claim holds (FOR UPDATE SKIP LOCKED) instead of waiting for them.
+   */
+  async claim(quotas: ReadonlyMap<number, number>, leaseMs: number): Promise<ClaimedDelivery[]> {
+    if (quotas.size === 0) return [];
+    const now = Date.now();
+    const due = (endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) =>
+      sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
+        ORDER BY d.next_attempt_at LIMIT ${limit}`;
     const claimed =
       this.dialect === 'postgres'
-        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs} FROM (${due} FOR UPDATE OF d SKIP LOCKED) c
+        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs}
+            FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
+            CROSS JOIN LATERAL (${due(sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c
             WHERE w.event_id = c.event_id AND w.endpoint_id = c.endpoint_id RETURNING w.event_id, w.endpoint_id, w.attempts`
-        : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${due})
-            RETURNING event_id, endpoint_id, attempts`;
+        : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${sql.join(
+            [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due(sql`${endpoint}`, sql`${n}`)})`),
+            sql` UNION ALL `,
+          )}) RETURNING event_id, endpoint_id, attempts`;
     const { rows } = await claimed.execute(this.db());
     if (rows.length === 0) return [];
     const events = [...new Set(rows.map((r) => Number(r.event_id)))];
@@ -206,19 +229,33 @@ export class WebhookOutbox {
     });
   }
 
-  /** Records an attempt's outcome and lets the lease go. */
-  async finish(delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<void> {
+  /**
+   * Records attempts' outcomes and lets their leases go, in one statement for all of them; an endpoint that answered
+   * 410 Gone is disabled.
+   */
+  async finish(attempts: readonly FinishedAttempt[]): Promise<void> {
+    if (attempts.length === 0) return;
     const now = Date.now();
-    const status = outcome.kind === 'delivered' ? 'delivered' : outcome.kind === 'retry' ? 'pending' : 'failed';
-    const next = outcome.kind === 'retry' ? outcome.retryAt : now;
-    const code = 'status' in outcome && outcome.status !== undefined ? outcome.status : null;
-    const error = 'error' in outcome && outcome.error !== undefined ? outcome.error.slice(0, 500) : null;
-    await sql`UPDATE webhook_deliveries SET status = ${status}, attempts = attempts + 1, next_attempt_at = ${next}, lease_until = NULL,
-      last_attempt_at = ${now}, last_status = ${code}, last_error = ${error}
-      WHERE event_id = ${delivery.eventId} AND endpoint_id = ${delivery.endpointId}`.execute(this.db());
-    if (outcome.kind === 'gone') {
+    const rows = attempts.map(({ delivery, outcome }) => {
+      const status = outcome.kind === 'delivered' ? 'delivered' : outcome.kind === 'retry' ? 'pending' : 'failed';
+      const next = outcome.kind === 'retry' ? outcome.retryAt : now;
+      const code = 'status' in outcome && outcome.status !== undefined ? outcome.status : null;
+      const error = 'error' in outcome && outcome.error !== undefined ? outcome.error.slice(0, 500) : null;
+      // Typed where the values are, so that PostgreSQL does not read every parameter of a VALUES list as text.
+      return sql`(CAST(${delivery.eventId} AS bigint), CAST(${delivery.endpointId} AS bigint), CAST(${status} AS text),
+        CAST(${next} AS bigint), CAST(${code} AS integer), CAST(${error} AS text))`;
+    });
+    await sql`WITH outcome (event_id, endpoint_id, status, next_attempt_at, last_status, last_error) AS (VALUES ${sql.join(rows)})
+      UPDATE webhook_deliveries SET status = outcome.status, attempts = webhook_deliveries.attempts + 1,
+        next_attempt_at = outcome.next_attempt_at, lease_until = NULL, last_attempt_at = ${now}, last_status = outcome.last_status,
+        last_error = outcome.last_error
+      FROM outcome WHERE webhook_deliveries.event_id = outcome.event_id AND webhook_deliveries.endpoint_id = outcome.endpoint_id`.execute(
+      this.db(),
+    );
+    const gone = [...new Set(attempts.filter((a) => a.outcome.kind === 'gone').map((a) => a.delivery.endpointId))];
+    if (gone.length > 0) {
       await sql`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${'the endpoint answered 410 Gone'}
-        WHERE id = ${delivery.endpointId} AND disabled_at IS NULL`.execute(this.db());
+        WHERE id IN (${sql.join(gone)}) AND disabled_at IS NULL`.execute(this.db());
     }
   }
 

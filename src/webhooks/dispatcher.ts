@@ -1,4 +1,6 @@
 import type { AttemptOutcome, ClaimedDelivery, WebhookOutbox } from '../store/webhook-outbox.js';
+import { EndpointShares, type EndpointShare } from './endpoint-share.js';
+import { OutcomeRecorder } from './outcome-recorder.js';
 import { nextAttemptAt } from './retry-schedule.js';
 import { WebhookSender } from './sender.js';
 import { signatureHeader } from './signing.js';
@@ -17,6 +19,10 @@ export interface DispatcherOptions {
   timeoutMs: number;
   /** Deliveries in flight at once, per process. */
   concurrency: number;
+  /** Deliveries to one endpoint in flight at once, per process: a slow endpoint holds no more than this. */
+  endpointConcurrency: number;
+  /** Whether receivers at loopback, private and other non-public addresses are sent to (never link-local ones). */
+  allowPrivateTargets: boolean;
   /** Told each attempt's outcome (metrics). */
   onAttempt?: (outcome: AttemptOutcome['kind']) => void;
 }
@@ -27,12 +33,22 @@ const PRUNE_EVERY_MS = 10 * 60_000;
 /** The least time between two looks for due deliveries that commits asked for (see nudge). */
 const NUDGE_GAP_MS = 5;
 
-export const DISPATCHER_DEFAULTS: DispatcherOptions = { pollMs: 500, leaseMs: 60_000, timeoutMs: 15_000, concurrency: 8 };
+export const DISPATCHER_DEFAULTS: DispatcherOptions = {
+  pollMs: 500,
+  leaseMs: 60_000,
+  timeoutMs: 15_000,
+  concurrency: 64,
+  endpointConcurrency: 8,
+  allowPrivateTargets: false,
+};
 
 /**
  * Delivers the outbox's new-plant events to their endpoints, in the background of a serving process: the API
- * never waits for a receiver. At most `concurrency` requests are in flight; a slow receiver holds one of them,
- * never a request of the API.
+ * never waits for a receiver. At most `concurrency` requests are in flight, and at most `endpointConcurrency` to one
+ * endpoint, so that a slow receiver holds only its own share, never a request of the API nor another endpoint's
+ * slots; free slots are shared out among the endpoints with deliveries due, in turn. Claims and outcomes are
+ * written in batches: a claim takes what every endpoint has room for, and the outcomes that finish while one
+ * statement records others are recorded together by the next.
  */
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
@@ -41,16 +57,24 @@ export class WebhookDispatcher {
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
   private nudgeTimer: NodeJS.Timeout | undefined;
-  private nudgedWhileClaiming = false;
+  private claimAgain = false;
+  /** As the last look found: with no endpoint enabled, commits do not ask for looks (the poll finds a new endpoint). */
+  private anyEnabled = true;
+  private readonly shares: EndpointShares;
+  private readonly outcomes: OutcomeRecorder;
   private stopped = false;
   private readonly controller = new AbortController();
-  private readonly sender = new WebhookSender();
+  private readonly sender: WebhookSender;
 
   constructor(
     private readonly outbox: WebhookOutbox,
     private readonly log: WarningLog,
     private readonly options: DispatcherOptions = DISPATCHER_DEFAULTS,
-  ) {}
+  ) {
+    this.sender = new WebhookSender(options.allowPrivateTargets);
+    this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency));
+    this.outcomes = new OutcomeRecorder(outbox, log);
+  }
 
   start(): void {
     this.timer = setInterval(() => this.claimMore(), this.options.pollMs);
@@ -65,9 +89,9 @@ export class WebhookDispatcher {
    */
   nudge(): void {
     // Before start() nothing is looked for; after stop() nothing more.
-    if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined) return;
+    if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined || !this.anyEnabled) return;
     if (this.claiming !== undefined) {
-      this.nudgedWhileClaiming = true;
+      this.claimAgain = true;
       return;
     }
     this.nudgeTimer = setTimeout(
@@ -89,34 +113,53 @@ export class WebhookDispatcher {
     await this.claiming;
     const abandoned = [...this.inFlight.values()];
     await Promise.all(this.inFlight.keys());
+    await this.outcomes.settled();
     this.sender.close();
     await this.outbox.release(abandoned).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
   }
 
-  /** Claims as many due deliveries as there are free slots, and starts them; one claim at a time. */
+  /** Claims due deliveries for the free slots of every endpoint, and starts them; one claim at a time. */
   private claimMore(): void {
-    const free = this.options.concurrency - this.inFlight.size;
-    if (this.stopped || this.claiming !== undefined || free <= 0) return;
+    if (this.stopped) return;
+    if (this.claiming !== undefined) {
+      this.claimAgain = true;
+      return;
+    }
+    if (this.inFlight.size >= this.options.concurrency) return;
     this.lastClaimAt = Date.now();
-    this.nudgedWhileClaiming = false;
+    this.claimAgain = false;
     this.claiming = this.pruneNow()
-      .then(() => this.outbox.claim(free, this.options.leaseMs))
-      .then((claimed) => {
-        for (const delivery of claimed) {
-          const running = this.deliver(delivery).finally(() => {
-            this.inFlight.delete(running);
-            // A slot is free: the next due delivery need not wait for the next poll.
-            if (claimed.length === free) this.claimMore();
-          });
-          this.inFlight.set(running, delivery);
-        }
+      .then(() => this.outbox.dueEndpoints())
+      .then(async ({ due, anyEnabled }) => {
+        this.anyEnabled = anyEnabled;
+        const quotas = this.shares.shareOut(due, this.options.concurrency - this.inFlight.size);
+        const claimed = await this.outbox.claim(quotas, this.options.leaseMs);
+        const got = new Map<number, number>();
+        for (const delivery of claimed) got.set(delivery.endpointId, (got.get(delivery.endpointId) ?? 0) + 1);
+        for (const [endpoint, quota] of quotas) this.shares.of(endpoint).moreDue = got.get(endpoint) === quota;
+        for (const delivery of claimed) this.send(delivery);
       })
       .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not readable; trying again'))
       .finally(() => {
         this.claiming = undefined;
-        // A commit during the claim may have raised an event the claim's query did not see.
-        if (this.nudgedWhileClaiming) this.nudge();
+        // A commit or a free slot during the claim may have made due what the claim's query did not see.
+        if (this.claimAgain) this.nudge();
       });
+  }
+
+  private send(delivery: ClaimedDelivery): void {
+    const share = this.shares.of(delivery.endpointId);
+    share.inFlight += 1;
+    const running = this.deliver(delivery, share).finally(() => {
+      this.inFlight.delete(running);
+      share.inFlight -= 1;
+      // Claims come in batches: once half an endpoint's share is free (or the process's), if more may be due.
+      const batch = Math.ceil(share.cap / 2);
+      if (share.moreDue && (share.inFlight <= share.cap - batch || this.inFlight.size <= this.options.concurrency - batch)) {
+        this.claimMore();
+      }
+    });
+    this.inFlight.set(running, delivery);
   }
 
   /** Every few minutes, one poll also prunes what the outbox no longer needs. */
@@ -127,18 +170,23 @@ export class WebhookDispatcher {
     await this.outbox.prune(now - KEPT_MS);
   }
 
-  private async deliver(delivery: ClaimedDelivery): Promise<void> {
+  private async deliver(delivery: ClaimedDelivery, share: EndpointShare): Promise<void> {
     const outcome = await this.attempt(delivery);
     // Cut off by stop(): not an attempt of the receiver's; the delivery is released for another process.
     if (this.controller.signal.aborted && outcome.kind !== 'delivered') return;
     this.options.onAttempt?.(outcome.kind);
-    if (outcome.kind !== 'delivered') this.report(delivery, outcome);
-    try {
-      await this.outbox.finish(delivery, outcome);
-    } catch (err) {
-      // The lease runs out and the delivery is tried again: at least once, never lost.
-      this.log.warn({ err }, 'webhook delivery outcome not recorded');
+    if (outcome.kind === 'delivered' || outcome.kind === 'gone') share.succeeded();
+    else {
+      const rest = share.failed(Date.now());
+      if (rest > 0) {
+        this.log.warn(
+          { endpointId: delivery.endpointId, restMs: rest },
+          'webhook endpoint keeps failing; it is given no delivery until a probe after the rest succeeds',
+        );
+      }
     }
+    if (outcome.kind !== 'delivered') this.report(delivery, outcome);
+    this.outcomes.record({ delivery, outcome });
   }
 
   /** One log line for each attempt that did not deliver: an operator sees a failing receiver without asking. */

@@ -1,5 +1,6 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { checkedLookup, urlRefusal } from './endpoint-address.js';
 
 /** What a receiver answered. */
 export interface ReceiverAnswer {
@@ -9,12 +10,21 @@ export interface ReceiverAnswer {
 
 /**
  * Posts webhook bodies over kept-alive connections, one agent per receiving origin, so that a busy endpoint is not
- * paid a new connection (and TLS handshake) per delivery. Redirects are not followed: node:http never does.
+ * paid a new connection (and TLS handshake) per delivery. Redirects are not followed: node:http never does. Only
+ * addresses `addressRefusal` allows are connected to, judged after DNS resolution on every new connection.
  */
 export class WebhookSender {
   private readonly agents = new Map<string, HttpAgent>();
+  private readonly lookup: ReturnType<typeof checkedLookup>;
+
+  constructor(private readonly allowPrivate: boolean) {
+    this.lookup = checkedLookup(allowPrivate);
+  }
 
   async post(url: URL, headers: OutgoingHttpHeaders, body: string, signal: AbortSignal): Promise<ReceiverAnswer> {
+    // A literal address is connected to without a lookup: judged here.
+    const refused = urlRefusal(url, this.allowPrivate);
+    if (refused !== undefined) throw Object.assign(new Error(`refused: ${refused}`), { code: 'EWEBHOOKADDRESS' });
     try {
       return await this.once(url, headers, body, signal, false);
     } catch (err) {
@@ -37,6 +47,7 @@ export class WebhookSender {
         method: 'POST',
         headers: { ...headers, 'content-length': Buffer.byteLength(body) },
         agent: fresh ? false : this.agentFor(url.origin, https),
+        lookup: this.lookup,
         signal,
       });
       req.on('response', (res) => {
@@ -56,7 +67,8 @@ export class WebhookSender {
   private agentFor(origin: string, https: boolean): HttpAgent {
     let agent = this.agents.get(origin);
     if (agent === undefined) {
-      agent = https ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+      const options = { keepAlive: true, lookup: this.lookup };
+      agent = https ? new HttpsAgent(options) : new HttpAgent(options);
       this.agents.set(origin, agent);
     }
     return agent;

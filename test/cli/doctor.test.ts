@@ -99,17 +99,21 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       () => openStore({ db: db }),
       async (store) => {
         await store.addUser('alice', false);
-        await store.webhooks.addEndpoint('https://gone.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
-        await store.webhooks.addEndpoint('https://failing.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
-        await store.webhooks.addEndpoint('https://fine.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+        const endpoints = [];
+        for (const host of ['gone', 'failing', 'fine'])
+          endpoints.push(await store.webhooks.addEndpoint(`https://${host}.example/hooks`, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'));
         await addPlant(store, { name: 'Fern', owner: 'alice', public: false });
-        const claimed = await store.webhooks.claim(10, 60_000);
-        for (const delivery of claimed) {
-          if (delivery.url.includes('gone')) await store.webhooks.finish(delivery, { kind: 'gone', status: 410 });
-          if (delivery.url.includes('failing'))
-            await store.webhooks.finish(delivery, { kind: 'retry', retryAt: Date.now() + 5000, status: 500 });
-          if (delivery.url.includes('fine')) await store.webhooks.finish(delivery, { kind: 'delivered', status: 200 });
-        }
+        const claimed = await store.webhooks.claim(new Map(endpoints.map((e) => [e.id, 10])), 60_000);
+        const outcomes = {
+          gone: { kind: 'gone', status: 410 },
+          failing: { kind: 'retry', retryAt: Date.now() + 5000, status: 500 },
+        } as const;
+        await store.webhooks.finish(
+          claimed.map((delivery) => ({
+            delivery,
+            outcome: Object.entries(outcomes).find(([host]) => delivery.url.includes(host))?.[1] ?? { kind: 'delivered', status: 200 },
+          })),
+        );
       },
     );
     const { code, checks } = await doctor(db);

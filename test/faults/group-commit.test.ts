@@ -77,7 +77,7 @@ describe('group commit on SQLite, on a real server process', () => {
     // Every plant then raises a webhook event in its own transaction: a half-written plant would lack it.
     const ndjson = '{"type":"user","name":"alice"}\n';
     assert.equal((await runCli(db, ['import', '-'], ndjson)).code, 0);
-    assert.equal((await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/never-answers'])).code, 0);
+    assert.equal((await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/never-answers', '--webhook-allow-private'])).code, 0);
     const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
     const server = await spawnServe(db, ['--write-rate-limit', 'off']);
     const acknowledged: number[] = [];

@@ -55,7 +55,7 @@ for (const backend of BACKENDS) {
       const toRevoke = await mintToken(store, 'alice');
       await store.revokeToken(toRevoke.id);
       revoked = toRevoke.token;
-      server = await serve(store, { metricsPort: 0 });
+      server = await serve(store, { metricsPort: 0, webhookAllowPrivate: true });
       await settleChangeFeed(store);
     });
 

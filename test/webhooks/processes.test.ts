@@ -11,8 +11,11 @@ import { startReceiver, until, verifyDelivery as verify } from '../helpers/webho
 
 after(() => cleanupBackends());
 
+/** The receivers here listen on loopback: an address webhooks are sent to only when the operator allows it. */
+const ALLOW_PRIVATE = { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true' };
+
 async function cli(db: string, ...args: string[]): Promise<string> {
-  const run = await runCli(db, args);
+  const run = await runCli(db, args, undefined, ALLOW_PRIVATE);
   assert.equal(run.code, 0, run.stderr);
   return run.stdout.trimEnd().split('\n').at(-1)!;
 }
@@ -31,14 +34,14 @@ for (const backend of BACKENDS) {
           const secret = await cli(db, 'webhooks', 'add', hook.url);
           assert.match(secret, /^whsec_[A-Za-z0-9+/]+=*$/);
           await cli(db, 'plants', 'add', '--name', 'While down', '--owner', 'alice', '--id', '1');
-          const first = await spawnServe(db, ['--webhook-lease', '16']);
+          const first = await spawnServe(db, ['--webhook-lease', '16'], ALLOW_PRIVATE);
           await until(() => hook.received.length === 1, 'the event committed while no server ran', 10_000);
           assert.deepEqual(verify(secret, hook.received[0]!), { id: 1, name: 'While down' });
           await cli(db, 'plants', 'add', '--name', 'In flight', '--owner', 'alice', '--id', '2');
           await until(() => hook.received.length === 2, 'the delivery in flight', 10_000);
           first.child.kill('SIGKILL');
           await first.stop();
-          const second = await spawnServe(db, ['--webhook-lease', '16']);
+          const second = await spawnServe(db, ['--webhook-lease', '16'], ALLOW_PRIVATE);
           try {
             // The killed server's lease runs out (16 s), then the restarted one sends the event again.
             await until(() => hook.received.length === 3, 'the event after the lease ran out', 30_000);
@@ -86,11 +89,31 @@ for (const backend of BACKENDS) {
         ['add', 'https://user:pw@example.com/x'],
         ['add', 'not a url'],
         ['enable', '999'],
+        // Not a public address, as written: refused unless the operator allows private receivers.
+        ['add', 'http://127.0.0.1:8080/hooks'],
+        ['add', 'http://0x7f000001/hooks'],
+        ['add', 'http://2130706433/hooks'],
+        ['add', 'http://[::1]/hooks'],
+        ['add', 'http://[::ffff:10.0.0.1]/hooks'],
+        ['add', 'http://0.0.0.0/hooks'],
+        ['add', 'http://localhost:3000/hooks'],
+        ['add', 'http://192.168.1.10/hooks'],
+        // Link-local and cloud metadata: refused even then.
+        ['add', 'http://169.254.169.254/latest/meta-data', '--webhook-allow-private'],
+        ['add', 'http://[fe80::1]/hooks', '--webhook-allow-private'],
+        ['add', 'http://[fd00:ec2::254]/latest', '--webhook-allow-private'],
       ]) {
         const run = await runCli(db, ['webhooks', ...bad]);
         assert.equal(run.code, 1, `${bad.join(' ')}: ${run.stderr}`);
         assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
+        if (bad[1]!.includes('169.254')) assert.match(run.stderr, /link-local or cloud metadata/);
       }
+      const allowed = await runCli(db, ['webhooks', 'add', 'http://10.0.0.7:3000/hooks', '--webhook-allow-private']);
+      assert.equal(allowed.code, 0, allowed.stderr);
+      const byEnv = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:3000/hooks'], undefined, ALLOW_PRIVATE);
+      assert.equal(byEnv.code, 0, byEnv.stderr);
+      for (const e of (await list()).filter((e) => e.url !== 'https://example.com/hooks/plants'))
+        await cli(db, 'webhooks', 'remove', String(e.id));
       await cli(db, 'webhooks', 'remove', String(endpoint!.id));
       assert.deepEqual(await list(), []);
     });
@@ -118,7 +141,7 @@ for (const backend of BACKENDS) {
               { encoding: 'utf8' },
             );
             assert.equal(insert.status, 0, `sqlite3 ${sqlite3.stdout.trim()}: ${insert.stderr}`);
-            const server = await spawnServe(db);
+            const server = await spawnServe(db, [], ALLOW_PRIVATE);
             try {
               await until(() => hook.received.length === 1, 'the event of the plant added with plain SQL', 10_000);
               assert.deepEqual(verify(secret, hook.received[0]!), { id: 7, name: 'By sqlite3' });
@@ -139,7 +162,7 @@ for (const backend of BACKENDS) {
         try {
           await cli(db, 'users', 'add', 'alice');
           const secret = await cli(db, 'webhooks', 'add', hook.url);
-          const instances = [await spawnServe(db), await spawnServe(db)];
+          const instances = [await spawnServe(db, [], ALLOW_PRIVATE), await spawnServe(db, [], ALLOW_PRIVATE)];
           try {
             const records = Array.from({ length: 40 }, (_, i) =>
               JSON.stringify({ type: 'plant', id: i + 1, name: `p${i + 1}`, owner: 'alice' }),

@@ -17,7 +17,7 @@ import { startReceiver, until, verifyDelivery as verify } from '../helpers/webho
 
 after(() => cleanupBackends());
 
-const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4 };
+const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4, allowPrivateTargets: true };
 
 for (const backend of BACKENDS) {
   describe(`new-plant webhook [${backend.name}]`, { skip: backend.skip }, () => {
@@ -279,8 +279,8 @@ for (const backend of BACKENDS) {
       const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
       for (const id of [1, 2]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
       assert.equal((await store.webhooks.backlog()).pending, 2);
-      const [first] = await store.webhooks.claim(1, 60_000);
-      await store.webhooks.finish(first!, { kind: 'gone', status: 410 });
+      const [first] = await store.webhooks.claim(new Map([[endpoint.id, 1]]), 60_000);
+      await store.webhooks.finish([{ delivery: first!, outcome: { kind: 'gone', status: 410 } }]);
       assert.ok((await store.webhooks.listEndpoints())[0]!.disabledAt, 'the 410 disabled the endpoint');
       assert.equal((await store.webhooks.backlog()).pending, 0, 'the other delivery waits for enable, not in the backlog');
       await store.webhooks.enableEndpoint(endpoint.id);
@@ -288,15 +288,95 @@ for (const backend of BACKENDS) {
     });
   });
 
+  describe(`webhook endpoints sharing the dispatcher [${backend.name}]`, { skip: backend.skip }, () => {
+    const SHARED = { ...FAST, concurrency: 4, endpointConcurrency: 2, timeoutMs: 20_000 };
+
+    it('a receiver that never answers holds only its own share: the others are delivered meanwhile', { timeout: 60_000 }, async () => {
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const hanging = await startReceiver(() => 'hold');
+      const healthy = await startReceiver();
+      await store.webhooks.addEndpoint(hanging.url, newWebhookSecret());
+      await store.webhooks.addEndpoint(healthy.url, newWebhookSecret());
+      const server = await startApp(store, { webhooks: SHARED });
+      try {
+        for (let id = 1; id <= 40; id++) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        await until(
+          () => healthy.received.length === 40,
+          'every plant at the healthy receiver, while the other holds its requests',
+          10_000,
+        );
+        assert.equal(hanging.received.length, 2, 'the hanging receiver holds its share of two, no more');
+      } finally {
+        await server.close();
+        await hanging.close();
+        await healthy.close();
+      }
+    });
+
+    it('an endpoint that keeps failing rests as a whole, then a probe brings it back', { timeout: 60_000 }, async () => {
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const receiver = await startReceiver((n) => ({ status: n <= 6 ? 503 : 200 }));
+      const endpoint = await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+      const server = await startApp(store, { webhooks: SHARED, captureLogs: true, logRequests: false });
+      try {
+        for (let id = 1; id <= 30; id++) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        await new Promise((resolve) => setTimeout(resolve, 3_000));
+        // Five failures in a row start a rest of 5 s; what was in flight then finishes, and nothing more is sent.
+        assert.ok(receiver.received.length <= 5 + SHARED.endpointConcurrency, `${receiver.received.length} attempts during the rest`);
+        const rest = server
+          .logs()
+          .split('\n')
+          .filter((line) => line.includes('keeps failing'));
+        assert.equal(rest.length, 1, 'one log line when the rest starts');
+        assert.equal((JSON.parse(rest[0]!) as { endpointId: number }).endpointId, endpoint.id);
+        await until(
+          () => new Set(receiver.received.slice(6).map((got) => got.headers['webhook-id'])).size === 30,
+          'every plant after the probe',
+          30_000,
+        );
+      } finally {
+        await server.close();
+        await receiver.close();
+      }
+    });
+  });
+
+  describe(`webhook receivers' addresses [${backend.name}]`, { skip: backend.skip }, () => {
+    it('sends nothing to a loopback receiver unless private receivers are allowed, and says why', { timeout: 30_000 }, async () => {
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const receiver = await startReceiver();
+      // Registered past the CLI's check of what is written (as plain SQL could): the sender judges each connection.
+      const literal = await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+      const named = await store.webhooks.addEndpoint(receiver.url.replace('127.0.0.1', 'localhost'), newWebhookSecret());
+      const server = await startApp(store, { webhooks: { ...FAST, allowPrivateTargets: false } });
+      try {
+        await addPlant(store, { id: 1, name: 'Kept inside', owner: 'alice', public: false });
+        for (const endpoint of [literal, named]) {
+          const newest = async () => (await store.webhooks.listDeliveries({ endpointId: endpoint.id, limit: 1 }))[0];
+          const last = await eventually('the attempt recorded', newest, { until: (d) => (d?.attempts ?? 0) >= 1 });
+          assert.match(String(last?.lastError), /^EWEBHOOKADDRESS: refused: .*(loopback|this machine)/);
+        }
+        assert.equal(receiver.received.length, 0);
+      } finally {
+        await server.close();
+        await receiver.close();
+      }
+    });
+  });
+
   describe(`webhook deliveries pushed by commits [${backend.name}]`, { skip: backend.skip }, () => {
     it('sends a new plant at once, without waiting for the next look at the outbox', { timeout: 30_000 }, async () => {
       const store = await backend.open();
       const { tokens } = await seed(store, { users: [{ name: 'alice' }] });
-      // The outbox is polled once a minute here: only the commit itself can start the delivery in time.
-      const server = await startApp(store, { webhooks: { ...FAST, pollMs: 60_000 } });
       const receiver = await startReceiver();
       const secret = newWebhookSecret();
+      // Registered before the server starts: its first look sees the endpoint. The outbox is polled once a minute
+      // here: only the commit itself can start the delivery in time.
       await store.webhooks.addEndpoint(receiver.url, secret);
+      const server = await startApp(store, { webhooks: { ...FAST, pollMs: 60_000 } });
       try {
         for (const id of [1, 2, 3]) {
           const res = await rawRequest(
@@ -313,6 +393,30 @@ for (const backend of BACKENDS) {
         await addPlant(store, { id: 4, name: 'Pushed 4', owner: 'alice', public: false });
         await until(() => receiver.received.length === 4, 'a plant written by the store directly, as the CLI and imports write', 5_000);
         assert.deepEqual(verify(secret, receiver.received[3]!), { id: 4, name: 'Pushed 4' });
+      } finally {
+        await server.close();
+        await receiver.close();
+      }
+    });
+
+    it('with no endpoint enabled, commits ask for no look at the outbox; the poll finds a new endpoint', { timeout: 30_000 }, async () => {
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      let looks = 0;
+      const dueEndpoints = store.webhooks.dueEndpoints.bind(store.webhooks);
+      store.webhooks.dueEndpoints = () => ((looks += 1), dueEndpoints());
+      const server = await startApp(store, { webhooks: { ...FAST, pollMs: 300 } });
+      const receiver = await startReceiver();
+      try {
+        await until(() => looks >= 1, 'the first look');
+        const before = looks;
+        const started = Date.now();
+        for (let id = 1; id <= 50; id++) await addPlant(store, { id, name: `Unheard ${id}`, owner: 'alice', public: false });
+        const polls = Math.ceil((Date.now() - started) / 300) + 1;
+        assert.ok(looks - before <= polls, `${looks - before} looks for 50 commits in ${Date.now() - started} ms: only the polls`);
+        await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+        await addPlant(store, { id: 51, name: 'Heard', owner: 'alice', public: false });
+        await until(() => receiver.received.length === 1, 'the plant after the endpoint, by the next poll', 5_000);
       } finally {
         await server.close();
         await receiver.close();

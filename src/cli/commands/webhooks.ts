@@ -3,12 +3,17 @@ import { invalidInput } from '../../catalogue/errors.js';
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
+import { SETTINGS } from '../../settings.js';
+import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { withWebhooks } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
-/** Only http(s) URLs with a host: what a delivery can be sent to. */
-function parseEndpointUrl(text: string): string {
+/**
+ * Only http(s) URLs with a host: what a delivery can be sent to; and not, as written, a private or link-local address
+ * (one that resolves to such an address is refused when a delivery connects).
+ */
+function parseEndpointUrl(text: string, allowPrivate: boolean): string {
   let url: URL;
   try {
     url = new URL(text);
@@ -18,6 +23,8 @@ function parseEndpointUrl(text: string): string {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalidInput(`a webhook URL must be http or https, not ${url.protocol}`);
   if (url.username !== '' || url.password !== '')
     throw invalidInput('a webhook URL must not carry credentials; the signature authenticates');
+  const refused = urlRefusal(url, allowPrivate);
+  if (refused !== undefined) throw invalidInput(`refused webhook URL ${url.toString()}: ${refused}`);
   return url.toString();
 }
 
@@ -30,9 +37,17 @@ export function registerWebhookCommands(program: Command): void {
   webhooks
     .command('add <url>')
     .description('register an endpoint; prints its signing secret (whsec_…) alone, shown only this once')
-    .addHelpText('after', examples('SECRET=$(plantstore webhooks add https://example.com/hooks/plants)'))
-    .action(async (text: string, _opts: unknown, cmd: Command) => {
-      const url = parseEndpointUrl(text);
+    .addHelpText(
+      'after',
+      examples(
+        'SECRET=$(plantstore webhooks add https://example.com/hooks/plants)',
+        'SECRET=$(plantstore webhooks add http://10.0.0.7:3000/hooks --webhook-allow-private)',
+      ),
+    )
+    .option(SETTINGS.webhookAllowPrivate.flag!, `${SETTINGS.webhookAllowPrivate.summary} (env ${SETTINGS.webhookAllowPrivate.env})`)
+    .action(async (text: string, opts: { webhookAllowPrivate?: string | boolean }, cmd: Command) => {
+      const allowed = SETTINGS.webhookAllowPrivate;
+      const url = parseEndpointUrl(text, allowed.parse(String(opts.webhookAllowPrivate ?? process.env[allowed.env] ?? allowed.default)));
       const secret = newWebhookSecret();
       const endpoint = await withWebhooks(cmd, (webhooks) => webhooks.addEndpoint(url, secret), { create: true });
       process.stdout.write(`${secret}\n`);

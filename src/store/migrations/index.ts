@@ -9,6 +9,7 @@ import { plantIdWatermark } from './0007-plant-id-watermark.js';
 import { changeAnnouncements } from './0008-change-announcements.js';
 import { webhookClock } from './0009-webhook-clock.js';
 import { webhookMessageIds } from './0010-webhook-message-ids.js';
+import { webhookDueByEndpoint } from './0011-webhook-due-by-endpoint.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -25,6 +26,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0008-change-announcements': changeAnnouncements(dialect),
     '0009-webhook-clock': webhookClock(dialect),
     '0010-webhook-message-ids': webhookMessageIds(dialect),
+    '0011-webhook-due-by-endpoint': webhookDueByEndpoint(),
   };
 }
 

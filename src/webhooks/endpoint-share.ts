@@ -1,0 +1,93 @@
+/** Consecutive failures after which an endpoint rests as a whole instead of being given deliveries one by one. */
+const FAILURES_BEFORE_REST = 5;
+/** The first rest; each failed probe after it doubles the rest, up to MAX_REST_MS. */
+const FIRST_REST_MS = 5_000;
+const MAX_REST_MS = 5 * 60_000;
+
+/**
+ * One endpoint's share of a dispatcher: how many of its deliveries are in flight (never more than `cap`, so that a
+ * slow or dead endpoint holds only its own slots), and a circuit breaker. After FAILURES_BEFORE_REST failures in a
+ * row the endpoint rests (it is given nothing); then one delivery probes it: a success closes the breaker, a failure
+ * rests it again, twice as long. Its deliveries meanwhile stay due in the outbox, their attempts unspent. Each
+ * process keeps its own breaker: what one learns about an endpoint, the others learn from their own attempts.
+ */
+export class EndpointShare {
+  inFlight = 0;
+  /** The last claim got all it asked for: more may be due. */
+  moreDue = false;
+  private failures = 0;
+  private rests = 0;
+  private restUntil = 0;
+
+  constructor(readonly cap: number) {}
+
+  /** How many more deliveries the endpoint may be given now. */
+  room(now: number): number {
+    if (this.failures < FAILURES_BEFORE_REST) return this.cap - this.inFlight;
+    // Resting, or one probe already out: nothing; else the probe.
+    return now < this.restUntil || this.inFlight > 0 ? 0 : 1;
+  }
+
+  /** Whether the endpoint is resting after failures in a row (for the log: said once, when it starts). */
+  get resting(): boolean {
+    return this.failures >= FAILURES_BEFORE_REST;
+  }
+
+  succeeded(): void {
+    this.failures = 0;
+    this.rests = 0;
+    this.restUntil = 0;
+  }
+
+  /**
+   * Counts a failure; resolves to the rest it starts (ms), or 0 if it starts none. Attempts that were in flight when
+   * a rest started and fail during it do not lengthen it: only a failed probe does.
+   */
+  failed(now: number): number {
+    this.failures += 1;
+    if (this.failures < FAILURES_BEFORE_REST || now < this.restUntil) return 0;
+    this.rests += 1;
+    const rest = Math.min(MAX_REST_MS, FIRST_REST_MS * 2 ** (this.rests - 1));
+    this.restUntil = now + rest;
+    return rest;
+  }
+}
+
+/** The shares of the endpoints a dispatcher sends to, and how its free slots are shared out among them. */
+export class EndpointShares {
+  private readonly shares = new Map<number, EndpointShare>();
+  /** Where the next sharing out starts, so that no endpoint is always served first. */
+  private turn = 0;
+
+  constructor(private readonly cap: number) {}
+
+  of(endpoint: number): EndpointShare {
+    let share = this.shares.get(endpoint);
+    if (share === undefined) {
+      share = new EndpointShare(this.cap);
+      this.shares.set(endpoint, share);
+    }
+    return share;
+  }
+
+  /** How many deliveries to claim for each endpoint with due ones: `free` slots, given one at a time in turn. */
+  shareOut(due: readonly number[], free: number): Map<number, number> {
+    const now = Date.now();
+    const room = new Map(due.map((endpoint) => [endpoint, this.of(endpoint).room(now)]));
+    const quotas = new Map<number, number>();
+    const start = due.length === 0 ? 0 : this.turn++ % due.length;
+    for (let given = true; free > 0 && given;) {
+      given = false;
+      for (let i = 0; i < due.length && free > 0; i++) {
+        const endpoint = due[(start + i) % due.length]!;
+        const left = room.get(endpoint)!;
+        if (left <= 0) continue;
+        room.set(endpoint, left - 1);
+        quotas.set(endpoint, (quotas.get(endpoint) ?? 0) + 1);
+        free -= 1;
+        given = true;
+      }
+    }
+    return quotas;
+  }
+}
