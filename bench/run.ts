@@ -12,6 +12,7 @@ import { openStore } from '../src/store/open-store.js';
 import { DEFAULT_SPEC, generateCatalogue, userName, type CatalogueSpec } from './catalogue.js';
 import { loadGenerator, type LoadResult } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
+import { measureEvents, renderEvents, type EventResults } from './events.js';
 import { measureWrites, renderWrites, type WriteResults } from './writes.js';
 
 // `npm run bench`: the ceiling (bare node:http) and Plant Store measured side by side in one run.
@@ -32,6 +33,9 @@ const { values: args } = parseArgs({
     /** Skip the write rows, or run nothing else (a quick look at writes). */
     'no-writes': { type: 'boolean', default: false },
     'writes-only': { type: 'boolean', default: false },
+    /** Skip the event (webhook) rows, or run nothing else. */
+    'no-events': { type: 'boolean', default: false },
+    'events-only': { type: 'boolean', default: false },
     pg: { type: 'string', default: process.env.PLANTSTORE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     'load-generator': { type: 'string' },
     out: { type: 'string', default: 'docs' },
@@ -526,8 +530,34 @@ async function benchWrites(dir: string): Promise<WriteResults> {
   );
 }
 
+/** The event rows (bench/events.ts), on SQLite and, when it answers, PostgreSQL; two rounds a side. */
+async function benchEvents(dir: string): Promise<EventResults> {
+  const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
+  return measureEvents(
+    {
+      cli: CLI,
+      root: ROOT,
+      dir,
+      rounds: Math.min(ROUNDS, 2),
+      log,
+      startService,
+      importRecords: (db, records) => importRecords(db, dir, records),
+    },
+    pgSkip ? pgSkip : { url: args.pg, drop: (schema) => dropSchema(args.pg, schema) },
+  );
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
+  if (args['events-only']) {
+    try {
+      const { section, targets } = renderEvents(await benchEvents(dir));
+      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return;
+  }
   if (args['writes-only']) {
     try {
       const { section, targets } = renderWrites(await benchWrites(dir));
@@ -674,6 +704,9 @@ async function main(): Promise<void> {
 
     // 7. Writes.
     if (!args['no-writes']) results.writes = await benchWrites(dir);
+
+    // 8. Events.
+    if (!args['no-events']) results.events = await benchEvents(dir);
   } finally {
     await ceiling.stop();
     await rm(dir, { recursive: true, force: true });
@@ -836,6 +869,8 @@ function renderReport(r: Record<string, unknown>): string {
 
   const writes = r.writes === undefined ? undefined : renderWrites(r.writes as WriteResults);
   if (writes) lines.push('', ...writes.section);
+  const events = r.events === undefined ? undefined : renderEvents(r.events as EventResults);
+  if (events) lines.push('', ...events.section);
 
   const p50At = (n: number, cached: boolean) => {
     const s = scale.find((x) => x.plants === n);
@@ -904,6 +939,7 @@ function renderReport(r: Record<string, unknown>): string {
     );
   }
   if (writes) lines.push(...writes.targets);
+  if (events) lines.push(...events.targets);
   return lines.join('\n');
 }
 

@@ -22,7 +22,11 @@ export function createStore(d: StoreDialect): Store {
   return {
     backend: d.backend,
     changes: d.changes,
-    webhooks: new WebhookOutbox(() => d.db, d.backend),
+    webhooks: new WebhookOutbox(
+      () => d.db,
+      () => d.unfollowedWrites,
+      d.backend,
+    ),
 
     // The request path.
     findToken: (hash) => requests.findToken(hash),

@@ -89,6 +89,12 @@ export interface StoreDialect {
    * and skips those rows when it reads the log later.
    */
   writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => OwnChanges): Promise<T>;
+  /**
+   * Where writing statements on tables that no cache and no change feed follows (the webhook outbox) run: on a
+   * serving SQLite store the group-commit writer, so that their commits share fsyncs with other writes and never
+   * block the event loop; elsewhere `db`.
+   */
+  readonly unfollowedWrites: Kysely<Database>;
   /** How this database's writing statements are best built and run (see WritingStatements). */
   readonly statements: WritingStatements;
   /**

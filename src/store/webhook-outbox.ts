@@ -75,6 +75,8 @@ const date = (v: unknown): Date | undefined => (v === null || v === undefined ? 
 export class WebhookOutbox {
   constructor(
     private readonly db: () => Kysely<Database>,
+    /** Where the dispatcher's own writes run (StoreDialect.unfollowedWrites): claims, outcomes, releases. */
+    private readonly dispatcherWrites: () => Kysely<Database>,
     private readonly dialect: Dialect,
   ) {}
 
@@ -195,7 +197,7 @@ export class WebhookOutbox {
             [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due(sql`${endpoint}`, sql`${n}`)})`),
             sql` UNION ALL `,
           )}) RETURNING event_id, endpoint_id, attempts`;
-    const { rows } = await claimed.execute(this.db());
+    const { rows } = await claimed.execute(this.dispatcherWrites());
     if (rows.length === 0) return [];
     const events = [...new Set(rows.map((r) => Number(r.event_id)))];
     const endpoints = [...new Set(rows.map((r) => Number(r.endpoint_id)))];
@@ -250,27 +252,29 @@ export class WebhookOutbox {
         next_attempt_at = outcome.next_attempt_at, lease_until = NULL, last_attempt_at = ${now}, last_status = outcome.last_status,
         last_error = outcome.last_error
       FROM outcome WHERE webhook_deliveries.event_id = outcome.event_id AND webhook_deliveries.endpoint_id = outcome.endpoint_id`.execute(
-      this.db(),
+      this.dispatcherWrites(),
     );
     const gone = [...new Set(attempts.filter((a) => a.outcome.kind === 'gone').map((a) => a.delivery.endpointId))];
     if (gone.length > 0) {
       await sql`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${'the endpoint answered 410 Gone'}
-        WHERE id IN (${sql.join(gone)}) AND disabled_at IS NULL`.execute(this.db());
+        WHERE id IN (${sql.join(gone)}) AND disabled_at IS NULL`.execute(this.dispatcherWrites());
     }
   }
 
   /** Lets go of deliveries this process claimed but will not finish (it is stopping): another may send them at once. */
   async release(deliveries: readonly ClaimedDelivery[]): Promise<void> {
-    for (const d of deliveries) {
-      await sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE event_id = ${d.eventId} AND endpoint_id = ${d.endpointId}
-        AND status = 'pending'`.execute(this.db());
-    }
+    if (deliveries.length === 0) return;
+    const keys = deliveries.map((d) => sql`(CAST(${d.eventId} AS bigint), CAST(${d.endpointId} AS bigint))`);
+    await sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE status = 'pending'
+      AND (event_id, endpoint_id) IN (VALUES ${sql.join(keys)})`.execute(this.dispatcherWrites());
   }
 
   /** Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever. */
   async prune(before: number): Promise<number> {
     const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE created_at < ${before}
-      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(this.db());
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(
+      this.dispatcherWrites(),
+    );
     return Number(numAffectedRows ?? 0);
   }
 

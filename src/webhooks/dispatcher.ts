@@ -63,7 +63,6 @@ export class WebhookDispatcher {
   private readonly shares: EndpointShares;
   private readonly outcomes: OutcomeRecorder;
   private stopped = false;
-  private readonly controller = new AbortController();
   private readonly sender: WebhookSender;
 
   constructor(
@@ -109,9 +108,9 @@ export class WebhookDispatcher {
     this.stopped = true;
     clearInterval(this.timer);
     clearTimeout(this.nudgeTimer);
-    this.controller.abort();
+    this.sender.abortAll();
     await this.claiming;
-    const abandoned = [...this.inFlight.values()];
+    const abandoned = [...this.inFlight.values(), ...[...this.shares.all()].flatMap((share) => share.queued.splice(0))];
     await Promise.all(this.inFlight.keys());
     await this.outcomes.settled();
     this.sender.close();
@@ -125,19 +124,21 @@ export class WebhookDispatcher {
       this.claimAgain = true;
       return;
     }
-    if (this.inFlight.size >= this.options.concurrency) return;
     this.lastClaimAt = Date.now();
     this.claimAgain = false;
     this.claiming = this.pruneNow()
       .then(() => this.outbox.dueEndpoints())
       .then(async ({ due, anyEnabled }) => {
         this.anyEnabled = anyEnabled;
-        const quotas = this.shares.shareOut(due, this.options.concurrency - this.inFlight.size);
+        const queued = [...this.shares.all()].reduce((sum, share) => sum + share.queued.length, 0);
+        const quotas = this.shares.shareOut(due, 2 * this.options.concurrency - this.inFlight.size - queued);
         const claimed = await this.outbox.claim(quotas, this.options.leaseMs);
         const got = new Map<number, number>();
         for (const delivery of claimed) got.set(delivery.endpointId, (got.get(delivery.endpointId) ?? 0) + 1);
         for (const [endpoint, quota] of quotas) this.shares.of(endpoint).moreDue = got.get(endpoint) === quota;
-        for (const delivery of claimed) this.send(delivery);
+        for (const delivery of claimed) this.shares.of(delivery.endpointId).queued.push(delivery);
+        // Every endpoint: one whose rest has ended may have deliveries a claim queued while it rested.
+        for (const share of this.shares.all()) this.pump(share);
       })
       .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not readable; trying again'))
       .finally(() => {
@@ -147,17 +148,25 @@ export class WebhookDispatcher {
       });
   }
 
-  private send(delivery: ClaimedDelivery): void {
-    const share = this.shares.of(delivery.endpointId);
+  /** Sends the endpoint's queued deliveries while it has room, and the process too. */
+  private pump(share: EndpointShare): void {
+    const now = Date.now();
+    while (share.queued.length > 0 && this.inFlight.size < this.options.concurrency && share.mayStart(now)) {
+      this.send(share.queued.shift()!, share);
+    }
+  }
+
+  private send(delivery: ClaimedDelivery, share: EndpointShare): void {
     share.inFlight += 1;
     const running = this.deliver(delivery, share).finally(() => {
       this.inFlight.delete(running);
       share.inFlight -= 1;
-      // Claims come in batches: once half an endpoint's share is free (or the process's), if more may be due.
-      const batch = Math.ceil(share.cap / 2);
-      if (share.moreDue && (share.inFlight <= share.cap - batch || this.inFlight.size <= this.options.concurrency - batch)) {
-        this.claimMore();
-      }
+      if (this.stopped) return;
+      this.pump(share);
+      // A slot of the process's is free: another endpoint's queue may have waited for it.
+      if (this.inFlight.size < this.options.concurrency) for (const other of this.shares.all()) this.pump(other);
+      // Claims come in batches: once half of what waits for the endpoint is sent, if more may be due.
+      if (share.moreDue && share.queued.length <= share.cap / 2) this.claimMore();
     });
     this.inFlight.set(running, delivery);
   }
@@ -173,12 +182,16 @@ export class WebhookDispatcher {
   private async deliver(delivery: ClaimedDelivery, share: EndpointShare): Promise<void> {
     const outcome = await this.attempt(delivery);
     // Cut off by stop(): not an attempt of the receiver's; the delivery is released for another process.
-    if (this.controller.signal.aborted && outcome.kind !== 'delivered') return;
+    if (this.stopped && outcome.kind !== 'delivered') return;
     this.options.onAttempt?.(outcome.kind);
     if (outcome.kind === 'delivered' || outcome.kind === 'gone') share.succeeded();
     else {
       const rest = share.failed(Date.now());
       if (rest > 0) {
+        // What waits for a resting endpoint goes back to the outbox, due: another process may send it meanwhile.
+        const queued = share.queued.splice(0);
+        if (queued.length > 0)
+          this.outbox.release(queued).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
         this.log.warn(
           { endpointId: delivery.endpointId, restMs: rest },
           'webhook endpoint keeps failing; it is given no delivery until a probe after the rest succeeds',
@@ -216,7 +229,6 @@ export class WebhookDispatcher {
       const at = nextAttemptAt(attempts, Date.now(), retryAfter);
       return at === undefined ? { kind: 'failed', status, error } : { kind: 'retry', retryAt: at, status, error };
     };
-    const timeout = AbortSignal.timeout(this.options.timeoutMs);
     try {
       const headers = {
         'content-type': 'application/json',
@@ -226,13 +238,13 @@ export class WebhookDispatcher {
         'user-agent': 'plantstore-webhooks',
       };
       // A redirect is not followed (the sender never does): it could lead a delivery (and its signature) anywhere.
-      const res = await this.sender.post(new URL(delivery.url), headers, body, AbortSignal.any([timeout, this.controller.signal]));
+      const res = await this.sender.post(new URL(delivery.url), headers, body, this.options.timeoutMs);
       if (res.status >= 200 && res.status < 300) return { kind: 'delivered', status: res.status };
       if (res.status === 410) return { kind: 'gone', status: 410 };
       const retryAfter = res.headers['retry-after'];
       return retry(res.status, `answered ${res.status}`, typeof retryAfter === 'string' ? retryAfter : null);
     } catch (err) {
-      return retry(undefined, timeout.aborted ? `no answer within ${this.options.timeoutMs} ms` : failureReason(err));
+      return retry(undefined, failureReason(err));
     }
   }
 }

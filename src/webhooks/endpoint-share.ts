@@ -1,3 +1,5 @@
+import type { ClaimedDelivery } from '../store/webhook-outbox.js';
+
 /** Consecutive failures after which an endpoint rests as a whole instead of being given deliveries one by one. */
 const FAILURES_BEFORE_REST = 5;
 /** The first rest; each failed probe after it doubles the rest, up to MAX_REST_MS. */
@@ -13,6 +15,11 @@ const MAX_REST_MS = 5 * 60_000;
  */
 export class EndpointShare {
   inFlight = 0;
+  /**
+   * Claimed and not yet sent: a claim takes up to twice the cap, so that the next claim's commit is waited for while
+   * deliveries are still being sent. They wait at most one round of attempts, well inside their lease.
+   */
+  readonly queued: ClaimedDelivery[] = [];
   /** The last claim got all it asked for: more may be due. */
   moreDue = false;
   private failures = 0;
@@ -21,11 +28,17 @@ export class EndpointShare {
 
   constructor(readonly cap: number) {}
 
-  /** How many more deliveries the endpoint may be given now. */
+  /** How many more deliveries may be claimed for the endpoint now. */
   room(now: number): number {
-    if (this.failures < FAILURES_BEFORE_REST) return this.cap - this.inFlight;
-    // Resting, or one probe already out: nothing; else the probe.
-    return now < this.restUntil || this.inFlight > 0 ? 0 : 1;
+    if (this.failures < FAILURES_BEFORE_REST) return 2 * this.cap - this.inFlight - this.queued.length;
+    // Resting, or the probe already claimed: nothing; else the probe.
+    return now < this.restUntil || this.inFlight > 0 || this.queued.length > 0 ? 0 : 1;
+  }
+
+  /** Whether one more delivery may be sent to the endpoint now. */
+  mayStart(now: number): boolean {
+    if (this.failures < FAILURES_BEFORE_REST) return this.inFlight < this.cap;
+    return now >= this.restUntil && this.inFlight === 0;
   }
 
   /** Whether the endpoint is resting after failures in a row (for the log: said once, when it starts). */
@@ -68,6 +81,11 @@ export class EndpointShares {
       this.shares.set(endpoint, share);
     }
     return share;
+  }
+
+  /** Every endpoint's share. */
+  all(): IterableIterator<EndpointShare> {
+    return this.shares.values();
   }
 
   /** How many deliveries to claim for each endpoint with due ones: `free` slots, given one at a time in turn. */

@@ -101,6 +101,10 @@ class PostgresDialect implements StoreDialect {
     return classifyPostgresError(err);
   }
 
+  get unfollowedWrites(): Kysely<Database> {
+    return this.db;
+  }
+
   async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
     return this.committed(await this.db.transaction().execute(run));
   }

@@ -60,7 +60,7 @@ class SqliteDialect implements StoreDialect {
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
     prepare: () => undefined,
   };
-  private readonly reader: SqliteReader;
+  readonly changes: SqliteReader;
   private readonly follower: FileFollower | undefined;
   private pruner: NodeJS.Timeout | undefined;
   private closed = false;
@@ -79,7 +79,7 @@ class SqliteDialect implements StoreDialect {
     groupCommit: boolean,
   ) {
     if (groupCommit) this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(() => this.groupCommit()) });
-    this.reader = new SqliteReader(path === ':memory:' ? sqlite : path, () => this.startPruning());
+    this.changes = new SqliteReader(path === ':memory:' ? sqlite : path, () => this.startPruning());
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
     this.bulk = {
@@ -97,8 +97,8 @@ class SqliteDialect implements StoreDialect {
     return this.kysely;
   }
 
-  get changes(): SqliteReader {
-    return this.reader;
+  get unfollowedWrites(): Kysely<Database> {
+    return this.grouped ?? this.kysely;
   }
 
   /** A closed connection (the file is gone) makes any error "unavailable". */
@@ -108,7 +108,7 @@ class SqliteDialect implements StoreDialect {
 
   async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
     const result = await this.kysely.transaction().execute(run);
-    await this.reader.catchUp();
+    await this.changes.catchUp();
     return result;
   }
 
@@ -121,7 +121,7 @@ class SqliteDialect implements StoreDialect {
   }
 
   private groupCommit(): GroupCommit {
-    this.commits ??= new GroupCommit(this.path, () => void this.reader.catchUp());
+    this.commits ??= new GroupCommit(this.path, () => void this.changes.catchUp());
     return this.commits;
   }
 
@@ -135,13 +135,13 @@ class SqliteDialect implements StoreDialect {
     clearInterval(this.pruner);
     await this.follower?.stop();
     await this.commits?.close();
-    this.reader.close();
+    this.changes.close();
     if (this.sqlite.open) await this.kysely.destroy();
   }
 
   /** The reader's reads, answering "unavailable" while its connection is closed. */
   private readsOfReader(): RequestReads {
-    const reader = this.reader;
+    const reader = this.changes;
     return {
       ping: async () => {
         if (!reader.open) readerClosed();
@@ -182,7 +182,7 @@ class SqliteDialect implements StoreDialect {
       closeAll: async () => {
         await this.commits?.close();
         this.commits = undefined;
-        this.reader.close();
+        this.changes.close();
         // The old file's log is emptied into the old file, through the last connection open on it: SQLite keeps the
         // log of a file that moved when that connection closes, and the next connection at the path would replay
         // it over whatever file is there now.
@@ -203,10 +203,10 @@ class SqliteDialect implements StoreDialect {
         }
         const { sqlite, db } = await openDatabase(path, true);
         if (this.closed) return db.destroy();
-        this.reader.connect(path);
+        this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
-        this.reader.deliverEverything();
+        this.changes.deliverEverything();
       },
     };
   }
