@@ -2,7 +2,7 @@ import { createServer, type ServerResponse } from 'node:http';
 
 // The receiver of the event rows of `npm run bench`, in a process of its own so that its CPU is not counted as the
 // sender's: a bare node:http server on loopback answering 200 at any path but /hang, which never answers. It counts
-// deliveries by path and by webhook-id (duplicates) and notes when each plant arrived (epoch ms, fractional).
+// deliveries by path, and duplicates by path and webhook-id (one event goes to every endpoint with one id) and notes when each plant arrived (epoch ms, fractional).
 // GET /_state reads the counts and arrivals; POST /_reset forgets them.
 
 let byPath = new Map<string, number>();
@@ -24,7 +24,7 @@ const server = createServer((req, res) => {
     }
     const at = performance.timeOrigin + performance.now();
     if (path === '/hang') return void held.push(res);
-    const id = String(req.headers['webhook-id']);
+    const id = `${path} ${String(req.headers['webhook-id'])}`;
     if (seen.has(id)) duplicates += 1;
     else seen.add(id);
     byPath.set(path, (byPath.get(path) ?? 0) + 1);

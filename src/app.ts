@@ -71,6 +71,9 @@ function deliverWebhooks(app: FastifyInstance, store: Store, options: Partial<Di
     if (batch === 'everything' || batch.some((change) => change.table === 'plants')) dispatcher.nudge();
   });
   app.addHook('onReady', (done) => {
+    // A feed follows the log from the first request that asks it; the dispatcher asks now, so that an instance no
+    // client calls yet still hears of other writers' commits at once.
+    store.changes.sync();
     dispatcher.start();
     done();
   });

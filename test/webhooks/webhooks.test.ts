@@ -399,6 +399,29 @@ for (const backend of BACKENDS) {
       }
     });
 
+    if (backend.name === 'postgres') {
+      it("hears at once of another process's commit, before any client has called the instance", { timeout: 30_000 }, async () => {
+        const db = await backend.freshDb();
+        const store = await openStore({ db });
+        const other = await openStore({ db });
+        await seed(store, { users: [{ name: 'alice' }] });
+        const receiver = await startReceiver();
+        await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+        // Polled once a minute: only the other writer's announcement, through the change feed, can start it in time.
+        const server = await startApp(store, { webhooks: { ...FAST, pollMs: 60_000 } });
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          await addPlant(other, { id: 1, name: 'From elsewhere', owner: 'alice', public: false });
+          await until(() => receiver.received.length === 1, "the other writer's plant", 3_000);
+        } finally {
+          await server.close();
+          await receiver.close();
+          await other.close();
+          await store.close();
+        }
+      });
+    }
+
     it('with no endpoint enabled, commits ask for no look at the outbox; the poll finds a new endpoint', { timeout: 30_000 }, async () => {
       const store = await backend.open();
       await seed(store, { users: [{ name: 'alice' }] });
