@@ -61,6 +61,9 @@ export type AttemptOutcome =
 
 type Row = Record<string, string | number | null>;
 
+/** What a claimed delivery is sent with: its event `e` and its endpoint `p`. */
+const CLAIMED_COLUMNS = 'e.message_id, e.plant_id, e.name, e.tag, e.created_at, p.url, p.secret, p.previous_secret, p.previous_until';
+
 /** A delivery `d` that is due at `now` and that no process holds: what a claim takes. */
 const dueAt = (now: number) =>
   sql`d.status = 'pending' AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until < ${now})`;
@@ -187,47 +190,57 @@ export class WebhookOutbox {
     const due = (endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) =>
       sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
-    const claimed =
+    const take = (returning: string) =>
       this.dialect === 'postgres'
         ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs}
             FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
             CROSS JOIN LATERAL (${due(sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c
-            WHERE w.event_id = c.event_id AND w.endpoint_id = c.endpoint_id RETURNING w.event_id, w.endpoint_id, w.attempts`
+            WHERE w.event_id = c.event_id AND w.endpoint_id = c.endpoint_id RETURNING ${sql.raw(returning)}`
         : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${sql.join(
             [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due(sql`${endpoint}`, sql`${n}`)})`),
             sql` UNION ALL `,
-          )}) RETURNING event_id, endpoint_id, attempts`;
-    const { rows } = await claimed.execute(this.dispatcherWrites());
+          )}) RETURNING ${sql.raw(returning)}`;
+    const rows =
+      this.dialect === 'postgres'
+        ? await this.claimJoined(take('w.event_id, w.endpoint_id, w.attempts'))
+        : await this.claimThenRead(take('event_id, endpoint_id, attempts'));
+    return rows.map((r) => {
+      const previous = r.previous_secret !== null && Number(r.previous_until) > now ? [String(r.previous_secret)] : [];
+      return {
+        eventId: Number(r.event_id),
+        messageId: String(r.message_id),
+        endpointId: Number(r.endpoint_id),
+        attempts: Number(r.attempts),
+        url: String(r.url),
+        secrets: [String(r.secret), ...previous],
+        payload: { id: Number(r.plant_id), name: String(r.name), ...(r.tag === null ? {} : { tag: String(r.tag) }) },
+        createdAt: Number(r.created_at),
+      };
+    });
+  }
+
+  /** PostgreSQL: the claim and what is sent, in one statement (one round trip). */
+  private async claimJoined(claim: RawBuilder<Row>): Promise<Row[]> {
+    const { rows } = await sql<Row>`WITH claimed AS (${claim})
+      SELECT c.event_id, c.endpoint_id, c.attempts, ${sql.raw(CLAIMED_COLUMNS)} FROM claimed c
+      JOIN webhook_events e ON e.id = c.event_id JOIN webhook_endpoints p ON p.id = c.endpoint_id`.execute(this.dispatcherWrites());
+    return rows;
+  }
+
+  /** SQLite: the claim on the writer, then what is sent, read here (a statement with RETURNING cannot join). */
+  private async claimThenRead(claim: RawBuilder<Row>): Promise<Row[]> {
+    const { rows } = await claim.execute(this.dispatcherWrites());
     if (rows.length === 0) return [];
     const events = [...new Set(rows.map((r) => Number(r.event_id)))];
     const endpoints = [...new Set(rows.map((r) => Number(r.endpoint_id)))];
-    const [eventRows, endpointRows] = await Promise.all([
-      sql<Row>`SELECT id, message_id, plant_id, name, tag, created_at FROM webhook_events WHERE id IN (${sql.join(events)})`.execute(
-        this.db(),
-      ),
-      sql<Row>`SELECT id, url, secret, previous_secret, previous_until FROM webhook_endpoints WHERE id IN (${sql.join(endpoints)})`.execute(
-        this.db(),
-      ),
-    ]);
-    const eventById = new Map(eventRows.rows.map((e) => [Number(e.id), e]));
-    const endpointById = new Map(endpointRows.rows.map((e) => [Number(e.id), e]));
+    const { rows: sent } = await sql<Row>`SELECT e.id AS event_id, p.id AS endpoint_id, ${sql.raw(CLAIMED_COLUMNS)}
+      FROM webhook_events e CROSS JOIN webhook_endpoints p WHERE e.id IN (${sql.join(events)}) AND p.id IN (${sql.join(endpoints)})`.execute(
+      this.db(),
+    );
+    const byKey = new Map(sent.map((r) => [`${r.event_id} ${r.endpoint_id}`, r]));
     return rows.flatMap((r) => {
-      const event = eventById.get(Number(r.event_id));
-      const endpoint = endpointById.get(Number(r.endpoint_id));
-      if (event === undefined || endpoint === undefined) return [];
-      const previous = endpoint.previous_secret !== null && Number(endpoint.previous_until) > now ? [String(endpoint.previous_secret)] : [];
-      return [
-        {
-          eventId: Number(r.event_id),
-          messageId: String(event.message_id),
-          endpointId: Number(r.endpoint_id),
-          attempts: Number(r.attempts),
-          url: String(endpoint.url),
-          secrets: [String(endpoint.secret), ...previous],
-          payload: { id: Number(event.plant_id), name: String(event.name), ...(event.tag === null ? {} : { tag: String(event.tag) }) },
-          createdAt: Number(event.created_at),
-        },
-      ];
+      const read = byKey.get(`${r.event_id} ${r.endpoint_id}`);
+      return read === undefined ? [] : [{ ...read, attempts: r.attempts ?? 0 }];
     });
   }
 

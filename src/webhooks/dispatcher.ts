@@ -57,7 +57,8 @@ export class WebhookDispatcher {
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
   private nudgeTimer: NodeJS.Timeout | undefined;
-  private claimAgain = false;
+  /** Asked for during a claim, to follow it: a claim for the endpoints running low, or one after a look. */
+  private claimAgain: 'no' | 'refill' | 'look' = 'no';
   /** As the last look found: with no endpoint enabled, commits do not ask for looks (the poll finds a new endpoint). */
   private anyEnabled = true;
   private readonly shares: EndpointShares;
@@ -71,7 +72,7 @@ export class WebhookDispatcher {
     private readonly options: DispatcherOptions = DISPATCHER_DEFAULTS,
   ) {
     this.sender = new WebhookSender(options.allowPrivateTargets);
-    this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency));
+    this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency), options);
     this.outcomes = new OutcomeRecorder(outbox, log);
   }
 
@@ -90,7 +91,7 @@ export class WebhookDispatcher {
     // Before start() nothing is looked for; after stop() nothing more.
     if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined || !this.anyEnabled) return;
     if (this.claiming !== undefined) {
-      this.claimAgain = true;
+      this.claimAgain = 'look';
       return;
     }
     this.nudgeTimer = setTimeout(
@@ -117,21 +118,29 @@ export class WebhookDispatcher {
     await this.outbox.release(abandoned).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
   }
 
-  /** Claims due deliveries for the free slots of every endpoint, and starts them; one claim at a time. */
-  private claimMore(): void {
+  /**
+   * Claims due deliveries for the free slots of every endpoint, and starts them; one claim at a time. A look first
+   * finds which endpoints have deliveries due; a refill (`look` false) claims at once for the endpoints whose last
+   * claim got all it asked for and that are running low, a statement fewer while an endpoint is busy.
+   */
+  private claimMore(look = true): void {
     if (this.stopped) return;
     if (this.claiming !== undefined) {
-      this.claimAgain = true;
+      if (look || this.claimAgain === 'no') this.claimAgain = look ? 'look' : 'refill';
       return;
     }
     this.lastClaimAt = Date.now();
-    this.claimAgain = false;
+    this.claimAgain = 'no';
     this.claiming = this.pruneNow()
-      .then(() => this.outbox.dueEndpoints())
-      .then(async ({ due, anyEnabled }) => {
+      .then(async () => {
+        if (!look) return this.shares.runningLow();
+        const { due, anyEnabled } = await this.outbox.dueEndpoints();
         this.anyEnabled = anyEnabled;
+        return due;
+      })
+      .then(async (due) => {
         const queued = [...this.shares.all()].reduce((sum, share) => sum + share.queued.length, 0);
-        const quotas = this.shares.shareOut(due, 2 * this.options.concurrency - this.inFlight.size - queued);
+        const quotas = this.shares.shareOut(due, this.shares.claimable(this.options.concurrency) - this.inFlight.size - queued);
         const claimed = await this.outbox.claim(quotas, this.options.leaseMs);
         const got = new Map<number, number>();
         for (const delivery of claimed) got.set(delivery.endpointId, (got.get(delivery.endpointId) ?? 0) + 1);
@@ -144,7 +153,8 @@ export class WebhookDispatcher {
       .finally(() => {
         this.claiming = undefined;
         // A commit or a free slot during the claim may have made due what the claim's query did not see.
-        if (this.claimAgain) this.nudge();
+        if (this.claimAgain === 'look') this.nudge();
+        else if (this.claimAgain === 'refill') this.claimMore(false);
       });
   }
 
@@ -166,7 +176,7 @@ export class WebhookDispatcher {
       // A slot of the process's is free: another endpoint's queue may have waited for it.
       if (this.inFlight.size < this.options.concurrency) for (const other of this.shares.all()) this.pump(other);
       // Claims come in batches: once half of what waits for the endpoint is sent, if more may be due.
-      if (share.moreDue && share.queued.length <= share.cap / 2) this.claimMore();
+      if (share.runningLow) this.claimMore(false);
     });
     this.inFlight.set(running, delivery);
   }

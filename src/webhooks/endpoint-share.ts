@@ -16,8 +16,9 @@ const MAX_REST_MS = 5 * 60_000;
 export class EndpointShare {
   inFlight = 0;
   /**
-   * Claimed and not yet sent: a claim takes up to twice the cap, so that the next claim's commit is waited for while
-   * deliveries are still being sent. They wait at most one round of attempts, well inside their lease.
+   * Claimed and not yet sent: up to `depth` rounds of `cap` deliveries, so that claims come in batches and the next
+   * claim's commit is waited for while deliveries are still being sent. A queued delivery waits at most `depth`
+   * rounds of attempts, each cut off at the timeout, inside its lease (see EndpointShares).
    */
   readonly queued: ClaimedDelivery[] = [];
   /** The last claim got all it asked for: more may be due. */
@@ -26,13 +27,21 @@ export class EndpointShare {
   private rests = 0;
   private restUntil = 0;
 
-  constructor(readonly cap: number) {}
+  constructor(
+    readonly cap: number,
+    readonly depth: number,
+  ) {}
 
   /** How many more deliveries may be claimed for the endpoint now. */
   room(now: number): number {
-    if (this.failures < FAILURES_BEFORE_REST) return 2 * this.cap - this.inFlight - this.queued.length;
+    if (this.failures < FAILURES_BEFORE_REST) return (1 + this.depth) * this.cap - this.inFlight - this.queued.length;
     // Resting, or the probe already claimed: nothing; else the probe.
     return now < this.restUntil || this.inFlight > 0 || this.queued.length > 0 ? 0 : 1;
+  }
+
+  /** Whether so few wait that the next claim should be made now (if more may be due). */
+  get runningLow(): boolean {
+    return this.moreDue && this.queued.length <= (this.depth * this.cap) / 2;
   }
 
   /** Whether one more delivery may be sent to the endpoint now. */
@@ -72,15 +81,34 @@ export class EndpointShares {
   /** Where the next sharing out starts, so that no endpoint is always served first. */
   private turn = 0;
 
-  constructor(private readonly cap: number) {}
+  /** How many rounds of `cap` deliveries may wait, queued, for each endpoint: as many as end inside a lease. */
+  private readonly depth: number;
+
+  constructor(
+    private readonly cap: number,
+    { leaseMs, timeoutMs }: { leaseMs: number; timeoutMs: number },
+  ) {
+    // One round is in flight when the queue's first is claimed: it and the queued rounds must end inside the lease.
+    this.depth = Math.max(1, Math.floor(leaseMs / timeoutMs) - 1);
+  }
 
   of(endpoint: number): EndpointShare {
     let share = this.shares.get(endpoint);
     if (share === undefined) {
-      share = new EndpointShare(this.cap);
+      share = new EndpointShare(this.cap, this.depth);
       this.shares.set(endpoint, share);
     }
     return share;
+  }
+
+  /** How many deliveries a process sending `concurrency` at once may hold, in flight and queued. */
+  claimable(concurrency: number): number {
+    return (1 + this.depth) * concurrency;
+  }
+
+  /** The endpoints running low (EndpointShare.runningLow). */
+  runningLow(): number[] {
+    return [...this.shares].filter(([, share]) => share.runningLow).map(([endpoint]) => endpoint);
   }
 
   /** Every endpoint's share. */
