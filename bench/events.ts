@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
@@ -82,7 +83,18 @@ async function startReceiver(root: string): Promise<Receiver> {
     child.once('exit', () => reject(new Error('the bench receiver exited')));
   });
   const base = `http://127.0.0.1:${port}`;
-  const call = async (path: string, method = 'GET') => (await fetch(`${base}${path}`, { method })).json();
+  // A new connection each call: a kept-alive one may be closed by the receiver just as it is reused.
+  const call = (path: string, method = 'GET') =>
+    new Promise<unknown>((resolve, reject) => {
+      const req = request(`${base}${path}`, { method, agent: false }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve(JSON.parse(text)));
+      });
+      req.on('error', reject);
+      req.end();
+    });
   return {
     base,
     state: () => call('/_state') as ReturnType<Receiver['state']>,
