@@ -187,17 +187,18 @@ export class WebhookOutbox {
   async claim(quotas: ReadonlyMap<number, number>, leaseMs: number): Promise<ClaimedDelivery[]> {
     if (quotas.size === 0) return [];
     const now = Date.now();
-    const due = (endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) =>
-      sql`SELECT d.event_id, d.endpoint_id FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
+    const due = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) =>
+      sql`SELECT ${sql.raw(columns)} FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
+    // PostgreSQL: the rows are found and locked first, then updated by their ctid (a TID scan): joined to the table
+    // instead, the update is planned for the LIMIT's unknown n and reads the whole table into a hash.
     const take = (returning: string) =>
       this.dialect === 'postgres'
-        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs}
-            FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
-            CROSS JOIN LATERAL (${due(sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c
-            WHERE w.event_id = c.event_id AND w.endpoint_id = c.endpoint_id RETURNING ${sql.raw(returning)}`
+        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs} WHERE w.ctid = ANY (ARRAY(
+            SELECT c.ctid FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
+            CROSS JOIN LATERAL (${due('d.ctid', sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c)) RETURNING ${sql.raw(returning)}`
         : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${sql.join(
-            [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due(sql`${endpoint}`, sql`${n}`)})`),
+            [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due('d.event_id, d.endpoint_id', sql`${endpoint}`, sql`${n}`)})`),
             sql` UNION ALL `,
           )}) RETURNING ${sql.raw(returning)}`;
     const rows = await this.claimThenRead(
