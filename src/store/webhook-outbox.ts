@@ -277,12 +277,14 @@ export class WebhookOutbox {
       AND (event_id, endpoint_id) IN (VALUES ${sql.join(keys)})`.execute(this.dispatcherWrites());
   }
 
-  /** Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever. */
+  /**
+   * Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever. On
+   * the store's own connection, not the dispatcher's writes: a serving process that never sends a webhook starts no
+   * SQLite writer thread for a delete that mostly finds nothing, every ten minutes.
+   */
   async prune(before: number): Promise<number> {
     const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE created_at < ${before}
-      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(
-      this.dispatcherWrites(),
-    );
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(this.db());
     return Number(numAffectedRows ?? 0);
   }
 

@@ -57,7 +57,7 @@ describe('nextTick after an idle spell', () => {
         const kept = keptTickObject();
         console.log('KEPT', typeof kept?.callback, Object.getOwnPropertySymbols(kept ?? {}).map(String).join(' '));
         await server.stop();`);
-      // Not anchored to a line's start: %DebugPrint writes from C++, unbuffered, and may split the line console.log writes.
+      // Not anchored to a line's start: %DebugPrint writes through C's buffered stdout, which may flush around it.
       assert.match(stdout, /KEPT function .*async_id_symbol/);
       assert.ok(states.length > 0, 'the probe printed no literal-definition cache of nextTick');
       assert.deepEqual(
