@@ -220,8 +220,8 @@ export class WebhookOutbox {
   }
 
   /**
-   * The claim (on SQLite, on the writer), then what is sent, read in one statement. (On PostgreSQL the claim and the
-   * read in one statement, the claim as a CTE, are slower: the planner cannot know how few rows the CTE gives.)
+   * The claim (on SQLite, on the writer), then what is sent, read in one statement. Not one statement on PostgreSQL
+   * either: a claim in a CTE joined to the events is planned without knowing how few rows the CTE gives.
    */
   private async claimThenRead(claim: RawBuilder<Row>): Promise<Row[]> {
     const { rows } = await claim.execute(this.dispatcherWrites());

@@ -50,11 +50,6 @@ export class EndpointShare {
     return now >= this.restUntil && this.inFlight === 0;
   }
 
-  /** Whether the endpoint is resting after failures in a row (for the log: said once, when it starts). */
-  get resting(): boolean {
-    return this.failures >= FAILURES_BEFORE_REST;
-  }
-
   succeeded(): void {
     this.failures = 0;
     this.rests = 0;
