@@ -71,7 +71,7 @@ export class WebhookDispatcher {
     private readonly log: WarningLog,
     private readonly options: DispatcherOptions = DISPATCHER_DEFAULTS,
   ) {
-    this.sender = new WebhookSender(options.allowPrivateTargets);
+    this.sender = new WebhookSender(options.allowPrivateTargets, options.timeoutMs);
     this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency), options);
     this.outcomes = new OutcomeRecorder(outbox, log);
   }
@@ -248,7 +248,7 @@ export class WebhookDispatcher {
         'user-agent': 'plantstore-webhooks',
       };
       // A redirect is not followed (the sender never does): it could lead a delivery (and its signature) anywhere.
-      const res = await this.sender.post(new URL(delivery.url), headers, body, this.options.timeoutMs);
+      const res = await this.sender.post(delivery.url, headers, body);
       if (res.status >= 200 && res.status < 300) return { kind: 'delivered', status: res.status };
       if (res.status === 410) return { kind: 'gone', status: 410 };
       const retryAfter = res.headers['retry-after'];

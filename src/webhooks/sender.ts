@@ -1,11 +1,5 @@
-import {
-  Agent as HttpAgent,
-  request as httpRequest,
-  type ClientRequest,
-  type IncomingHttpHeaders,
-  type OutgoingHttpHeaders,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
 import { checkedLookup, urlRefusal } from './endpoint-address.js';
 
 /** What a receiver answered. */
@@ -14,86 +8,101 @@ export interface ReceiverAnswer {
   headers: IncomingHttpHeaders;
 }
 
+/** Where one endpoint URL's deliveries go: parsed and judged once, not once per delivery. */
+interface Target {
+  refused: string | undefined;
+  pool: Pool;
+  path: string;
+}
+
+/** Targets kept at most: endpoints are few, and a URL never changes under its endpoint. */
+const MAX_TARGETS = 1_000;
+
+/** undici's timeouts, which the dispatcher's log and `webhooks deliveries` name as the receiver's silence. */
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
 /**
- * Posts webhook bodies over kept-alive connections, one agent per receiving origin, so that a busy endpoint is not
- * paid a new connection (and TLS handshake) per delivery. Redirects are not followed: node:http never does. Only
- * addresses `addressRefusal` allows are connected to, judged after DNS resolution on every new connection.
+ * Posts webhook bodies over kept-alive connections, an undici pool per receiving origin, so that a busy endpoint is
+ * not paid a new connection (and TLS handshake) per delivery, nor node:http's request objects. Redirects are not
+ * followed (a pool never does). Only addresses `addressRefusal` allows are connected to, judged after DNS resolution
+ * on every new connection.
  */
 export class WebhookSender {
-  private readonly agents = new Map<string, HttpAgent>();
-  /** Requests in flight, so that abortAll can cut them off (a timer each, not an AbortSignal: cheaper per delivery). */
-  private readonly live = new Set<ClientRequest>();
+  private readonly pools = new Map<string, Pool>();
+  private readonly targets = new Map<string, Target>();
   private readonly lookup: ReturnType<typeof checkedLookup>;
 
-  constructor(private readonly allowPrivate: boolean) {
+  constructor(
+    private readonly allowPrivate: boolean,
+    /** How long a receiver has to connect, to answer with a status, and to send the rest of its answer. */
+    private readonly timeoutMs: number,
+  ) {
     this.lookup = checkedLookup(allowPrivate);
   }
 
-  /** Posts `body`; fails with ETIMEDOUT if the receiver has not answered with a status within `timeoutMs`. */
-  async post(url: URL, headers: OutgoingHttpHeaders, body: string, timeoutMs: number): Promise<ReceiverAnswer> {
+  /** Posts `body`; fails with ETIMEDOUT if the receiver has not answered with a status within the timeout. */
+  async post(url: string, headers: Record<string, string>, body: string): Promise<ReceiverAnswer> {
+    const target = this.targetOf(url);
     // A literal address is connected to without a lookup: judged here.
-    const refused = urlRefusal(url, this.allowPrivate);
-    if (refused !== undefined) throw Object.assign(new Error(`refused: ${refused}`), { code: 'EWEBHOOKADDRESS' });
+    if (target.refused !== undefined) throw Object.assign(new Error(`refused: ${target.refused}`), { code: 'EWEBHOOKADDRESS' });
     try {
-      return await this.once(url, headers, body, timeoutMs, false);
+      const res = await target.pool.request({ path: target.path, method: 'POST', headers, body });
+      // Read to the end, so that the connection can carry the next delivery.
+      await res.body.dump();
+      return { status: res.statusCode, headers: res.headers };
     } catch (err) {
-      // A kept-alive connection the receiver closed just as it was reused: the request never reached it.
-      if ((err as { retryOnFreshConnection?: boolean }).retryOnFreshConnection) return this.once(url, headers, body, timeoutMs, true);
-      throw err;
+      throw this.named(err as NodeJS.ErrnoException);
     }
   }
 
-  /** Cuts off every request in flight (the process is stopping). */
+  /** Cuts off every request in flight and closes every connection (the process is stopping). */
   abortAll(): void {
-    for (const req of this.live) req.destroy(Object.assign(new Error('cut off: the process is stopping'), { code: 'ECANCELED' }));
+    const cut = Object.assign(new Error('cut off: the process is stopping'), { code: 'ECANCELED' });
+    for (const pool of this.pools.values()) pool.destroy(cut).catch(() => {});
+    this.pools.clear();
+    this.targets.clear();
   }
 
   /** Closes every kept-alive connection. */
   close(): void {
-    for (const agent of this.agents.values()) agent.destroy();
-    this.agents.clear();
+    this.abortAll();
   }
 
-  private once(url: URL, headers: OutgoingHttpHeaders, body: string, timeoutMs: number, fresh: boolean): Promise<ReceiverAnswer> {
-    const https = url.protocol === 'https:';
-    return new Promise<ReceiverAnswer>((resolve, reject) => {
-      const req = (https ? httpsRequest : httpRequest)(url, {
-        method: 'POST',
-        headers: { ...headers, 'content-length': Buffer.byteLength(body) },
-        agent: fresh ? false : this.agentFor(url.origin, https),
-        lookup: this.lookup,
-      });
-      this.live.add(req);
-      const timer = setTimeout(
-        () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
-        timeoutMs,
-      );
-      req.once('close', () => {
-        clearTimeout(timer);
-        this.live.delete(req);
-      });
-      req.on('response', (res) => {
-        clearTimeout(timer);
-        // Read to the end, so that the connection can carry the next delivery.
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
-        res.on('error', reject);
-      });
-      req.on('error', (err: NodeJS.ErrnoException) => {
-        if (!fresh && req.reusedSocket && err.code === 'ECONNRESET') Object.assign(err, { retryOnFreshConnection: true });
-        reject(err);
-      });
-      req.end(body);
-    });
-  }
-
-  private agentFor(origin: string, https: boolean): HttpAgent {
-    let agent = this.agents.get(origin);
-    if (agent === undefined) {
-      const options = { keepAlive: true, lookup: this.lookup };
-      agent = https ? new HttpsAgent(options) : new HttpAgent(options);
-      this.agents.set(origin, agent);
+  private targetOf(url: string): Target {
+    let target = this.targets.get(url);
+    if (target === undefined) {
+      const parsed = new URL(url);
+      target = {
+        refused: urlRefusal(parsed, this.allowPrivate),
+        pool: this.poolFor(parsed.origin),
+        path: `${parsed.pathname}${parsed.search}`,
+      };
+      if (this.targets.size >= MAX_TARGETS) this.targets.clear();
+      this.targets.set(url, target);
     }
-    return agent;
+    return target;
+  }
+
+  private poolFor(origin: string): Pool {
+    let pool = this.pools.get(origin);
+    if (pool === undefined) {
+      pool = new Pool(origin, {
+        connect: { lookup: this.lookup, timeout: this.timeoutMs },
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+      this.pools.set(origin, pool);
+    }
+    return pool;
+  }
+
+  /** undici's errors as an operator reads them: a timeout is ETIMEDOUT; a connection's failure, its own code. */
+  private named(err: NodeJS.ErrnoException): Error {
+    if (err.code !== undefined && TIMEOUT_CODES.has(err.code)) {
+      return Object.assign(new Error(`no answer within ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' });
+    }
+    const cause = (err as { cause?: NodeJS.ErrnoException }).cause;
+    if (err.code === 'UND_ERR_SOCKET' && cause?.code !== undefined) return cause;
+    return err;
   }
 }
