@@ -44,6 +44,8 @@ export interface ClaimedDelivery {
   secrets: string[];
   payload: { id: number; name: string; tag?: string };
   createdAt: number;
+  /** When this process's hold on the delivery ends (epoch ms): past it, another process may send it. */
+  leaseUntil: number;
 }
 
 /** An attempt of a delivery, and how it ended. */
@@ -215,6 +217,7 @@ export class WebhookOutbox {
         secrets: [String(r.secret), ...previous],
         payload: { id: Number(r.plant_id), name: String(r.name), ...(r.tag === null ? {} : { tag: String(r.tag) }) },
         createdAt: Number(r.created_at),
+        leaseUntil: now + leaseMs,
       };
     });
   }

@@ -72,7 +72,8 @@ export class WebhookDispatcher {
     private readonly options: DispatcherOptions = DISPATCHER_DEFAULTS,
   ) {
     this.sender = new WebhookSender(options.allowPrivateTargets, options.timeoutMs);
-    this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency), options);
+    if (options.leaseMs <= options.timeoutMs) throw new Error('a webhook lease must be longer than the timeout of an attempt');
+    this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency));
     this.outcomes = new OutcomeRecorder(outbox, log);
   }
 
@@ -158,12 +159,25 @@ export class WebhookDispatcher {
       });
   }
 
-  /** Sends the endpoint's queued deliveries while it has room, and the process too. */
+  /**
+   * Sends the endpoint's queued deliveries while it has room, and the process too. One whose lease would end before
+   * an attempt could (a slow endpoint's queue moves slowly) is given back to the outbox instead: another process may
+   * take it over once the lease is past, and must not find it still being sent.
+   */
   private pump(share: EndpointShare): void {
     const now = Date.now();
+    const expiring: ClaimedDelivery[] = [];
     while (share.queued.length > 0 && this.inFlight.size < this.options.concurrency && share.mayStart(now)) {
-      this.send(share.queued.shift()!, share);
+      const delivery = share.queued.shift()!;
+      if (delivery.leaseUntil - now > this.options.timeoutMs) this.send(delivery, share);
+      else expiring.push(delivery);
     }
+    if (expiring.length > 0) this.giveBack(expiring);
+  }
+
+  /** Lets go of claimed deliveries this process will not send: they are due again for any process. */
+  private giveBack(deliveries: ClaimedDelivery[]): void {
+    this.outbox.release(deliveries).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
   }
 
   private send(delivery: ClaimedDelivery, share: EndpointShare): void {
@@ -200,8 +214,7 @@ export class WebhookDispatcher {
       if (rest > 0) {
         // What waits for a resting endpoint goes back to the outbox, due: another process may send it meanwhile.
         const queued = share.queued.splice(0);
-        if (queued.length > 0)
-          this.outbox.release(queued).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
+        if (queued.length > 0) this.giveBack(queued);
         this.log.warn(
           { endpointId: delivery.endpointId, restMs: rest },
           'webhook endpoint keeps failing; it is given no delivery until a probe after the rest succeeds',

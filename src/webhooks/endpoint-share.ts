@@ -5,6 +5,11 @@ const FAILURES_BEFORE_REST = 5;
 /** The first rest; each failed probe after it doubles the rest, up to MAX_REST_MS. */
 const FIRST_REST_MS = 5_000;
 const MAX_REST_MS = 5 * 60_000;
+/**
+ * Rounds of an endpoint's share that wait claimed, behind the round in flight: enough that a busy endpoint's next
+ * claim commits while half of them are still to send, so that its slots do not stand empty waiting for the claim.
+ */
+const QUEUED_ROUNDS = 8;
 
 /**
  * One endpoint's share of a dispatcher: how many of its deliveries are in flight (never more than `cap`, so that a
@@ -17,8 +22,8 @@ export class EndpointShare {
   inFlight = 0;
   /**
    * Claimed and not yet sent: up to `depth` rounds of `cap` deliveries, so that claims come in batches and the next
-   * claim's commit is waited for while deliveries are still being sent. A queued delivery waits at most `depth`
-   * rounds of attempts, each cut off at the timeout, inside its lease (see EndpointShares).
+   * claim's commit is waited for while deliveries are still being sent. One whose lease has run short by the time
+   * its turn comes is not sent but given back (see the dispatcher's pump).
    */
   readonly queued: ClaimedDelivery[] = [];
   /** The last claim got all it asked for: more may be due. */
@@ -76,16 +81,11 @@ export class EndpointShares {
   /** Where the next sharing out starts, so that no endpoint is always served first. */
   private turn = 0;
 
-  /** How many rounds of `cap` deliveries may wait, queued, for each endpoint: as many as end inside a lease. */
-  private readonly depth: number;
-
   constructor(
     private readonly cap: number,
-    { leaseMs, timeoutMs }: { leaseMs: number; timeoutMs: number },
-  ) {
-    // One round is in flight when the queue's first is claimed: it and the queued rounds must end inside the lease.
-    this.depth = Math.max(1, Math.floor(leaseMs / timeoutMs) - 1);
-  }
+    /** How many rounds of `cap` deliveries may wait, queued, for each endpoint. */
+    private readonly depth = QUEUED_ROUNDS,
+  ) {}
 
   of(endpoint: number): EndpointShare {
     let share = this.shares.get(endpoint);

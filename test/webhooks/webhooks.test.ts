@@ -289,7 +289,7 @@ for (const backend of BACKENDS) {
   });
 
   describe(`webhook endpoints sharing the dispatcher [${backend.name}]`, { skip: backend.skip }, () => {
-    const SHARED = { ...FAST, concurrency: 4, endpointConcurrency: 2, timeoutMs: 20_000 };
+    const SHARED = { ...FAST, concurrency: 4, endpointConcurrency: 2, timeoutMs: 20_000, leaseMs: 60_000 };
 
     it('a receiver that never answers holds only its own share: the others are delivered meanwhile', { timeout: 60_000 }, async () => {
       const store = await backend.open();
