@@ -3,15 +3,21 @@ import type { WarningLog } from './dispatcher.js';
 
 /** Outcomes recorded in one statement at most. */
 const OUTCOMES_PER_STATEMENT = 500;
+/**
+ * The least time between the starts of two statements: outcomes that finish meanwhile wait for the next one, so that
+ * a busy dispatcher writes one statement (and one commit) for many deliveries. A crash in the gap sends those
+ * deliveries again once their leases end: at least once, as for any crash during a delivery.
+ */
+const GAP_MS = 10;
 
 /**
- * Records attempts' outcomes in the outbox in batches: what finishes while one statement records others is recorded
- * together by the next, so that a busy dispatcher writes one statement for many deliveries and an idle one is not
- * kept waiting.
+ * Records attempts' outcomes in the outbox in batches: what finishes while one statement records others, or within
+ * GAP_MS of the last one's start, is recorded together by the next.
  */
 export class OutcomeRecorder {
   private readonly queued: FinishedAttempt[] = [];
   private recording: Promise<void> | undefined;
+  private lastStart = -Infinity;
 
   constructor(
     private readonly outbox: WebhookOutbox,
@@ -30,6 +36,9 @@ export class OutcomeRecorder {
 
   private async recordQueued(): Promise<void> {
     while (this.queued.length > 0) {
+      const wait = this.lastStart + GAP_MS - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      this.lastStart = performance.now();
       const batch = this.queued.splice(0, OUTCOMES_PER_STATEMENT);
       try {
         await this.outbox.finish(batch);
