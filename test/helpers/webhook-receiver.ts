@@ -8,8 +8,11 @@ export interface Received {
   body: string;
 }
 
-/** How the receiver answers its n-th request (1 first): a status, or 'hold' to leave it unanswered (in flight). */
-export type Answer = { status: number; headers?: Record<string, string> } | 'hold';
+/**
+ * How the receiver answers its n-th request (1 first): a status (after `delayMs`, if given), or 'hold' to leave it
+ * unanswered (in flight).
+ */
+export type Answer = { status: number; headers?: Record<string, string>; delayMs?: number } | 'hold';
 
 export interface Receiver {
   /** Where the receiver listens; `url` is `${base}/hooks`. */
@@ -31,7 +34,8 @@ export async function startReceiver(respond: (n: number, path: string) => Answer
       received.push({ path: req.url ?? '', headers: req.headers, body });
       const answer = respond(received.length, req.url ?? '');
       if (answer === 'hold') held.push(res);
-      else res.writeHead(answer.status, answer.headers).end();
+      else if (answer.delayMs === undefined) res.writeHead(answer.status, answer.headers).end();
+      else setTimeout(() => res.writeHead(answer.status, answer.headers).end(), answer.delayMs);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

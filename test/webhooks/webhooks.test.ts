@@ -314,6 +314,32 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it(
+      'a claimed delivery whose lease runs short while it waits is given back, not sent: two dispatchers never both send it',
+      { timeout: 60_000 },
+      async () => {
+        const store = await backend.open();
+        await seed(store, { users: [{ name: 'alice' }] });
+        // A slow receiver: each claim queues more than can be sent inside its 2 s lease, one at a time.
+        const receiver = await startReceiver(() => ({ status: 200, delayMs: 600 }));
+        await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+        const options = { ...FAST, leaseMs: 2_000, timeoutMs: 1_000, concurrency: 1, endpointConcurrency: 1 };
+        const first = await startApp(store, { webhooks: options });
+        const second = await startApp(store, { webhooks: options });
+        try {
+          for (let id = 1; id <= 30; id++) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+          const ids = () => receiver.received.map((got) => String(got.headers['webhook-id']));
+          await until(() => new Set(ids()).size === 30, 'every plant at the receiver', 40_000);
+          // Sent past its lease, a queued delivery would also have been claimed and sent by the other dispatcher.
+          assert.equal(ids().length, 30, 'no webhook-id twice');
+        } finally {
+          await first.close();
+          await second.close();
+          await receiver.close();
+        }
+      },
+    );
+
     it('an endpoint that keeps failing rests as a whole, then a probe brings it back', { timeout: 60_000 }, async () => {
       const store = await backend.open();
       await seed(store, { users: [{ name: 'alice' }] });
