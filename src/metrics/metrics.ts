@@ -71,6 +71,8 @@ export class Metrics {
       help: 'Always 1; the labels say which version runs on which storage backend',
       labelNames: ['version', 'backend'],
       registers,
+      // Every worker says the same 1: summed over `--workers N`, it would say N.
+      aggregator: 'first',
     }).set({ version: VERSION, backend: store.backend }, 1);
 
     const routes = this.routes;

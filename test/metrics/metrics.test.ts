@@ -285,6 +285,8 @@ describe('serve --workers N with metrics', () => {
       assert.equal(sampleValue(samples, 'plantstore_auth_failures_total', { reason: 'missing_credentials' }), N);
       assert.equal(sampleValue(samples, 'plantstore_http_request_duration_seconds_count', { method: 'GET', route: '/plants' }), N);
       assertError(await rawRequest(publicUrl, '/metrics'), 404, 40401);
+      // Not a count: each worker's 1 is the same fact, not summed.
+      assert.equal(sampleValue(samples, 'plantstore_info', { version: PACKAGE_VERSION, backend: 'sqlite' }), 1);
     } finally {
       if (child.exitCode === null) child.kill('SIGTERM');
       assert.equal(await exited, 0, out);
