@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type ConfigInput } from '../config.js';
-import type { AdminStore, BulkStore, Store, WebhookStore } from '../store/store.js';
+import type { AdminStore, BulkStore, CredentialStore, Store, WebhookStore } from '../store/store.js';
 
 /** The flags given to a command (the program's `--db` with the command's own). */
 export function inputFrom(command: Command, extra: Omit<ConfigInput, 'db'> = {}): ConfigInput {
@@ -39,6 +39,10 @@ type Options = { create?: boolean };
 /** Users, groups, plants, grants and tokens, one at a time. */
 export const withAdmin = <T>(command: Command, run: (admin: AdminStore) => Promise<T>, options?: Options): Promise<T> =>
   withStore(command, run, options);
+
+/** Tokens, named by their id or found by their hash. */
+export const withTokens = <T>(command: Command, run: (store: AdminStore & Pick<CredentialStore, 'findToken'>) => Promise<T>): Promise<T> =>
+  withStore(command, run);
 
 /** The whole catalogue: import, export, counts. */
 export const withBulk = <T>(command: Command, run: (bulk: BulkStore) => Promise<T>, options?: Options): Promise<T> =>

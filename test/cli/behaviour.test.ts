@@ -91,6 +91,17 @@ for (const backend of BACKENDS) {
       assert.ok(tokenId, created.stderr);
       assert.match((await ok(db, ['tokens', 'revoke', tokenId])).stderr, new RegExp(`^revoked token ${tokenId}$`, 'm'));
       assert.match((await ok(db, ['tokens', 'revoke', tokenId])).stderr, new RegExp(`token ${tokenId} was already revoked`));
+      // The token itself names it too, and is never echoed: not when found, not when unknown, not when mistyped.
+      const token = (await ok(db, ['tokens', 'create', 'alice'])).stdout.trim();
+      const byValue = await ok(db, ['tokens', 'revoke', token]);
+      assert.match(byValue.stderr, /^revoked token \d+$/m);
+      const unknown = await fails(
+        db,
+        ['tokens', 'revoke', `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`],
+        /not one of this database's/,
+      );
+      const mistyped = await fails(db, ['tokens', 'revoke', `x${token}`], /give its id .* or the token itself/);
+      for (const run of [byValue, unknown, mistyped]) assert.ok(!`${run.stdout}${run.stderr}`.includes(token.slice(4, 20)), run.stderr);
 
       // Naming something that does not exist is a mistake: one line, exit 1.
       await fails(db, ['tokens', 'list', '--user', 'nobody'], /no user named "nobody"/);

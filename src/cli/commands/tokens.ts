@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { generateToken, tokenState } from '../../catalogue/tokens.js';
-import { invalidInput } from '../../catalogue/errors.js';
+import { generateToken, hashToken, TOKEN_PREFIX, tokenState } from '../../catalogue/tokens.js';
+import { invalidInput, notFound } from '../../catalogue/errors.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
-import { withAdmin } from '../context.js';
+import { withAdmin, withTokens } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
@@ -71,11 +71,29 @@ export function registerTokenCommands(program: Command): void {
     });
 
   tokens
-    .command('revoke <id>')
-    .description('revoke a token; the next request with it is refused')
-    .addHelpText('after', examples('plantstore tokens revoke 7'))
-    .action(async (id: string, _opts: unknown, cmd: Command) => {
-      const revoked = await withAdmin(cmd, (admin) => admin.revokeToken(parseId('token id', id)));
+    .command('revoke <id-or-token>')
+    .description('revoke a token, named by its id (tokens list) or given itself; the next request with it is refused')
+    .addHelpText('after', examples('plantstore tokens revoke 7', 'plantstore tokens revoke "$TOKEN"'))
+    .action(async (given: string, _opts: unknown, cmd: Command) => {
+      const { id, revoked } = await withTokens(cmd, async (store) => {
+        const id = given.startsWith(TOKEN_PREFIX) ? await tokenIdOf(store, given) : tokenId(given);
+        return { id, revoked: await store.revokeToken(id) };
+      });
       say(revoked ? `revoked token ${id}` : `token ${id} was already revoked`);
     });
+}
+
+/** A token's id as typed; what is not one is not repeated in the error: it may be a secret pasted by mistake. */
+function tokenId(given: string): number {
+  if (!/^[0-9]+$/.test(given)) {
+    throw invalidInput(`invalid token: give its id (tokens list shows them) or the token itself, which starts with ${TOKEN_PREFIX}`);
+  }
+  return parseId('token id', given);
+}
+
+/** The id of a token given itself, found by its hash; the token is never echoed. */
+async function tokenIdOf(store: Parameters<Parameters<typeof withTokens>[1]>[0], token: string): Promise<number> {
+  const found = await store.findToken(hashToken(token));
+  if (found === undefined) throw notFound(`the token given is not one of this database's (${TOKEN_PREFIX}… not shown)`);
+  return found.tokenId;
 }
