@@ -1,4 +1,4 @@
-import { invalidInput } from './catalogue/errors.js';
+import { DomainError, invalidInput } from './catalogue/errors.js';
 
 /**
  * Every setting of the service, once: its flag, its environment variable, its default, how its text is read,
@@ -26,13 +26,26 @@ export interface Setting<T> {
   readonly parse: (text: string | undefined) => T;
 }
 
-// Readers of a setting's text. `what` names the setting in error messages.
+// Readers of a setting's text. `what` names the setting in error messages, until readSettings names it as given.
+
+/** A setting's text that its reader refuses, and why: readSettings says it again under the name the user typed. */
+class RefusedSetting extends DomainError {
+  constructor(
+    what: string,
+    readonly text: string,
+    readonly reason: string,
+  ) {
+    super('invalid_input', text === '' ? `invalid ${what}: ${reason}` : `invalid ${what} "${text}": ${reason}`);
+  }
+}
+
+const refuse = (what: string, text: string | undefined, reason: string) => new RefusedSetting(what, text ?? '', reason);
 
 function wholeNumber(what: string, min: number, max: number): (text: string | undefined) => number {
   return (text) => {
     const value = (text ?? '').trim();
     if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) {
-      throw invalidInput(`invalid ${what} "${text}": expected a whole number from ${min} to ${max}`);
+      throw refuse(what, text, `expected a whole number from ${min} to ${max}`);
     }
     return Number(value);
   };
@@ -46,8 +59,7 @@ function optionalWholeNumber(what: string, min: number, max: number): (text: str
 function seconds(what: string, max: number): (text: string | undefined) => number {
   return (text) => {
     const value = (text ?? '').trim();
-    if (!/^[0-9]+$/.test(value) || Number(value) > max)
-      throw invalidInput(`invalid ${what} "${text}": expected whole seconds from 0 to ${max}`);
+    if (!/^[0-9]+$/.test(value) || Number(value) > max) throw refuse(what, text, `expected whole seconds from 0 to ${max}`);
     return Number(value);
   };
 }
@@ -57,7 +69,7 @@ function boolean(what: string): (text: string | undefined) => boolean {
     const value = (text ?? '').trim().toLowerCase();
     if (['1', 'true', 'yes', 'on'].includes(value)) return true;
     if (['0', 'false', 'no', 'off'].includes(value)) return false;
-    throw invalidInput(`invalid ${what} "${text}": expected true or false`);
+    throw refuse(what, text, 'expected true or false');
   };
 }
 
@@ -65,14 +77,14 @@ function oneOf<const T extends string>(what: string, values: readonly T[], { low
   return (text) => {
     const value = lowerCase ? (text ?? '').trim().toLowerCase() : (text ?? '');
     if (!(values as readonly string[]).includes(value))
-      throw invalidInput(`invalid ${what} "${text}": expected ${values.join(', ').replace(/, ([^,]*)$/, ' or $1')}`);
+      throw refuse(what, text, `expected ${values.join(', ').replace(/, ([^,]*)$/, ' or $1')}`);
     return value as T;
   };
 }
 
 function nonEmpty(what: string): (text: string | undefined) => string {
   return (text) => {
-    if ((text ?? '').trim() === '') throw invalidInput(`invalid ${what}: must not be empty`);
+    if ((text ?? '').trim() === '') throw refuse(what, '', 'must not be empty');
     return text!;
   };
 }
@@ -180,7 +192,7 @@ export const SETTINGS = {
     summary: 'one log line per request and response',
     meaning: 'One JSON log line per request and response (never headers).',
     table: 'service',
-    parse: boolean('PLANTSTORE_LOG_REQUESTS'),
+    parse: boolean('request logging'),
   }),
   shutdownGraceSeconds: setting({
     flag: '--shutdown-grace-seconds <s>',
@@ -199,7 +211,7 @@ export const SETTINGS = {
     meaning:
       'In-memory caches of token checks, JWT users and pages of listings; a committed change drops only the entries it can affect (see [Consistency and caching](#consistency-and-caching)).',
     table: 'service',
-    parse: boolean('PLANTSTORE_CACHE'),
+    parse: boolean('cache'),
   }),
   corsOrigins: setting({
     flag: '--cors-origins <list>',
@@ -372,7 +384,7 @@ export const SETTINGS = {
       'Send webhooks to receivers at loopback, private and other non-public addresses too (receivers inside your own ' +
       'network); link-local and cloud metadata addresses stay refused. Also read by `webhooks add`.',
     table: 'service',
-    parse: boolean('PLANTSTORE_WEBHOOK_ALLOW_PRIVATE'),
+    parse: boolean('private webhook receivers'),
   }),
   metricsPort: setting({
     flag: '--metrics-port <port>',
@@ -503,7 +515,7 @@ export const SETTINGS = {
     meaning:
       "A subject with no Plant Store user: `reject` (401, code 40112) or `provision` (created as an ordinary user with no grants: it sees public plants and what its groups claim gives). A name that looks like an existing user's is refused (401, 40111; see below).",
     table: 'jwt',
-    parse: oneOf('PLANTSTORE_JWT_UNKNOWN_USERS', ['reject', 'provision']),
+    parse: oneOf('unknown JWT users', ['reject', 'provision']),
   }),
   jwtAdmins: setting({
     flag: '--jwt-admins <mode>',
@@ -542,12 +554,21 @@ export type SettingValues = { [K in SettingName]: ReturnType<(typeof SETTINGS)[K
 /** Loose input, as commander gives the flags: a flag's text (numbers and booleans are accepted as text). */
 export type ConfigInput = { [K in SettingName]?: string | number | boolean | undefined };
 
-/** Reads every setting: the flag's text, else the variable's, else the default, through the setting's parser. */
+/**
+ * Reads every setting: the flag's text, else the variable's, else the default, through the setting's parser. A
+ * text refused is named as it was given: `--cache "maybe"` for the flag, `PLANTSTORE_CACHE "maybe"` for the variable.
+ */
 export function readSettings(input: ConfigInput, env: NodeJS.ProcessEnv): SettingValues {
   const values: Record<string, unknown> = {};
   for (const [name, s] of Object.entries(SETTINGS) as Array<[SettingName, Setting<unknown>]>) {
     const given = input[name];
-    values[name] = s.parse(given !== undefined ? String(given) : (env[s.env] ?? s.default));
+    try {
+      values[name] = s.parse(given !== undefined ? String(given) : (env[s.env] ?? s.default));
+    } catch (err) {
+      const source = given !== undefined ? s.flag?.split(' ')[0] : env[s.env] !== undefined ? s.env : undefined;
+      if (!(err instanceof RefusedSetting) || source === undefined) throw err;
+      throw refuse(source, err.text, err.reason);
+    }
   }
   return values as SettingValues;
 }
@@ -568,7 +589,7 @@ export function parseRateLimit(text: string): RateLimitConfig | undefined {
   const match = /^([1-9][0-9]{0,8}) *\/ *([1-9][0-9]{0,6})? *(ms|s|m|h)$/.exec(value);
   const windowMs = match ? Number(match[2] ?? 1) * WINDOW_UNIT_MS[match[3] as keyof typeof WINDOW_UNIT_MS] : 0;
   if (!match || windowMs > 86_400_000) {
-    throw invalidInput(`invalid rate limit "${text}": expected <requests>/<window> (e.g. 30000/1m, 100/10s) or off`);
+    throw refuse('rate limit', text, 'expected <requests>/<window> (e.g. 30000/1m, 100/10s) or off');
   }
   return { max: Number(match[1]), windowMs };
 }
@@ -587,8 +608,10 @@ function corsOrigins(text: string | undefined): string[] {
       origin !== '*' &&
       (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin || origin.includes('*'))
     ) {
-      throw invalidInput(
-        `invalid CORS origin "${origin}": expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *`,
+      throw refuse(
+        'CORS origin',
+        origin,
+        'expected an origin like https://app.example or http://localhost:3000 (no path, no trailing slash), or *',
       );
     }
   }

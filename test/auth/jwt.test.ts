@@ -422,8 +422,8 @@ describe('JWT configuration is validated at start', () => {
 
   it('other settings are checked too', () => {
     fails({ jwtUnknownUsers: 'maybe' }, hsEnv, /expected reject or provision/);
-    fails({ jwtClockTolerance: '-1' }, hsEnv, /clock tolerance/);
-    fails({ jwtClockTolerance: '3600' }, hsEnv, /clock tolerance/);
+    fails({ jwtClockTolerance: '-1' }, hsEnv, /invalid --jwt-clock-tolerance "-1"/);
+    fails({ jwtClockTolerance: '3600' }, hsEnv, /invalid --jwt-clock-tolerance "3600"/);
     const jwt = loadConfig({ jwtAudience: 'a, b' }, { ...env, ...hsEnv }).app.jwt;
     assert.deepEqual(jwt?.audience, ['a', 'b']);
     assert.equal(jwt?.userClaim, 'sub');

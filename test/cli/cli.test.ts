@@ -120,6 +120,11 @@ for (const backend of BACKENDS)
       await fails(db, ['grants', 'add', '1'], /exactly one of --user or --group|no plant/);
       await fails(db, ['tokens', 'create', 'alice', '--expires-in', '10 years'], /invalid duration/);
       await fails(db, ['tokens', 'revoke', '42'], /no token with id 42/);
+      // A setting's text is refused under the name it was given by: the flag, or the variable.
+      await fails(db, ['serve', '--cache', 'maybe'], /^plantstore: invalid --cache "maybe": expected true or false$/);
+      const fromEnv = await cli(db, ['serve'], undefined, { PLANTSTORE_CACHE: 'maybe' });
+      assert.notEqual(fromEnv.code, 0);
+      assert.match(fromEnv.stderr, /^plantstore: invalid PLANTSTORE_CACHE "maybe": expected true or false$/m);
       await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
       if (backend.name === 'sqlite') {
         const notADb = join(dir, 'not-a-db');

@@ -129,7 +129,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
   it('fails with exit 1 and one clear line on an invalid configuration', async () => {
     const run = await runCli(join(dir, 'any.db'), ['doctor', '--port', '99999']);
     assert.equal(run.code, 1);
-    assert.match(run.stdout, /^fail\s+config\s+invalid port "99999": expected a whole number from 0 to 65535 -> correct the flag/m);
+    assert.match(run.stdout, /^fail\s+config\s+invalid --port "99999": expected a whole number from 0 to 65535 -> correct the flag/m);
   });
 
   it('warns, without creating it, when the database file does not exist yet', async () => {

@@ -307,7 +307,7 @@ describe('CORS when configured', () => {
     ]);
     assert.deepEqual(loadConfig({}, { PLANTSTORE_CORS_ORIGINS: 'https://b.example,*' }).app.corsOrigins, ['https://b.example', '*']);
     for (const bad of ['https://a.example/', 'https://a.example/app', 'ftp://a.example', 'a.example', 'https://*.example', 'null']) {
-      assert.throws(() => loadConfig({ corsOrigins: bad }), /invalid CORS origin/, bad);
+      assert.throws(() => loadConfig({ corsOrigins: bad }), /invalid --cors-origins/, bad);
     }
   });
 });

@@ -217,13 +217,13 @@ describe('configuration of the limits', () => {
 
   it('rejects values that make no sense, with a message naming the setting', () => {
     for (const [input, message] of [
-      [{ rateLimit: '100' }, /invalid rate limit/],
-      [{ rateLimit: '0/1m' }, /invalid rate limit/],
-      [{ rateLimit: '-5/1m' }, /invalid rate limit/],
-      [{ rateLimit: '10/2d' }, /invalid rate limit/],
+      [{ rateLimit: '100' }, /invalid --rate-limit/],
+      [{ rateLimit: '0/1m' }, /invalid --rate-limit/],
+      [{ rateLimit: '-5/1m' }, /invalid --rate-limit/],
+      [{ rateLimit: '10/2d' }, /invalid --rate-limit/],
       [{ redisUrl: 'http://cache:6379' }, /invalid Redis URL/],
-      [{ maxConnections: '0' }, /invalid maximum connections/],
-      [{ maxHeaderBytes: '100' }, /invalid maximum header size/],
+      [{ maxConnections: '0' }, /invalid --max-connections/],
+      [{ maxHeaderBytes: '100' }, /invalid --max-header-bytes/],
       [{ headersTimeoutMs: '5000', requestTimeoutMs: '1000' }, /must not exceed/],
     ] as const) {
       assert.throws(() => loadConfig(input, {}), message, JSON.stringify(input));

@@ -241,7 +241,7 @@ describe('metrics off (the default)', () => {
         port: 9100,
       },
     );
-    assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid metrics port/);
+    assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid PLANTSTORE_METRICS_PORT "nine"/);
   });
 });
 
