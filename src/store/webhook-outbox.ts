@@ -23,6 +23,8 @@ export interface WebhookEndpoint {
 /** One event for one endpoint, as `webhooks deliveries` lists it. */
 export interface WebhookDelivery {
   eventId: number;
+  /** The `webhook-id` the receiver sees. */
+  messageId: string;
   endpointId: number;
   plantId: number;
   status: 'pending' | 'delivered' | 'failed';
@@ -121,9 +123,16 @@ export class WebhookOutbox {
     );
   }
 
-  /** Enables a disabled endpoint again (its failed deliveries stay failed until retried). */
-  enableEndpoint(id: number): Promise<void> {
-    return this.changeEndpoint(id, sql`UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE id = ${id}`);
+  /** Enables a disabled endpoint again (its failed deliveries stay failed until retried); false if it was enabled. */
+  async enableEndpoint(id: number): Promise<boolean> {
+    const { numAffectedRows } =
+      await sql`UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE id = ${id} AND disabled_at IS NOT NULL`.execute(
+        this.db(),
+      );
+    if (Number(numAffectedRows ?? 0) > 0) return true;
+    const { rows } = await sql`SELECT 1 FROM webhook_endpoints WHERE id = ${id}`.execute(this.db());
+    if (rows.length === 0) throw notFound(`no webhook endpoint with id ${id}`);
+    return false;
   }
 
   /** Runs `statement`, which changes endpoint `id`; an endpoint it did not find is the caller's mistake. */
@@ -135,11 +144,12 @@ export class WebhookOutbox {
   async listDeliveries(filter: { endpointId?: number; limit: number }): Promise<WebhookDelivery[]> {
     const where = filter.endpointId === undefined ? sql`` : sql`WHERE d.endpoint_id = ${filter.endpointId}`;
     const { rows } =
-      await sql<Row>`SELECT d.event_id, d.endpoint_id, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
+      await sql<Row>`SELECT d.event_id, e.message_id, d.endpoint_id, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
         d.last_status, d.last_error FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ${where}
       ORDER BY d.event_id DESC, d.endpoint_id LIMIT ${filter.limit}`.execute(this.db());
     return rows.map((r) => ({
       eventId: Number(r.event_id),
+      messageId: String(r.message_id),
       endpointId: Number(r.endpoint_id),
       plantId: Number(r.plant_id),
       status: r.status as WebhookDelivery['status'],

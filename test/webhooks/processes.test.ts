@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { plainSql } from '../helpers/plain-sql.js';
 import { runCli, spawnServe } from '../helpers/processes.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
@@ -70,6 +71,16 @@ for (const backend of BACKENDS) {
       const list = async () => JSON.parse((await runCli(db, ['webhooks', 'list', '--json'])).stdout) as Array<Record<string, unknown>>;
       const [endpoint] = await list();
       assert.equal(endpoint!.url, 'https://example.com/hooks/plants');
+      assert.equal(endpoint!.state, 'enabled');
+      // Enabling an enabled endpoint changes nothing and says so; a disabled one (as a 410 leaves it) is enabled.
+      const enable = () => runCli(db, ['webhooks', 'enable', String(endpoint!.id)]);
+      assert.match((await enable()).stderr, new RegExp(`webhook endpoint ${String(endpoint!.id)} was already enabled`));
+      await plainSql(db, `UPDATE webhook_endpoints SET disabled_at = 1, disabled_reason = 'gone' WHERE id = ${String(endpoint!.id)}`);
+      assert.equal((await list())[0]!.state, 'disabled');
+      const enabled = await enable();
+      assert.equal(enabled.code, 0, enabled.stderr);
+      assert.match(enabled.stderr, new RegExp(`^enabled webhook endpoint ${String(endpoint!.id)}$`, 'm'));
+      assert.equal((await list())[0]!.state, 'enabled');
       assert.ok(!JSON.stringify(await list()).includes('whsec_'), 'secrets are never listed');
       const rotated = await cli(db, 'webhooks', 'rotate-secret', String(endpoint!.id), '--overlap', '1h');
       assert.match(rotated, /^whsec_/);

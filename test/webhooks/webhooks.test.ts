@@ -130,6 +130,8 @@ for (const backend of BACKENDS) {
         await until(() => receiver.received.length >= 2, 'a second attempt', 15_000);
         const [first, second] = receiver.received;
         assert.equal(first!.headers['webhook-id'], second!.headers['webhook-id']);
+        // `webhooks deliveries` names it as the receiver saw it.
+        assert.equal((await latestDelivery(endpoint.id))?.messageId, first!.headers['webhook-id']);
         const gap = Number(second!.headers['webhook-timestamp']) - Number(first!.headers['webhook-timestamp']);
         assert.ok(gap >= 1, `retried after Retry-After (${gap} s) or the 5 s schedule`);
         assert.deepEqual(verify(secret, second!), { id: 201, name: 'Retried' });

@@ -60,7 +60,8 @@ export function registerWebhookCommands(program: Command): void {
     .addHelpText('after', examples('plantstore webhooks list', 'plantstore webhooks list --json'))
     .option('--json', 'print a JSON array', false)
     .action(async (opts: { json: boolean }, cmd: Command) => {
-      const rows = await withWebhooks(cmd, (webhooks) => webhooks.listEndpoints());
+      const endpoints = await withWebhooks(cmd, (webhooks) => webhooks.listEndpoints());
+      const rows = endpoints.map((e) => ({ ...e, state: e.disabledAt ? ('disabled' as const) : ('enabled' as const) }));
       printRows(
         rows,
         [
@@ -113,8 +114,8 @@ export function registerWebhookCommands(program: Command): void {
     .description('enable an endpoint disabled after answering 410 Gone')
     .addHelpText('after', examples('plantstore webhooks enable 3'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withWebhooks(cmd, (webhooks) => webhooks.enableEndpoint(parseId('endpoint id', id)));
-      say(`enabled webhook endpoint ${id}`);
+      const enabled = await withWebhooks(cmd, (webhooks) => webhooks.enableEndpoint(parseId('endpoint id', id)));
+      say(enabled ? `enabled webhook endpoint ${id}` : `webhook endpoint ${id} was already enabled`);
     });
 
   webhooks
@@ -133,7 +134,7 @@ export function registerWebhookCommands(program: Command): void {
       printRows(
         rows,
         [
-          { header: 'event', value: (d) => `msg_${d.eventId}` },
+          { header: 'webhook-id', value: (d) => d.messageId },
           { header: 'endpoint', value: (d) => String(d.endpointId) },
           { header: 'plant', value: (d) => String(d.plantId) },
           { header: 'status', value: (d) => d.status },
