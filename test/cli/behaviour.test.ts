@@ -105,6 +105,8 @@ for (const backend of BACKENDS) {
 
       // Naming something that does not exist is a mistake: one line, exit 1.
       await fails(db, ['tokens', 'list', '--user', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['plants', 'list', '--owner', 'nobody'], /no user named "nobody"/);
+      await fails(db, ['grants', 'list', '--plant', '99999'], /no plant with id 99999/);
       await fails(db, ['tokens', 'revoke', '99999'], /no token with id 99999/);
       await fails(db, ['grants', 'add', id, '--user', 'nobody'], /no user named "nobody"/);
       await fails(db, ['grants', 'add', id, '--group', 'nobody'], /no group named "nobody"/);

@@ -74,7 +74,9 @@ export async function removeGrant(d: StoreDialect, plantId: PlantId, grantee: Gr
   return false;
 }
 
+/** The grants of every plant, or of one: a plant that does not exist is not found, as everywhere a name is given. */
 export async function listGrants(d: StoreDialect, filter: { plantId?: PlantId }): Promise<GrantInfo[]> {
+  if (filter.plantId !== undefined) await plantPosition(d.db, filter.plantId);
   let users = d.db
     .selectFrom('plant_user_grants as g')
     .innerJoin('plants as p', 'p.id', 'g.plant_id')

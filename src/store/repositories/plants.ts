@@ -314,7 +314,9 @@ async function visibleTo(db: Db, at: Position, viewer: Viewer): Promise<boolean>
   return rows[0]?.visible === true || rows[0]?.visible === 1;
 }
 
+/** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */
 export async function listPlants(d: StoreDialect, filter: { owner?: string }): Promise<PlantInfo[]> {
+  if (filter.owner !== undefined) await userIdByName(d.db, filter.owner);
   let query = d.db
     .selectFrom('plants')
     .innerJoin('users', 'users.id', 'plants.owner_id')
