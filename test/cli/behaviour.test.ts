@@ -128,6 +128,20 @@ for (const backend of BACKENDS) {
       assert.match(second.stderr, /revoked \d+ token\(s\) of an earlier demo run/);
       const active = demoTokens.filter((t) => t.state === 'active').length;
       assert.equal(active, demoTokens.length / 2, "only the last run's tokens are active");
+
+      // A demo that cannot serve (another holds its port) says so before it touches the tokens of the one that does.
+      const holder = createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = String((holder.address() as { port: number }).port);
+        const third = await fails(db, ['demo', '--serve', '--port', port], new RegExp(`127\\.0\\.0\\.1:${port} is in use`));
+        assert.match(third.stderr, /Nothing was changed/);
+        assert.equal(third.stdout, '', 'no tokens printed');
+        const after = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout) as Array<{ label?: string; state: string }>;
+        assert.equal(after.filter((t) => t.label === 'demo' && t.state === 'active').length, active);
+      } finally {
+        await new Promise((resolve) => holder.close(resolve));
+      }
     });
   });
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { invalidInput } from '../../catalogue/errors.js';
 import { generateToken } from '../../catalogue/tokens.js';
 import { recordBatch } from '../../import-format/records.js';
 import type { AdminStore, BulkStore } from '../../store/store.js';
@@ -88,6 +89,12 @@ export function registerServerCommands(program: Command): void {
     .addHelpText('after', examples('plantstore demo --db ./data/demo.db --serve', 'plantstore demo --db ./data/demo.db --port 9000'))
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
       const config = configFrom(cmd, opts);
+      // Before anything is written: a demo that cannot serve must not replace the tokens of one that does.
+      const problem = opts.serve
+        ? await (await import('../doctor/listen.js')).listenProblem(config.server.host, config.server.port)
+        : undefined;
+      if (problem !== undefined)
+        throw invalidInput(`cannot serve the demo: ${problem.why}; ${problem.fix} (--port, PLANTSTORE_PORT). Nothing was changed`);
       const store = await (await loadStore()).openStore(config.store);
       const { host: listen, port, workers } = config.server;
       const host = listen === '0.0.0.0' || listen === '::' ? '127.0.0.1' : listen;

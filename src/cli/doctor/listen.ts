@@ -17,12 +17,19 @@ const FIX: Record<string, string> = {
   EADDRNOTAVAIL: 'use an address of this machine (127.0.0.1, 0.0.0.0 for all)',
 };
 
-async function listenCheck(check: string, host: string, port: number, flag: string): Promise<Check> {
-  if (port === 0) return ok(check, `${host}: any free port`);
+/** Why `serve` could not listen on `host:port` now, and what to do; undefined if it could. */
+export async function listenProblem(host: string, port: number): Promise<{ why: string; fix: string } | undefined> {
+  if (port === 0) return undefined;
   const err = await tryListen(host, port);
-  if (err === undefined) return ok(check, `${host}:${port} is free`);
+  if (err === undefined) return undefined;
   const why = err.code === 'EADDRINUSE' ? 'is in use by another process' : `cannot be listened on (${err.code ?? err.message})`;
-  return fail(check, `${host}:${port} ${why}`, `${FIX[err.code ?? ''] ?? 'check the address'} (${flag})`);
+  return { why: `${host}:${port} ${why}`, fix: FIX[err.code ?? ''] ?? 'check the address' };
+}
+
+async function listenCheck(check: string, host: string, port: number, flag: string): Promise<Check> {
+  const problem = await listenProblem(host, port);
+  if (problem === undefined) return ok(check, port === 0 ? `${host}: any free port` : `${host}:${port} is free`);
+  return fail(check, problem.why, `${problem.fix} (${flag})`);
 }
 
 /** The public listener and, when on, the metrics listener: can `serve` listen where it is told to? */
