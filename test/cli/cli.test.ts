@@ -114,6 +114,9 @@ for (const backend of BACKENDS)
       await ok(db, ['users', 'add', 'alice']);
       await fails(db, ['users', 'add', 'alice'], /^plantstore: user "alice" already exists$/);
       await fails(db, ['users', 'add', ' spaced'], /white space/);
+      // One rule for names on every path: a look-alike of an existing user is refused, as a JWT's would be.
+      for (const lookalike of ['ALICE', '\u0430lice', '\uff41lice'])
+        await fails(db, ['users', 'add', lookalike], /looks like the existing user "alice"/);
       await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
       await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
       await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);

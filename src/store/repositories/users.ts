@@ -17,15 +17,30 @@ export async function userIdByName(db: Db, name: string): Promise<number> {
   return Number(row.id);
 }
 
+/**
+ * Adds a user. A name that looks like an existing user's (the same nameKey: `ALICE` beside `alice`, a Cyrillic
+ * look-alike) is refused (conflict), as it is for a user an identity provider names (provisionUser).
+ */
 export async function addUser(d: StoreDialect, name: string, admin: boolean): Promise<UserInfo> {
   checkUserName(name);
+  const key = nameKey(name);
   const createdAt = Date.now();
   const insert = insertUnique(d, `user "${name}"`, () =>
-    d.db
-      .insertInto('users')
-      .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: nameKey(name) })
-      .returning('id')
-      .executeTakeFirstOrThrow(),
+    d.writeTransaction(async (trx) => {
+      await d.lock(trx, `name ${key}`);
+      const lookalike = await trx
+        .selectFrom('users')
+        .select('name')
+        .where('name_key', '=', key)
+        .where('name', '<>', name)
+        .executeTakeFirst();
+      if (lookalike) throw conflict(`user name "${name}" looks like the existing user "${lookalike.name}"; choose a name that does not`);
+      return trx
+        .insertInto('users')
+        .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: key })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+    }),
   );
   return seenHere(
     d,
