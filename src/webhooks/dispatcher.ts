@@ -116,7 +116,7 @@ export class WebhookDispatcher {
     await Promise.all(this.inFlight.keys());
     await this.outcomes.settled();
     this.sender.close();
-    await this.outbox.release(abandoned).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
+    await giveBack(this.outbox, this.log, abandoned);
   }
 
   /**
@@ -172,12 +172,7 @@ export class WebhookDispatcher {
       if (delivery.leaseUntil - now > this.options.timeoutMs) this.send(delivery, share);
       else expiring.push(delivery);
     }
-    if (expiring.length > 0) this.giveBack(expiring);
-  }
-
-  /** Lets go of claimed deliveries this process will not send: they are due again for any process. */
-  private giveBack(deliveries: ClaimedDelivery[]): void {
-    this.outbox.release(deliveries).catch((err: unknown) => this.log.warn({ err }, 'webhook deliveries not released'));
+    if (expiring.length > 0) void giveBack(this.outbox, this.log, expiring);
   }
 
   private send(delivery: ClaimedDelivery, share: EndpointShare): void {
@@ -214,7 +209,7 @@ export class WebhookDispatcher {
       if (rest > 0) {
         // What waits for a resting endpoint goes back to the outbox, due: another process may send it meanwhile.
         const queued = share.queued.splice(0);
-        if (queued.length > 0) this.giveBack(queued);
+        if (queued.length > 0) void giveBack(this.outbox, this.log, queued);
         this.log.warn(
           { endpointId: delivery.endpointId, restMs: rest },
           'webhook endpoint keeps failing; it is given no delivery until a probe after the rest succeeds',
@@ -270,6 +265,11 @@ export class WebhookDispatcher {
       return retry(undefined, failureReason(err));
     }
   }
+}
+
+/** Lets go of claimed deliveries this process will not send: they are due again for any process. */
+function giveBack(outbox: WebhookOutbox, log: WarningLog, deliveries: readonly ClaimedDelivery[]): Promise<void> {
+  return outbox.release(deliveries).catch((err: unknown) => log.warn({ err }, 'webhook deliveries not released'));
 }
 
 /** What went wrong, by its class: the error's code (ECONNREFUSED, ECONNRESET, …) and its message. */
