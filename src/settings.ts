@@ -493,7 +493,7 @@ export const SETTINGS = {
     env: 'PLANTSTORE_JWT_ALGORITHMS',
     default: undefined,
     shownDefault: 'all the key can verify',
-    summary: 'accepted algorithms, default all the key can verify',
+    summary: 'accepted algorithms',
     meaning: 'Narrow the allow-list, e.g. `RS256`.',
     table: 'jwt',
     parse: commaList,

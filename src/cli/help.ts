@@ -7,5 +7,7 @@ export function examples(...lines: string[]): string {
 /** One setting's `--help` line: what it is, its variable and its default. */
 export function settingHelp(s: Setting<unknown>): string {
   const shown = s.shownDefault ?? s.default;
-  return `${s.summary} (${s.env}${shown === undefined || shown === 'none' ? '' : `, default ${shown}`})`;
+  // "required" is no default: the summary says the setting is required.
+  const tail = shown === undefined || shown === 'none' || shown === 'required' ? '' : `, default ${shown}`;
+  return `${s.summary} (${s.env}${tail})`;
 }

@@ -37,6 +37,11 @@ it('every command and sub-command has a description and --help with examples', a
       examples[1]!.split('\n').some((line) => line.includes('plantstore')),
       `${name} examples show no plantstore command line`,
     );
+    // Clean help: a default shown once per option, unquoted, and never "default required".
+    const options = run.stdout.replace(/\n {20,}/g, ' ').split('\n');
+    for (const line of options) assert.ok((line.match(/\bdefault\b/g) ?? []).length <= 1, `${name}: default twice in "${line}"`);
+    assert.doesNotMatch(run.stdout, /\(default: "/, `${name} --help quotes a default`);
+    assert.doesNotMatch(run.stdout, /default required/, `${name} --help says "default required"`);
     seen.push(path.join(' '));
     const children = listedCommands(run.stdout);
     for (const child of children) assert.ok(child.description.length > 0, `${name} ${child.name} has no description`);

@@ -39,7 +39,7 @@ export function registerCatalogueCommands(program: Command): void {
 One JSON record a line:
   {"type":"user","name":"alice","admin":false}
   {"type":"group","name":"gardeners","members":["alice","bob"]}
-  {"type":"plant","name":"Monstera deliciosa","tag":"tropical","owner":"alice","public":false,"sharedWith":["bob","group:gardeners"]}
+  {"type":"plant","id":1,"name":"Monstera deliciosa","tag":"tropical","owner":"alice","public":false,"sharedWith":["bob","group:gardeners"]}
 
 Examples:
   plantstore import catalogue.ndjson

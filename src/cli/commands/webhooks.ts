@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
@@ -95,7 +95,7 @@ export function registerWebhookCommands(program: Command): void {
         'plantstore webhooks rotate-secret 3 --overlap 0',
       ),
     )
-    .option('--overlap <duration>', 'how long the old secret signs too (0: it stops now)', '24h')
+    .addOption(new Option('--overlap <duration>', 'how long the old secret signs too (0: it stops now)').default('24h', '24h'))
     .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
       const secret = newWebhookSecret();
       const overlap = parseDuration(opts.overlap);
@@ -123,7 +123,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('recent deliveries, newest first: status, attempts, next retry, last answer')
     .addHelpText('after', examples('plantstore webhooks deliveries', 'plantstore webhooks deliveries --endpoint 3 --limit 10 --json'))
     .option('--endpoint <id>', 'only deliveries to this endpoint')
-    .option('--limit <n>', 'at most this many', '50')
+    .addOption(new Option('--limit <n>', 'at most this many').default('50', '50'))
     .option('--json', 'print a JSON array', false)
     .action(async (opts: { endpoint?: string; limit: string; json: boolean }, cmd: Command) => {
       const filter = {
