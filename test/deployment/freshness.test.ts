@@ -186,7 +186,12 @@ describe('PostgreSQL: a change by any writer applies within one second on every 
 
   after(async () => {
     await sql?.end();
-    for (const s of servers) assert.equal(await s.stop(), 0, 'each instance drains and exits 0');
+    const lost = (s: ServeProcess) => (s.output().match(/change log connection lost/g) ?? []).length;
+    for (const s of servers) {
+      const before = lost(s);
+      assert.equal(await s.stop(), 0, 'each instance drains and exits 0');
+      assert.equal(lost(s), before, `an orderly stop warns of no lost change log connection:\n${s.output()}`);
+    }
     await proxy.stop();
     await dropSchema(schema);
   });

@@ -215,7 +215,8 @@ class ListeningConnection {
     const client = new pg.Client({ ...this.config, query_timeout: READ_TIMEOUT_MS, keepAlive: true });
     const lost = (err?: Error) => {
       if (this.client === client) this.client = undefined;
-      if (this.following) {
+      // An orderly close ends the connection too: no loss to warn of.
+      if (this.following && !this.closed) {
         this.following = false;
         this.reporter?.('lost', `change log connection lost (${err?.message ?? 'closed'}); caching nothing until it is back`);
       }
