@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { PG_URL, requirePostgres } from '../helpers/postgres.js';
-import { BIN, runCli, type CliRun } from '../helpers/processes.js';
+import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
 // repeated, another process writing at the same time, a port already taken.
@@ -228,6 +228,21 @@ describe('plantstore CLI: the database named by --db', () => {
       );
     } finally {
       taken.close();
+    }
+  });
+
+  it('doctor beside the running service: its port is taken by a Plant Store, which is no failure', async () => {
+    const db = join(dir, 'doctor-live.db');
+    await ok(db, ['migrate']);
+    const server = await spawnServe(db);
+    try {
+      const port = new URL(server.url).port;
+      const run = await runCli(db, ['doctor', '--port', port]);
+      assert.equal(run.code, 0, run.stdout);
+      assert.match(run.stdout, new RegExp(`^ok\\s+listen\\s+127\\.0\\.0\\.1:${port} is served by a running Plant Store \\d`, 'm'));
+      assert.doesNotMatch(run.stdout, /^fail/m);
+    } finally {
+      assert.equal(await server.stop(), 0);
     }
   });
 

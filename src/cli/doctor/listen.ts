@@ -1,6 +1,25 @@
 import { createServer } from 'node:net';
 import type { ServerConfig } from '../../config.js';
+import { VERSION_HEADER } from '../../http/common-headers.js';
 import { fail, ok, type Check } from './check.js';
+
+/** How long a running service has to answer the probe of a port in use. */
+const PROBE_MS = 2_000;
+
+/**
+ * The version of the Plant Store answering on `host:port`, if one does: every answer it gives, on either listener,
+ * carries VERSION_HEADER. Undefined when something else holds the port, or nothing answers in time.
+ */
+async function runningPlantStore(host: string, port: number): Promise<string | undefined> {
+  const address = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  try {
+    const res = await fetch(`http://${address}:${port}/healthz`, { signal: AbortSignal.timeout(PROBE_MS) });
+    await res.body?.cancel();
+    return res.headers.get(VERSION_HEADER) ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Binds `host:port` for a moment: what `serve` will do, so its failure shows here first. */
 function tryListen(host: string, port: number): Promise<NodeJS.ErrnoException | undefined> {
@@ -26,9 +45,12 @@ export async function listenProblem(host: string, port: number): Promise<{ why: 
   return { why: `${host}:${port} ${why}`, fix: FIX[err.code ?? ''] ?? 'check the address' };
 }
 
+/** Whether `serve` can listen where told, or a Plant Store already does: doctor is run beside a live service too. */
 async function listenCheck(check: string, host: string, port: number, flag: string): Promise<Check> {
   const problem = await listenProblem(host, port);
   if (problem === undefined) return ok(check, port === 0 ? `${host}: any free port` : `${host}:${port} is free`);
+  const running = await runningPlantStore(host, port);
+  if (running !== undefined) return ok(check, `${host}:${port} is served by a running Plant Store ${running}`);
   return fail(check, problem.why, `${problem.fix} (${flag})`);
 }
 
