@@ -116,7 +116,12 @@ for (const backend of BACKENDS)
       await fails(db, ['users', 'add', ' spaced'], /white space/);
       // One rule for names on every path: a look-alike of an existing user is refused, as a JWT's would be.
       for (const lookalike of ['ALICE', '\u0430lice', '\uff41lice'])
-        await fails(db, ['users', 'add', lookalike], /looks like the existing user "alice"/);
+        await fails(db, ['users', 'add', lookalike], /looks like that of the user "alice"/);
+      // And in an import: nothing of it is written.
+      const file = join(dir, `lookalike-${backend.name}.ndjson`);
+      writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'carol' })}\n${JSON.stringify({ type: 'user', name: 'ALICE' })}\n`);
+      await fails(db, ['import', file], /user name "ALICE" looks like that of the user "alice"/);
+      assert.ok(!(await ok(db, ['users', 'list'])).stdout.includes('carol'), 'the import wrote nothing');
       await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
       await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
       await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);

@@ -5,6 +5,7 @@ import type { CatalogueRecord } from '../../import-format/records.js';
 import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
+import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
 import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, PLANT_API_ID_INDEX } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
@@ -112,6 +113,8 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of this.addBack) await this.client.query(statement);
+    const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
+    if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
       const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);
       for (const statement of importedPlantEvents('postgres', this.firstPosition - 1, Number(rows[0]!.last), this.now)) {

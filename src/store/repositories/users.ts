@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
-import type { Database } from '../schema.js';
+import type { Database, Dialect } from '../schema.js';
 import type { UserCredential, UserInfo } from '../store.js';
 import { insertUnique, seenHere, unavailableOr } from '../writes.js';
 
@@ -16,6 +16,23 @@ export async function userIdByName(db: Db, name: string): Promise<number> {
   if (!row) throw notFound(`no user named "${name}"`);
   return Number(row.id);
 }
+
+/** The refusal of a user name that looks like another's: the same words on every path that adds users. */
+export const lookalikeName = (name: string, other: string) =>
+  conflict(`user name "${name}" looks like that of the user "${other}"; choose a name that does not`);
+
+/**
+ * The first user an import added whose name looks like another user's (addUser's rule), with that other user's
+ * name: the import's users are those after `lastUserBefore` on SQLite, those its transaction wrote on PostgreSQL.
+ */
+export function importedLookalikeSql(dialect: Dialect, lastUserBefore: number): string {
+  if (!Number.isSafeInteger(lastUserBefore)) throw new Error(`not a user id: ${lastUserBefore}`);
+  const ours = dialect === 'postgres' ? 'n.xmin = pg_current_xact_id()::xid' : `n.id > ${lastUserBefore}`;
+  return `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id WHERE ${ours} ORDER BY n.id LIMIT 1`;
+}
+
+/** The largest user id so far (0 for none): what `importedLookalikeSql` counts from on SQLite. */
+export const LAST_USER_SQL = 'SELECT coalesce(max(id), 0) AS last FROM users';
 
 /**
  * Adds a user. A name that looks like an existing user's (the same nameKey: `ALICE` beside `alice`, a Cyrillic
@@ -34,7 +51,7 @@ export async function addUser(d: StoreDialect, name: string, admin: boolean): Pr
         .where('name_key', '=', key)
         .where('name', '<>', name)
         .executeTakeFirst();
-      if (lookalike) throw conflict(`user name "${name}" looks like the existing user "${lookalike.name}"; choose a name that does not`);
+      if (lookalike) throw lookalikeName(name, lookalike.name);
       return trx
         .insertInto('users')
         .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: key })

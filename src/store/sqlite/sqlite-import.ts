@@ -3,6 +3,7 @@ import { nameKey } from '../../catalogue/names.js';
 import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
+import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
@@ -31,6 +32,7 @@ export class SqliteImport implements ImportTarget {
   private readonly now = Date.now();
   private readonly statements;
   private plants: PlantWriter | undefined;
+  private lastUserBefore = 0;
   private triggers: Array<{ name: string; sql: string }> = [];
   private readonly cacheSize: unknown;
 
@@ -75,6 +77,7 @@ export class SqliteImport implements ImportTarget {
     this.triggers = importedTableTriggers(db);
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
     this.plants = new PlantWriter(db, this.now);
+    this.lastUserBefore = db.prepare(LAST_USER_SQL).pluck().get() as number;
     return Number(db.prepare(LARGEST_USED_PLANT_ID_SQL).pluck().get() ?? 0);
   }
 
@@ -103,6 +106,8 @@ export class SqliteImport implements ImportTarget {
   async commit(): Promise<void> {
     const { db } = this;
     this.plants!.finish();
+    const lookalike = db.prepare(importedLookalikeSql('sqlite', this.lastUserBefore)).get() as { name: string; other: string } | undefined;
+    if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
     for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
     for (const { sql } of this.triggers) db.exec(sql);
