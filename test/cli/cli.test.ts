@@ -122,6 +122,9 @@ for (const backend of BACKENDS)
       writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'carol' })}\n${JSON.stringify({ type: 'user', name: 'ALICE' })}\n`);
       await fails(db, ['import', file], /user name "ALICE" looks like that of the user "alice"/);
       assert.ok(!(await ok(db, ['users', 'list'])).stdout.includes('carol'), 'the import wrote nothing');
+      // Users that arrive together are not compared: an export from before the rule imports back whole.
+      writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'Dave' })}\n${JSON.stringify({ type: 'user', name: 'dave' })}\n`);
+      await ok(db, ['import', file]);
       await fails(db, ['plants', 'add', '--name', 'X', '--owner', 'nobody'], /no user named "nobody"/);
       await fails(db, ['plants', 'remove', 'abc'], /invalid plant id/);
       await fails(db, ['plants', 'remove', '999'], /no plant with id 999/);

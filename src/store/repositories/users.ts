@@ -22,13 +22,18 @@ export const lookalikeName = (name: string, other: string) =>
   conflict(`user name "${name}" looks like that of the user "${other}"; choose a name that does not`);
 
 /**
- * The first user an import added whose name looks like another user's (addUser's rule), with that other user's
- * name: the import's users are those after `lastUserBefore` on SQLite, those its transaction wrote on PostgreSQL.
+ * The first user an import added whose name looks like that of a user the database already had (addUser's rule),
+ * with that user's name: the import's users are those after `lastUserBefore` on SQLite, those its transaction wrote
+ * on PostgreSQL. Users that arrive together are not compared: a catalogue exported before the rule (which may hold
+ * such a pair) imports back whole.
  */
 export function importedLookalikeSql(dialect: Dialect, lastUserBefore: number): string {
   if (!Number.isSafeInteger(lastUserBefore)) throw new Error(`not a user id: ${lastUserBefore}`);
-  const ours = dialect === 'postgres' ? 'n.xmin = pg_current_xact_id()::xid' : `n.id > ${lastUserBefore}`;
-  return `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id WHERE ${ours} ORDER BY n.id LIMIT 1`;
+  const [ours, theirs] =
+    dialect === 'postgres'
+      ? ['n.xmin = pg_current_xact_id()::xid', 'o.xmin <> pg_current_xact_id()::xid']
+      : [`n.id > ${lastUserBefore}`, `o.id <= ${lastUserBefore}`];
+  return `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id WHERE ${ours} AND ${theirs} ORDER BY n.id LIMIT 1`;
 }
 
 /** The largest user id so far (0 for none): what `importedLookalikeSql` counts from on SQLite. */
