@@ -121,6 +121,48 @@ export interface components {
              */
             id: number;
         };
+        /**
+         * @description The body of every error answer. Its `error` field is one of these codes:
+         *
+         *     | error | status | name | meaning |
+         *     |---|---|---|---|
+         *     | 40001 | 400 | `invalid_parameter` | A query parameter has an invalid value. |
+         *     | 40002 | 400 | `repeated_parameter` | A query parameter that takes one value was given more than once. |
+         *     | 40003 | 400 | `bad_request` | The request is malformed (bad URL encoding, bad body, bad headers). |
+         *     | 40004 | 400 | `unknown_parameter` | The request has a query parameter the operation does not take (the message names it). |
+         *     | 40005 | 400 | `invalid_body` | The request body is not what the operation takes (not JSON, a missing, mistyped or unknown field); the message names it. |
+         *     | 40101 | 401 | `missing_credentials` | No bearer token was sent (no Authorization header, or another scheme). |
+         *     | 40102 | 401 | `invalid_token` | The bearer token is malformed or unknown. |
+         *     | 40103 | 401 | `expired_token` | The bearer token has expired. |
+         *     | 40104 | 401 | `revoked_token` | The bearer token has been revoked. |
+         *     | 40105 | 401 | `token_not_yet_valid` | The JWT is not valid yet (`nbf` is in the future). |
+         *     | 40106 | 401 | `token_wrong_issuer` | The JWT was issued by an issuer this service does not trust (`iss`). |
+         *     | 40107 | 401 | `token_wrong_audience` | The JWT is meant for another service (`aud`). |
+         *     | 40108 | 401 | `token_bad_signature` | The JWT signature does not verify. |
+         *     | 40109 | 401 | `token_algorithm_not_allowed` | The JWT is signed with an algorithm this service does not accept (e.g. `none`). |
+         *     | 40110 | 401 | `token_unknown_key` | The JWT names a signing key (`kid`) the identity provider does not publish. |
+         *     | 40111 | 401 | `token_invalid_claims` | The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type. |
+         *     | 40112 | 401 | `token_unknown_user` | The JWT names a user this service does not know (and provisioning is off). |
+         *     | 40301 | 403 | `not_owner` | The caller can see the plant but may not delete it: only its owner or an admin may. |
+         *     | 40401 | 404 | `not_found` | No such path. |
+         *     | 40402 | 404 | `plant_not_found` | No plant with this id that the caller can see. |
+         *     | 40501 | 405 | `method_not_allowed` | The path exists but not for this method; see the Allow header. |
+         *     | 40601 | 406 | `not_acceptable` | The Accept header rules out application/json. |
+         *     | 40801 | 408 | `request_timeout` | The client took too long to send the request. |
+         *     | 40901 | 409 | `plant_id_taken` | The id is another plant's (a plant of another user, or with another name or tag); choose another id. |
+         *     | 41301 | 413 | `payload_too_large` | The request body is too large. |
+         *     | 41401 | 414 | `uri_too_long` | The request target (path and query) is too long. |
+         *     | 41501 | 415 | `unsupported_media_type` | The request body has a media type the service does not take. |
+         *     | 41701 | 417 | `expectation_failed` | The request has an `Expect` header other than `100-continue`. |
+         *     | 42901 | 429 | `rate_limited` | Too many requests for this token (or this client address, without a valid token); see Retry-After. |
+         *     | 42902 | 429 | `too_many_listings` | Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After. |
+         *     | 42903 | 429 | `write_rate_limited` | Too many creates and deletes for this user in the current window; see Retry-After. |
+         *     | 43101 | 431 | `headers_too_large` | The request line or headers are too large. |
+         *     | 50001 | 500 | `internal` | An unexpected server error; details are in the server log, never in the response. |
+         *     | 50301 | 503 | `unavailable` | The database is unreachable, locked for too long, or the server is shutting down; see Retry-After. |
+         *     | 50302 | 503 | `identity_provider_unavailable` | The identity provider's signing keys (JWKS) cannot be fetched; retry later. |
+         *     | 50303 | 503 | `busy` | Too many full listings are being served at once; see Retry-After, or ask for a page with `limit`. |
+         */
         Error: {
             /**
              * Format: int32

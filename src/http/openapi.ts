@@ -23,17 +23,23 @@ const description = `A sample API: Plant Store returns the plants that the calli
 This document describes Plant Store ${VERSION}, which implements the OpenAPI Plant Store contract
 version ${CONTRACT_VERSION}.
 
-Every operation needs a bearer token (\`Authorization: Bearer <token>\`), issued by an operator with
-\`plantstore tokens create USER\`. A user sees a plant when the user is an admin, owns the plant, the
-plant is public, or the plant is shared with the user or with a group the user belongs to. Plants are
-listed in catalogue order (the order they were added).
+The plant operations need a bearer token (\`Authorization: Bearer <token>\`), issued by an operator with
+\`plantstore tokens create USER\`; \`/healthz\` and \`/readyz\` need none. A user sees a plant when the user
+is an admin, owns the plant, the plant is public, or the plant is shared with the user or with a group the
+user belongs to. Plants are listed in catalogue order (the order they were added).
 
-## Error codes
-
-Every error response has the \`Error\` body. Its \`error\` field is a stable code from this catalogue:
-
-${errorCatalogueMarkdown()}
+Every error answer has the \`Error\` body, whose \`error\` field is a stable code: the codes are listed with
+the \`Error\` schema, under Schemas at the end of this page.
 `;
+
+/** The `Error` schema, with the catalogue of codes: one click away on the docs page, below the operations. */
+function withErrorCatalogue<T extends object>(doc: T): T {
+  const error = (doc as { components?: { schemas?: Record<string, { description?: string }> } }).components?.schemas?.Error;
+  if (error !== undefined) {
+    error.description = `The body of every error answer. Its \`error\` field is one of these codes:\n\n${errorCatalogueMarkdown()}`;
+  }
+  return doc;
+}
 
 type Responses = Record<string, { headers?: Record<string, unknown> }>;
 
@@ -123,7 +129,9 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       security: [{ bearerAuth: [] }],
     },
     transformObject: (documentObject) =>
-      'openapiObject' in documentObject ? { ...withVersionHeader(documentObject.openapiObject), webhooks } : documentObject.swaggerObject,
+      'openapiObject' in documentObject
+        ? { ...withErrorCatalogue(withVersionHeader(documentObject.openapiObject)), webhooks }
+        : documentObject.swaggerObject,
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });

@@ -97,6 +97,14 @@ describe(`/docs in headless Chromium [${BACKENDS[0]!.name}]`, { skip, timeout: 9
       const curl = await operation.locator('.curl-command').innerText();
       assert.ok(curl.includes(`Authorization: Bearer ${tokens.carol}`), `curl shows the bearer header: ${curl}`);
 
+      // The operations come first; the error codes are one click away, on the Error schema below them.
+      assert.equal(await page.locator('.information-container table').count(), 0, 'no table above the operations');
+      const errorSchema = page
+        .locator('section.models article')
+        .filter({ has: page.locator('.json-schema-2020-12__title', { hasText: /^Error$/ }) });
+      await errorSchema.locator('button.json-schema-2020-12-accordion').first().click();
+      await errorSchema.getByText('rate_limited').first().waitFor();
+
       await mkdir(ARTIFACTS, { recursive: true });
       await page.screenshot({ path: `${ARTIFACTS}docs-try-it-out.png`, fullPage: true });
     } finally {

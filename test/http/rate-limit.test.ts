@@ -107,7 +107,7 @@ describe('rate limiting, in-process counters', () => {
 
   it('documents 429 with its headers in the served OpenAPI document', async () => {
     const doc = (await rawRequest(server.url, '/openapi.json')).body as {
-      info: { description: string };
+      components: { schemas: { Error: { description: string } } };
       paths: Record<
         string,
         { get: { responses: Record<string, { headers?: Record<string, unknown>; content: Record<string, { schema: unknown }> }> } }
@@ -118,7 +118,7 @@ describe('rate limiting, in-process counters', () => {
     assert.deepEqual(tooMany.content['application/json']!.schema, { $ref: '#/components/schemas/Error' });
     assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['Plantstore-Version', 'RateLimit', 'RateLimit-Policy', 'Retry-After']);
     assert.ok(responses['200']!.headers?.RateLimit, '200 documents the RateLimit header');
-    assert.ok(doc.info.description.includes('| 42901 | 429 | `rate_limited` |'));
+    assert.ok(doc.components.schemas.Error.description.includes('| 42901 | 429 | `rate_limited` |'));
   });
 });
 
