@@ -5,6 +5,8 @@ import pg from 'pg';
 export const PG_URL = process.env.PLANTSTORE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 let availability: Promise<string | undefined> | undefined;
+const PROBE_ATTEMPTS = 3;
+const PROBE_TIMEOUT_MS = 10_000;
 
 /**
  * Resolves to undefined when PostgreSQL answers, or to the reason it does not. Under CI (CI=true) a missing
@@ -12,16 +14,23 @@ let availability: Promise<string | undefined> | undefined;
  */
 export function postgresUnavailableReason(): Promise<string | undefined> {
   availability ??= (async () => {
-    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3_000 });
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return undefined;
-    } catch (err) {
-      return `PostgreSQL not reachable at ${PG_URL.replace(/\/\/[^@]*@/, '//')}: ${(err as Error).message}`;
-    } finally {
-      await client.end().catch(() => {});
+    let reason = '';
+    // Patient: on a busy machine a PostgreSQL that is up may take seconds to accept a connection. One that is not
+    // listening refuses at once, and is not asked again.
+    for (let attempt = 1; attempt <= PROBE_ATTEMPTS; attempt++) {
+      const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: PROBE_TIMEOUT_MS });
+      try {
+        await client.connect();
+        await client.query('SELECT 1');
+        return undefined;
+      } catch (err) {
+        reason = `PostgreSQL not reachable at ${PG_URL.replace(/\/\/[^@]*@/, '//')}: ${(err as Error).message}`;
+        if ((err as NodeJS.ErrnoException).code === 'ECONNREFUSED') break;
+      } finally {
+        await client.end().catch(() => {});
+      }
     }
+    return reason;
   })();
   return availability;
 }
