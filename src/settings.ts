@@ -3,7 +3,7 @@ import { DomainError, invalidInput } from './catalogue/errors.js';
 /**
  * Every setting of the service, once: its flag, its environment variable, its default, how its text is read,
  * and what it means. `Config` (config.ts), the options of `serve`, `demo` and `doctor`, and the README's
- * configuration tables are all derived from this table; a test compares the README with it.
+ * configuration tables (README.md, docs/identity-providers.md) are all derived from this table; a test compares them.
  *
  * A flag wins over its variable, which wins over the default. Every setting has a flag except the JWT secret
  * itself, which would show in the process list (its file has one).
@@ -209,7 +209,7 @@ export const SETTINGS = {
     default: 'true',
     summary: 'in-memory caches of token checks, JWT users and pages',
     meaning:
-      'In-memory caches of token checks, JWT users and pages of listings; a committed change drops only the entries it can affect (see [Consistency and caching](#consistency-and-caching)).',
+      'In-memory caches of token checks, JWT users and pages of listings; a committed change drops only the entries it can affect (see [Consistency and caching](docs/deployment.md#consistency-and-caching)).',
     table: 'service',
     parse: boolean('cache'),
   }),
@@ -392,7 +392,7 @@ export const SETTINGS = {
     default: undefined,
     shownDefault: 'off',
     summary: 'serve Prometheus /metrics on this admin port; off when unset',
-    meaning: 'Serve Prometheus metrics at `/metrics` on this separate admin port (see [Metrics](#metrics)).',
+    meaning: 'Serve Prometheus metrics at `/metrics` on this separate admin port (see [Metrics](docs/deployment.md#metrics)).',
     table: 'service',
     parse: optionalWholeNumber('metrics port', 0, 65535),
   }),

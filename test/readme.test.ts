@@ -16,10 +16,11 @@ it('README lists the error-code catalogue exactly as the service documents it', 
 });
 
 it("README's configuration tables are the settings table in code, row for row", () => {
-  // The README's tables, in order: the service's, then the JWT settings'.
+  // The README's table of the service's settings, then the JWT settings' in the identity providers' page.
+  const identityProviders = readFileSync(join(ROOT, 'docs', 'identity-providers.md'), 'utf8');
   const tables: string[][] = [];
   let current: string[] | undefined;
-  for (const line of readme.split('\n')) {
+  for (const line of `${readme}\n${identityProviders}`.split('\n')) {
     if (line === '| Flag | Environment | Default | Meaning |') tables.push((current = []));
     if (current && line.startsWith('|')) current.push(line);
     else current = undefined;
@@ -27,7 +28,7 @@ it("README's configuration tables are the settings table in code, row for row", 
   assert.deepEqual(
     tables,
     [settingsTable('service'), settingsTable('jwt')],
-    'README configuration tables are stale: paste settingsTable() output',
+    'configuration tables in README.md and docs/identity-providers.md are stale: paste settingsTable() output',
   );
 });
 

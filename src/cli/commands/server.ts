@@ -22,7 +22,7 @@ type ServeOptions = Omit<ConfigInput, 'db'>;
 export function addServeOptions(command: Command): Command {
   const settings = Object.entries(SETTINGS) as Array<[SettingName, Setting<unknown>]>;
   for (const table of ['service', 'jwt'] as const) {
-    if (table === 'jwt') command.optionsGroup('JWT bearer tokens from an identity provider (see README "Identity providers"):');
+    if (table === 'jwt') command.optionsGroup('JWT bearer tokens from an identity provider (see docs/identity-providers.md):');
     for (const [name, s] of settings) {
       if (s.table === table && s.flag !== undefined && name !== 'db') command.option(s.flag, settingHelp(s));
     }
