@@ -18,7 +18,13 @@ export default tseslint.config(
   },
   ...tseslint.configs.recommendedTypeChecked,
   {
-    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        // The test reporter is plain JavaScript (the runner loads reporters without tsx): linted outside tsconfig.
+        projectService: { allowDefaultProject: ['test/helpers/*.mjs'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       // node:test's test() and describe() return promises that the runner itself waits for.
