@@ -115,7 +115,6 @@ export class WebhookDispatcher {
     const abandoned = [...this.inFlight.values(), ...[...this.shares.all()].flatMap((share) => share.queued.splice(0))];
     await Promise.all(this.inFlight.keys());
     await this.outcomes.settled();
-    this.sender.close();
     await giveBack(this.outbox, this.log, abandoned);
   }
 

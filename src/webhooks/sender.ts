@@ -55,17 +55,12 @@ export class WebhookSender {
     }
   }
 
-  /** Cuts off every request in flight and closes every connection (the process is stopping). */
+  /** Cuts off every request in flight and closes every kept-alive connection (the process is stopping). */
   abortAll(): void {
     const cut = Object.assign(new Error('cut off: the process is stopping'), { code: 'ECANCELED' });
     for (const pool of this.pools.values()) pool.destroy(cut).catch(() => {});
     this.pools.clear();
     this.targets.clear();
-  }
-
-  /** Closes every kept-alive connection. */
-  close(): void {
-    this.abortAll();
   }
 
   private targetOf(url: string): Target {

@@ -6,6 +6,7 @@ import { parseId } from '../../catalogue/plant-ids.js';
 import { withAdmin, withTokens } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
+import type { CredentialStore } from '../../store/store.js';
 
 export function registerTokenCommands(program: Command): void {
   const tokens = program
@@ -92,7 +93,7 @@ function tokenId(given: string): number {
 }
 
 /** The id of a token given itself, found by its hash; the token is never echoed. */
-async function tokenIdOf(store: Parameters<Parameters<typeof withTokens>[1]>[0], token: string): Promise<number> {
+async function tokenIdOf(store: Pick<CredentialStore, 'findToken'>, token: string): Promise<number> {
   const found = await store.findToken(hashToken(token));
   if (found === undefined) throw notFound(`the token given is not one of this database's (${TOKEN_PREFIX}… not shown)`);
   return found.tokenId;

@@ -17,6 +17,16 @@ export async function userIdByName(db: Db, name: string): Promise<number> {
   return Number(row.id);
 }
 
+/**
+ * The name of another user whose name looks like `name` (its nameKey is `key`), if any, with the key's lock taken
+ * so that two concurrent writers of look-alike names cannot both find none.
+ */
+async function lockedLookalike(d: StoreDialect, trx: Transaction<Database>, name: string, key: string): Promise<string | undefined> {
+  await d.lock(trx, `name ${key}`);
+  const other = await trx.selectFrom('users').select('name').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
+  return other?.name;
+}
+
 /** The refusal of a user name that looks like another's: the same words on every path that adds users. */
 export const lookalikeName = (name: string, other: string) =>
   conflict(`user name "${name}" looks like that of the user "${other}"; choose a name that does not`);
@@ -49,14 +59,8 @@ export async function addUser(d: StoreDialect, name: string, admin: boolean): Pr
   const createdAt = Date.now();
   const insert = insertUnique(d, `user "${name}"`, () =>
     d.writeTransaction(async (trx) => {
-      await d.lock(trx, `name ${key}`);
-      const lookalike = await trx
-        .selectFrom('users')
-        .select('name')
-        .where('name_key', '=', key)
-        .where('name', '<>', name)
-        .executeTakeFirst();
-      if (lookalike) throw lookalikeName(name, lookalike.name);
+      const lookalike = await lockedLookalike(d, trx, name, key);
+      if (lookalike !== undefined) throw lookalikeName(name, lookalike);
       return trx
         .insertInto('users')
         .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: key })
@@ -86,9 +90,8 @@ export async function provisionUser(d: StoreDialect, name: string): Promise<User
   const provisioned = d.writeTransaction(async (trx) => {
     const found = await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirst();
     if (found) return credential(found);
-    await d.lock(trx, `name ${key}`);
-    const lookalike = await trx.selectFrom('users').select('id').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
-    if (lookalike) throw conflict(`the user name "${name}" looks like an existing user's`);
+    // The other user is not named: the provider's user learns nothing about who else is here.
+    if ((await lockedLookalike(d, trx, name, key)) !== undefined) throw conflict(`the user name "${name}" looks like an existing user's`);
     await trx
       .insertInto('users')
       .values({ name, is_admin: 0, created_at: Date.now(), name_key: key })
