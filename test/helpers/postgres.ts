@@ -4,6 +4,10 @@ import pg from 'pg';
 /** The PostgreSQL server the tests use; each test run works in schemas of its own, dropped afterwards. */
 export const PG_URL = process.env.PLANTSTORE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/** Set by probe-postgres-once.ts for every test file of one run: PG_REACHABLE, or why PostgreSQL is not. */
+export const PG_PROBE_ENV = 'PLANTSTORE_TEST_PG_PROBE';
+export const PG_REACHABLE = 'reachable';
+
 let availability: Promise<string | undefined> | undefined;
 const PROBE_ATTEMPTS = 3;
 const PROBE_TIMEOUT_MS = 10_000;
@@ -13,6 +17,8 @@ const PROBE_TIMEOUT_MS = 10_000;
  * PostgreSQL is a failure, not a skip: the caller throws instead of skipping.
  */
 export function postgresUnavailableReason(): Promise<string | undefined> {
+  const probed = process.env[PG_PROBE_ENV];
+  if (probed !== undefined && probed !== '') return Promise.resolve(probed === PG_REACHABLE ? undefined : probed);
   availability ??= (async () => {
     let reason = '';
     // Patient: on a busy machine a PostgreSQL that is up may take seconds to accept a connection. One that is not
