@@ -17,6 +17,7 @@ import { createRateLimiter, createWriteBudget } from './http/rate-limit.js';
 import { RepliesAfterPoll } from './http/replies-after-poll.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
+import { plantAccessRoutes } from './http/routes/plant-access.js';
 import { strictValidatorCompiler } from './http/request-validation.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -103,6 +104,8 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     bodyLimit: 64 * 1024,
+    // A user or group name in a path (/plants/{id}/access/users/{name}) may be as long as the URL limit allows.
+    routerOptions: { maxParamLength: limits.maxUrlBytes },
   });
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
@@ -162,7 +165,7 @@ async function installMetrics(app: FastifyInstance, config: AppConfig, store: St
   return metrics;
 }
 
-/** `GET`, `POST` and `DELETE /plants` and what they stand on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
+/** `GET`, `POST` and `DELETE /plants`, each plant's access, and what they stand on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */
 async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, store: Store, metrics: Metrics | null): Promise<void> {
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
@@ -196,4 +199,5 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   const writeBudget = createWriteBudget(config.writeRateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
   if (writeBudget) app.addHook('onClose', async () => writeBudget.close());
   await app.register(plantWriteRoutes, { store, authenticate, writeBudget });
+  await app.register(plantAccessRoutes, { store, authenticate, writeBudget });
 }

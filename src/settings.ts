@@ -243,7 +243,7 @@ export const SETTINGS = {
     // Ten creates or deletes a second per user, sustained: more than a person or an application's own users
     // make, while a runaway client adds at most 864,000 plants a day; bulk loads go through `import`.
     default: '600/1m',
-    summary: 'creates and deletes per user per window, e.g. 600/1m, or off',
+    summary: 'writes (creates, deletes, access changes) per user per window, e.g. 600/1m, or off',
     meaning:
       'Creates and deletes (`POST`, `DELETE`) per window per user, every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).',
     table: 'service',

@@ -83,6 +83,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/plants/{id}/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who has access to a plant
+         * @description Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound.
+         */
+        get: operations["getPlantAccess"];
+        /**
+         * Replace who has access to a plant
+         * @description Replaces the whole access of the plant with the one given (idempotent), and answers it. Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound. Only users and groups that exist can be given access; an operator creates groups (`plantstore groups add`). An owner can therefore tell whether a user name exists, as on any service where people share with each other by name.
+         */
+        put: operations["putPlantAccess"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/plants/{id}/access/users/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Share a plant with a user
+         * @description Gives the user access to the plant (idempotent: sharing again changes nothing). Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound. Only users and groups that exist can be given access; an operator creates groups (`plantstore groups add`). An owner can therefore tell whether a user name exists, as on any service where people share with each other by name.
+         */
+        put: operations["sharePlantWithUser"];
+        post?: never;
+        /**
+         * Stop sharing a plant with a user
+         * @description Takes the user's access to the plant away (idempotent: a user it was not shared with changes nothing). Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound.
+         */
+        delete: operations["unsharePlantWithUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/plants/{id}/access/groups/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Share a plant with a group
+         * @description Gives the group access to the plant (idempotent: sharing again changes nothing). Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound. Only users and groups that exist can be given access; an operator creates groups (`plantstore groups add`). An owner can therefore tell whether a user name exists, as on any service where people share with each other by name.
+         */
+        put: operations["sharePlantWithGroup"];
+        post?: never;
+        /**
+         * Stop sharing a plant with a group
+         * @description Takes the group's access to the plant away (idempotent: a group it was not shared with changes nothing). Who has access to the plant besides its owner and admins (not part of the original contract): whether every user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every other within the documented freshness bound.
+         */
+        delete: operations["unsharePlantWithGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "/plant/webhook": {
@@ -121,6 +193,14 @@ export interface components {
              */
             id: number;
         };
+        PlantAccess: {
+            /** @description Every user sees the plant */
+            public: boolean;
+            /** @description Names of the users the plant is shared with, in code-point order; each must exist (at most 1000) */
+            users: string[];
+            /** @description Names of the groups the plant is shared with, in code-point order; each must exist (at most 1000) */
+            groups: string[];
+        };
         /**
          * @description The body of every error answer. Its `error` field is one of these codes:
          *
@@ -143,20 +223,24 @@ export interface components {
          *     | 40110 | 401 | `token_unknown_key` | The JWT names a signing key (`kid`) the identity provider does not publish. |
          *     | 40111 | 401 | `token_invalid_claims` | The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type. |
          *     | 40112 | 401 | `token_unknown_user` | The JWT names a user this service does not know (and provisioning is off). |
-         *     | 40301 | 403 | `not_owner` | The caller can see the plant but may not delete it: only its owner or an admin may. |
+         *     | 40301 | 403 | `not_owner` | The caller can see the plant but may not delete it or see and change who has access to it: only its owner or an admin may. |
          *     | 40401 | 404 | `not_found` | No such path. |
          *     | 40402 | 404 | `plant_not_found` | No plant with this id that the caller can see. |
+         *     | 40403 | 404 | `user_not_found` | No user with this name (a plant is shared only with users that exist). |
+         *     | 40404 | 404 | `group_not_found` | No group with this name (a plant is shared only with groups that exist: an operator creates them). |
          *     | 40501 | 405 | `method_not_allowed` | The path exists but not for this method; see the Allow header. |
          *     | 40601 | 406 | `not_acceptable` | The Accept header rules out application/json. |
          *     | 40801 | 408 | `request_timeout` | The client took too long to send the request. |
          *     | 40901 | 409 | `plant_id_taken` | The id is another plant's (a plant of another user, or with another name or tag); choose another id. |
+         *     | 41201 | 412 | `access_changed` | The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry. |
          *     | 41301 | 413 | `payload_too_large` | The request body is too large. |
          *     | 41401 | 414 | `uri_too_long` | The request target (path and query) is too long. |
          *     | 41501 | 415 | `unsupported_media_type` | The request body has a media type the service does not take. |
          *     | 41701 | 417 | `expectation_failed` | The request has an `Expect` header other than `100-continue`. |
+         *     | 42201 | 422 | `unknown_grantee` | The access names users or groups that do not exist (the message names them); nothing was changed. |
          *     | 42901 | 429 | `rate_limited` | Too many requests for this token (or this client address, without a valid token); see Retry-After. |
          *     | 42902 | 429 | `too_many_listings` | Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After. |
-         *     | 42903 | 429 | `write_rate_limited` | Too many creates and deletes for this user in the current window; see Retry-After. |
+         *     | 42903 | 429 | `write_rate_limited` | Too many writes (creates, deletes, access changes) for this user in the current window; see Retry-After. |
          *     | 43101 | 431 | `headers_too_large` | The request line or headers are too large. |
          *     | 50001 | 500 | `internal` | An unexpected server error; details are in the server log, never in the response. |
          *     | 50301 | 503 | `unavailable` | The database is unreachable, locked for too long, or the server is shutting down; see Retry-After. |
@@ -458,7 +542,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -564,7 +648,786 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPlantAccess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the plant */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The access of the plant */
+            200: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlantAccess"];
+                };
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The Accept header rules out application/json */
+            406: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putPlantAccess: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlantAccess"];
+            };
+        };
+        responses: {
+            /** @description The access of the plant, as changed */
+            200: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlantAccess"];
+                };
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The Accept header rules out application/json */
+            406: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The access names users or groups that do not exist (code 42201; the message names them) */
+            422: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sharePlantWithUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+                /** @description Name of the user */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Shared with the user (or already so) */
+            204: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see (code 40402), or no user with this name (code 40403) */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    unsharePlantWithUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+                /** @description Name of the user */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No longer shared with the user (or never was) */
+            204: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see (code 40402), or no user with this name (code 40403) */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sharePlantWithGroup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+                /** @description Name of the group */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Shared with the group (or already so) */
+            204: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see (code 40402), or no group with this name (code 40404) */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    unsharePlantWithGroup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+                /** @description Name of the group */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No longer shared with the group (or never was) */
+            204: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see (code 40402), or no group with this name (code 40404) */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */

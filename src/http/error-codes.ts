@@ -40,10 +40,16 @@ export const errorCatalogue = {
   not_owner: {
     code: 40301,
     status: 403,
-    summary: 'The caller can see the plant but may not delete it: only its owner or an admin may.',
+    summary: 'The caller can see the plant but may not delete it or see and change who has access to it: only its owner or an admin may.',
   },
   not_found: { code: 40401, status: 404, summary: 'No such path.' },
   plant_not_found: { code: 40402, status: 404, summary: 'No plant with this id that the caller can see.' },
+  user_not_found: { code: 40403, status: 404, summary: 'No user with this name (a plant is shared only with users that exist).' },
+  group_not_found: {
+    code: 40404,
+    status: 404,
+    summary: 'No group with this name (a plant is shared only with groups that exist: an operator creates them).',
+  },
   method_not_allowed: { code: 40501, status: 405, summary: 'The path exists but not for this method; see the Allow header.' },
   not_acceptable: { code: 40601, status: 406, summary: 'The Accept header rules out application/json.' },
   request_timeout: { code: 40801, status: 408, summary: 'The client took too long to send the request.' },
@@ -52,10 +58,20 @@ export const errorCatalogue = {
     status: 409,
     summary: "The id is another plant's (a plant of another user, or with another name or tag); choose another id.",
   },
+  access_changed: {
+    code: 41201,
+    status: 412,
+    summary: "The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry.",
+  },
   payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
   uri_too_long: { code: 41401, status: 414, summary: 'The request target (path and query) is too long.' },
   unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },
   expectation_failed: { code: 41701, status: 417, summary: 'The request has an `Expect` header other than `100-continue`.' },
+  unknown_grantee: {
+    code: 42201,
+    status: 422,
+    summary: 'The access names users or groups that do not exist (the message names them); nothing was changed.',
+  },
   rate_limited: {
     code: 42901,
     status: 429,
@@ -69,7 +85,7 @@ export const errorCatalogue = {
   write_rate_limited: {
     code: 42903,
     status: 429,
-    summary: 'Too many creates and deletes for this user in the current window; see Retry-After.',
+    summary: 'Too many writes (creates, deletes, access changes) for this user in the current window; see Retry-After.',
   },
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },

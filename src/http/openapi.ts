@@ -26,7 +26,9 @@ version ${CONTRACT_VERSION}.
 The plant operations need a bearer token (\`Authorization: Bearer <token>\`), issued by an operator with
 \`plantstore tokens create USER\`; \`/healthz\` and \`/readyz\` need none. A user sees a plant when the user
 is an admin, owns the plant, the plant is public, or the plant is shared with the user or with a group the
-user belongs to. Plants are listed in catalogue order (the order they were added).
+user belongs to. Plants are listed in catalogue order (the order they were added). A plant's owner (or an
+admin) decides who else sees it, at \`/plants/{id}/access\`: not part of the original contract, described
+beside it.
 
 Every error answer has the \`Error\` body, whose \`error\` field is a stable code: the codes are listed with
 the \`Error\` schema, under Schemas at the end of this page.

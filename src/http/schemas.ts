@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { MAX_NAME_LENGTH } from '../catalogue/names.js';
 import { MAX_PLANT_ID } from '../catalogue/plant-ids.js';
 
 /**
@@ -50,6 +51,29 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error' },
 );
 
+/** Most users, and most groups, one `PUT /plants/{id}/access` names: a bound on the work of one request. */
+export const MAX_GRANTEES = 1000;
+
+const granteeNames = (what: string) =>
+  Type.Array(Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH }), {
+    uniqueItems: true,
+    maxItems: MAX_GRANTEES,
+    description: `Names of the ${what} the plant is shared with, in code-point order; each must exist (at most ${MAX_GRANTEES})`,
+  });
+
+/**
+ * Who has access to a plant besides its owner and admins (not part of the original contract): what its owner
+ * reads and replaces at `/plants/{id}/access`.
+ */
+export const PlantAccessSchema = Type.Object(
+  {
+    public: Type.Boolean({ description: 'Every user sees the plant' }),
+    users: granteeNames('users'),
+    groups: granteeNames('groups'),
+  },
+  { $id: 'PlantAccess', additionalProperties: false },
+);
+
 export const INT32_MAX = 2_147_483_647;
 
 export const ListPlantsQuery = Type.Object({
@@ -75,7 +99,9 @@ export const ListPlantsQuery = Type.Object({
 });
 export type ListPlantsQuery = Static<typeof ListPlantsQuery>;
 
-export const sharedSchemas = [PlantSchema, NewPlantSchema, ErrorSchema];
+export const sharedSchemas = [PlantSchema, NewPlantSchema, PlantAccessSchema, ErrorSchema];
+
+export const PlantAccessRef = Type.Ref('PlantAccess');
 
 export const NewPlantRef = Type.Ref('NewPlant');
 

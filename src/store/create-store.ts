@@ -2,7 +2,8 @@ import type { CatalogueRecord } from '../import-format/records.js';
 import { exportCatalogue } from './catalogue-export.js';
 import { importCatalogue } from './catalogue-import.js';
 import type { StoreDialect } from './dialect.js';
-import { addGrant, listGrants, removeGrant } from './repositories/grants.js';
+import { addGrant, listGrants, operatorChange, removeGrant } from './repositories/grants.js';
+import { changeAccess, readAccess } from './repositories/plant-access.js';
 import { addGroup, addMember, listGroups, removeGroup, removeMember } from './repositories/groups.js';
 import { listPlants, plantWrites } from './repositories/plants.js';
 import { addToken, listTokens, revokeToken } from './repositories/tokens.js';
@@ -35,6 +36,8 @@ export function createStore(d: StoreDialect): Store {
     listVisiblePlants: (viewer, page) => requests.listVisiblePlants(viewer, page),
     createPlant: plants.createPlant,
     deletePlant: plants.deletePlant,
+    readAccess: (actor, id) => readAccess(d, actor, id),
+    changeAccess: (actor, id, change, ifVersion) => changeAccess(d, actor, id, change, ifVersion),
 
     // Health.
     ping: async () => requests.ping(),
@@ -55,6 +58,7 @@ export function createStore(d: StoreDialect): Store {
     listPlants: (filter) => listPlants(d, filter),
     addGrant: (plantId, grantee) => addGrant(d, plantId, grantee),
     removeGrant: (plantId, grantee) => removeGrant(d, plantId, grantee),
+    setPublic: (plantId, isPublic) => operatorChange(d, plantId, { kind: 'public', public: isPublic }),
     listGrants: (filter) => listGrants(d, filter),
     addToken: (token) => addToken(d, token),
     revokeToken: (id) => revokeToken(d, id),

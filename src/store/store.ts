@@ -1,4 +1,5 @@
 import type { Actor, PlantDraft, Viewer } from '../catalogue/access-rule.js';
+import type { AccessChange, Grantee, PlantAccess } from '../catalogue/plant-access.js';
 import type { PlantId, Position } from '../catalogue/plant-ids.js';
 import type { TokenLifetime } from '../catalogue/tokens.js';
 import type { CatalogueRecord, NumberedRecord } from '../import-format/records.js';
@@ -31,7 +32,7 @@ export interface PlantInfo {
   createdAt: Date;
 }
 
-export type Grantee = { user: string } | { group: string };
+export type { Grantee } from '../catalogue/plant-access.js';
 
 export interface GrantInfo {
   plantId: PlantId;
@@ -181,8 +182,34 @@ export interface PlantWriteStore {
   deletePlant(actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'>;
 }
 
-/** The request path: credentials, listings, the plant writes, and the change feed its caches follow. */
-export interface RequestStore extends CredentialStore, ListingStore, PlantWriteStore {
+/** A plant's access as its owner or an admin reads it, or why the actor may not ('hidden', 'forbidden': see deletePlant). */
+export type AccessRead = { outcome: 'read'; access: PlantAccess } | { outcome: 'hidden' | 'forbidden' };
+
+/**
+ * What a change of a plant's access did: `changed` or `unchanged` (it already was so), with the access it left;
+ * `hidden` or `forbidden` as for a delete; `stale` when the access was no longer at a version the actor named
+ * (with the access as it stands); `unknown` when a name given is of no user or group (nothing changed).
+ */
+export type AccessWrite =
+  | { outcome: 'changed' | 'unchanged' | 'stale'; access: PlantAccess }
+  | { outcome: 'hidden' | 'forbidden' }
+  | { outcome: 'unknown'; grantees: Grantee[] };
+
+/**
+ * Who has access to a plant, read and changed with the actor's rights (catalogue/access-rule.ts): its owner or an
+ * admin over HTTP, or the operator (the CLI). One path whoever asks.
+ */
+export interface PlantAccessStore {
+  readAccess(actor: Actor, id: PlantId): Promise<AccessRead>;
+  /**
+   * Applies `change` to the access of the plant with public id `id`, when `actor` may change it and, with
+   * `ifVersion`, only while the access is at one of those versions (catalogue/plant-access.ts, accessVersion).
+   */
+  changeAccess(actor: Actor, id: PlantId, change: AccessChange, ifVersion?: readonly string[]): Promise<AccessWrite>;
+}
+
+/** The request path: credentials, listings, the plant writes and access, and the change feed its caches follow. */
+export interface RequestStore extends CredentialStore, ListingStore, PlantWriteStore, PlantAccessStore {
   /**
    * Every committed change, from any writer, as the change log records it: what the caches follow. Started by
    * its first `sync()`, so CLI commands never follow it.
@@ -207,7 +234,7 @@ export interface HealthStore {
 }
 
 /** Administration: users, groups, plants, grants and tokens one at a time (the CLI). */
-export interface AdminStore extends PlantWriteStore {
+export interface AdminStore extends PlantWriteStore, PlantAccessStore {
   // Users.
   addUser(name: string, admin: boolean): Promise<UserInfo>;
   /** Resolves to false when the user already had that flag. */
@@ -227,11 +254,13 @@ export interface AdminStore extends PlantWriteStore {
   // Plants (created and deleted as PlantWriteStore says).
   listPlants(filter: { owner?: string }): Promise<PlantInfo[]>;
 
-  // Grants.
+  // Grants: the operator's share and unshare of PlantAccessStore, with what is missing as not_found.
   /** Resolves to false when the plant was already shared so. */
   addGrant(plantId: PlantId, grantee: Grantee): Promise<boolean>;
   /** Resolves to false when the plant was not shared so. */
   removeGrant(plantId: PlantId, grantee: Grantee): Promise<boolean>;
+  /** Changes a plant's public flag; resolves to false when it already was so. */
+  setPublic(plantId: PlantId, isPublic: boolean): Promise<boolean>;
   listGrants(filter: { plantId?: PlantId }): Promise<GrantInfo[]>;
 
   // Tokens (only hashes are stored).

@@ -25,3 +25,12 @@ export async function insertUnique<T>(d: StoreDialect, what: string, insert: () 
 export function unavailableOr(d: StoreDialect, err: unknown): unknown {
   return d.classify(err) === 'unavailable' ? unavailable('database unavailable', err) : err;
 }
+
+/** Runs a request's write or read of the primary: a database that cannot be reached, or is locked too long, is "unavailable" (503). */
+export async function writing<T>(d: StoreDialect, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    throw unavailableOr(d, err);
+  }
+}

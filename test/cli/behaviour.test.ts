@@ -77,6 +77,15 @@ for (const backend of BACKENDS) {
         assert.match(await grant('remove'), new RegExp(`plant ${id} was not shared with ${kind} ${name}`));
       }
 
+      // A plant's public flag: made public, already public, private again, already private; the listing says so.
+      const sees = async () => (JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout) as Array<{ public: boolean }>)[0]!.public;
+      assert.match((await ok(db, ['plants', 'set-public', id])).stderr, new RegExp(`^plant ${id} is now public$`, 'm'));
+      assert.equal(await sees(), true);
+      assert.match((await ok(db, ['plants', 'set-public', id])).stderr, new RegExp(`plant ${id} was already public`));
+      assert.match((await ok(db, ['plants', 'set-private', id])).stderr, new RegExp(`^plant ${id} is now private$`, 'm'));
+      assert.equal(await sees(), false);
+      assert.match((await ok(db, ['plants', 'set-private', id])).stderr, new RegExp(`plant ${id} was already private`));
+
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /added alice to group gardeners/);
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
       assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /removed alice from group gardeners/);
@@ -114,6 +123,8 @@ for (const backend of BACKENDS) {
       await fails(db, ['grants', 'remove', id, '--user', 'nobody'], /no user named "nobody"/);
       await fails(db, ['grants', 'remove', id, '--group', 'nobody'], /no group named "nobody"/);
       await fails(db, ['grants', 'remove', '99999', '--group', 'gardeners'], /no plant with id 99999/);
+      await fails(db, ['plants', 'set-public', '99999'], /no plant with id 99999/);
+      await fails(db, ['plants', 'set-private', '0'], /plant id/);
       await fails(db, ['tokens', 'create', 'nobody'], /no user named "nobody"/);
       await fails(db, ['tokens', 'create', 'alice', '--expires-in', '0s'], /must live longer than 0/);
     });

@@ -10,7 +10,14 @@ export function registerPlantCommands(program: Command): void {
   const plants = program
     .command('plants')
     .description('manage plants')
-    .addHelpText('after', examples('plantstore plants add --name Fern --owner alice', 'plantstore plants list --owner alice'));
+    .addHelpText(
+      'after',
+      examples(
+        'plantstore plants add --name Fern --owner alice',
+        'plantstore plants list --owner alice',
+        'plantstore plants set-public 42',
+      ),
+    );
 
   plants
     .command('add')
@@ -66,6 +73,23 @@ export function registerPlantCommands(program: Command): void {
         opts.json,
       );
     });
+
+  for (const [command, isPublic] of [
+    ['set-public', true],
+    ['set-private', false],
+  ] as const) {
+    plants
+      .command(`${command} <id>`)
+      .description(
+        isPublic ? 'make a plant public: every user sees it' : 'make a plant private: only its owner, admins and its grantees see it',
+      )
+      .addHelpText('after', examples(`plantstore plants ${command} 42`))
+      .action(async (id: string, _opts: unknown, cmd: Command) => {
+        const changed = await withAdmin(cmd, (admin) => admin.setPublic(parsePlantId(id), isPublic));
+        const state = isPublic ? 'public' : 'private';
+        say(changed ? `plant ${id} is now ${state}` : `plant ${id} was already ${state}`);
+      });
+  }
 
   plants
     .command('remove <id>')

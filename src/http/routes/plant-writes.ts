@@ -7,32 +7,13 @@ import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
+import { commonErrors, NoQuery, requireJsonAcceptable, userWriteBudget } from './protected.js';
 
 /**
  * The largest body `POST /plants` reads: a NewPlant with the longest name and tag, each character written as a
  * six-byte `\uXXXX` escape, fits with room to spare; a larger body is refused before it is parsed.
  */
 const NEW_PLANT_BODY_LIMIT = 16 * 1024;
-
-/** The writes take no query parameter: one is refused with its name (40004), never silently ignored. */
-const NoQuery = Type.Object({});
-
-/** The answers every write may give besides its own, as the listing documents them. */
-const commonErrors = {
-  401: unauthorized,
-  429: errorResponse(
-    'Too many requests in the current window for this token (or client address), or too many creates and deletes for this user (code 42903)',
-    { ...retryAfterWindow, ...rateLimitHeaders },
-  ),
-  500: errorResponse('Unexpected server error'),
-  503: errorResponse(
-    "The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later",
-    {
-      'Retry-After': { type: 'string', description: 'Seconds to wait before trying again.' },
-    },
-  ),
-};
 
 const createPlantSchema = {
   operationId: 'createPlant',
@@ -84,15 +65,13 @@ export async function plantWriteRoutes(
     store: PlantWriteStore;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
-    /** The per-user budget of creates and deletes, when on. */
+    /** The per-user budget of writes, when on. */
     writeBudget: RateLimiter | undefined;
   },
 ): Promise<void> {
   const { store, authenticate, writeBudget } = opts;
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
-  // After authentication: the budget is the user's, whichever token or JWT the request carries.
-  const budget: onRequestHookHandler = (request, reply, done) =>
-    writeBudget === undefined ? done() : writeBudget.checkKey(`user:${request.viewer!.userId}`, reply, done);
+  const budget = userWriteBudget(writeBudget);
 
   routes.post(
     '/plants',

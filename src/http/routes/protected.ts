@@ -1,6 +1,8 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import Negotiator from 'negotiator';
+import { Type } from 'typebox';
 import { ApiError } from '../error-codes.js';
+import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse } from '../schemas.js';
 
 // What every route behind bearer authentication shares: the Accept check, and how the served document describes
@@ -50,4 +52,29 @@ export function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyRe
     return done(new ApiError('not_acceptable', 'This resource is only available as application/json'));
   }
   done();
+}
+
+/** The writes take no query parameter: one is refused with its name (40004), never silently ignored. */
+export const NoQuery = Type.Object({});
+
+/** The answers every write may give besides its own, as the listing documents them. */
+export const commonErrors = {
+  401: unauthorized,
+  429: errorResponse(
+    'Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903)',
+    { ...retryAfterWindow, ...rateLimitHeaders },
+  ),
+  500: errorResponse('Unexpected server error'),
+  503: errorResponse(
+    "The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later",
+    {
+      'Retry-After': { type: 'string', description: 'Seconds to wait before trying again.' },
+    },
+  ),
+};
+
+/** The per-user budget of writes, after authentication: the user's, whichever token or JWT the request carries. */
+export function userWriteBudget(writeBudget: RateLimiter | undefined): onRequestHookHandler {
+  return (request, reply, done) =>
+    writeBudget === undefined ? done() : writeBudget.checkKey(`user:${request.viewer!.userId}`, reply, done);
 }

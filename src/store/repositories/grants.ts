@@ -1,78 +1,34 @@
-import type { Kysely } from 'kysely';
 import type { PlantId } from '../../catalogue/plant-ids.js';
+import { OPERATOR } from '../../catalogue/access-rule.js';
+import { notFound } from '../../catalogue/errors.js';
+import { noSuchGrantee, type AccessChange, type Grantee } from '../../catalogue/plant-access.js';
 import type { StoreDialect } from '../dialect.js';
-import type { Database } from '../schema.js';
-import type { GrantInfo, Grantee } from '../store.js';
-import { groupIdByName } from './groups.js';
+import type { GrantInfo } from '../store.js';
+import { changeAccess } from './plant-access.js';
 import { plantPosition } from './plants.js';
-import { userIdByName } from './users.js';
 
-// Grants (a plant shared with a user or a group): the shared SQL of both backends.
+// Grants (a plant shared with a user or a group) as the operator changes and lists them: the changes go through
+// the one path of every actor (plant-access.ts).
 
-/** Fails (not_found) unless the plant and the grantee of a grant both exist: the plant is named first. */
-async function grantParties(db: Kysely<Database>, plantId: PlantId, grantee: Grantee): Promise<void> {
-  await plantPosition(db, plantId);
-  if ('user' in grantee) await userIdByName(db, grantee.user);
-  else await groupIdByName(db, grantee.group);
+/** The operator's change of one plant's access: whether it changed anything; a missing plant or name is not_found. */
+export async function operatorChange(d: StoreDialect, plantId: PlantId, change: AccessChange): Promise<boolean> {
+  const result = await changeAccess(d, OPERATOR, plantId, change);
+  switch (result.outcome) {
+    case 'changed':
+      return true;
+    case 'unchanged':
+      return false;
+    case 'unknown':
+      throw notFound(noSuchGrantee(result.grantees[0]!));
+    default:
+      // The operator may change every plant, and names no version: only a plant that is not there is left.
+      throw notFound(`no plant with id ${plantId}`);
+  }
 }
 
-/**
- * Grants a plant to a user or a group, in one statement when both are there: false when it already was. Only
- * when nothing was inserted are the plant and the grantee looked up, for the error that names what is missing.
- */
-export async function addGrant(d: StoreDialect, plantId: PlantId, grantee: Grantee): Promise<boolean> {
-  const result = await d.writeStatement((db) =>
-    'user' in grantee
-      ? db
-          .insertInto('plant_user_grants')
-          .columns(['user_id', 'plant_id'])
-          .expression(
-            db
-              .selectFrom(['users as u', 'plants as p'])
-              .select(['u.id as user_id', 'p.id as plant_id'])
-              .where('u.name', '=', grantee.user)
-              .where('p.api_id', '=', plantId),
-          )
-          .onConflict((oc) => oc.doNothing())
-          .executeTakeFirst()
-      : db
-          .insertInto('plant_group_grants')
-          .columns(['group_id', 'plant_id'])
-          .expression(
-            db
-              .selectFrom(['groups as g', 'plants as p'])
-              .select(['g.id as group_id', 'p.id as plant_id'])
-              .where('g.name', '=', grantee.group)
-              .where('p.api_id', '=', plantId),
-          )
-          .onConflict((oc) => oc.doNothing())
-          .executeTakeFirst(),
-  );
-  if (Number(result.numInsertedOrUpdatedRows ?? 0) > 0) return true;
-  await grantParties(d.db, plantId, grantee);
-  return false;
-}
-
-/** Removes a grant in one statement: false when there was none. Then, as for addGrant, what is missing is an error. */
-export async function removeGrant(d: StoreDialect, plantId: PlantId, grantee: Grantee): Promise<boolean> {
-  const result = await d.writeStatement((db) => {
-    const plant = db.selectFrom('plants').select('id').where('api_id', '=', plantId);
-    return 'user' in grantee
-      ? db
-          .deleteFrom('plant_user_grants')
-          .where('user_id', '=', db.selectFrom('users').select('id').where('name', '=', grantee.user))
-          .where('plant_id', '=', plant)
-          .executeTakeFirst()
-      : db
-          .deleteFrom('plant_group_grants')
-          .where('group_id', '=', db.selectFrom('groups').select('id').where('name', '=', grantee.group))
-          .where('plant_id', '=', plant)
-          .executeTakeFirst();
-  });
-  if (Number(result.numDeletedRows) > 0) return true;
-  await grantParties(d.db, plantId, grantee);
-  return false;
-}
+export const addGrant = (d: StoreDialect, plantId: PlantId, grantee: Grantee) => operatorChange(d, plantId, { kind: 'share', grantee });
+export const removeGrant = (d: StoreDialect, plantId: PlantId, grantee: Grantee) =>
+  operatorChange(d, plantId, { kind: 'unshare', grantee });
 
 /** The grants of every plant, or of one: a plant that does not exist is not found, as everywhere a name is given. */
 export async function listGrants(d: StoreDialect, filter: { plantId?: PlantId }): Promise<GrantInfo[]> {

@@ -1,23 +1,15 @@
 import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } from 'kysely';
-import {
-  changeablePlants,
-  isOperator,
-  mayChangePlant,
-  newPlantOwner,
-  type Actor,
-  type PlantDraft,
-  type Viewer,
-} from '../../catalogue/access-rule.js';
+import { changeablePlants, isOperator, newPlantOwner, type Actor, type PlantDraft } from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
 import type { OwnChanges, StoreDialect } from '../dialect.js';
-import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
 import type { CreatedPlant, PlantInfo } from '../store.js';
-import { unavailableOr } from '../writes.js';
+import { writing } from '../writes.js';
+import { changeablePlant } from './plant-access.js';
 import { Batch } from '../batch.js';
 import { userIdByName, userNameById } from './users.js';
 
@@ -287,31 +279,8 @@ async function remove(
     if (!isOperator(actor)) await d.reads.rememberWriter(actor.userId);
     return 'deleted';
   }
-  if (isOperator(actor)) return 'hidden';
-  const plant = await d.db.selectFrom('plants').select(['id', 'owner_id']).where('api_id', '=', id).executeTakeFirst();
   // One the actor may change is not there any more: deleted meanwhile (and maybe added again since).
-  if (plant === undefined || mayChangePlant(actor, Number(plant.owner_id))) return 'hidden';
-  return (await visibleTo(d.db, position(Number(plant.id)), actor)) ? 'forbidden' : 'hidden';
-}
-
-/** Runs a write of a request: a database that cannot be reached, or is locked too long, is "unavailable" (503). */
-async function writing<T>(d: StoreDialect, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (err) {
-    throw unavailableOr(d, err);
-  }
-}
-
-/** Whether the user `viewer` sees the plant at `at` (the access rule for one plant; see listing-sql.ts). */
-async function visibleTo(db: Db, at: Position, viewer: Viewer): Promise<boolean> {
-  const claimed =
-    viewer.groups === undefined || viewer.groups.length === 0
-      ? []
-      : (await db.selectFrom('groups').select('id').where('name', 'in', viewer.groups).execute()).map((g) => Number(g.id));
-  const { rows } = await sql<{ visible: unknown }>`SELECT ${sql.raw(plantVisibleSql(at, viewer.userId, claimed))} AS visible`.execute(db);
-  // A boolean on PostgreSQL, 0 or 1 on SQLite.
-  return rows[0]?.visible === true || rows[0]?.visible === 1;
+  return (await changeablePlant(d.db, actor, id)) === 'forbidden' ? 'forbidden' : 'hidden';
 }
 
 /** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */

@@ -1,0 +1,270 @@
+import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Viewer } from '../../catalogue/access-rule.js';
+import { DomainError } from '../../catalogue/errors.js';
+import { MAX_NAME_LENGTH } from '../../catalogue/names.js';
+import { accessVersion, noSuchGrantee, type AccessChange, type Grantee, type PlantAccess } from '../../catalogue/plant-access.js';
+import { MAX_PLANT_ID, type PlantId } from '../../catalogue/plant-ids.js';
+import type { AccessWrite, PlantAccessStore } from '../../store/store.js';
+import { ApiError } from '../error-codes.js';
+import type { RateLimiter } from '../rate-limit.js';
+import { errorResponse, PlantAccessRef } from '../schemas.js';
+import { commonErrors, NoQuery, requireJsonAcceptable, userWriteBudget } from './protected.js';
+
+// Who has access to one plant, for its owner and admins: read and replaced whole at /plants/{id}/access, one user
+// or group shared or unshared at /plants/{id}/access/users/{name} and …/groups/{name}. The rule is delete's:
+// a caller who sees the plant but does not own it gets 403, one who cannot see it 404.
+
+const PlantIdParam = Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description: 'ID of the plant' });
+const AccessParams = Type.Object({ id: PlantIdParam });
+const GranteeParams = (what: 'user' | 'group') =>
+  Type.Object({
+    id: PlantIdParam,
+    name: Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `Name of the ${what}` }),
+  });
+
+const etag = {
+  ETag: {
+    type: 'string' as const,
+    pattern: '^"[A-Za-z0-9_-]+"$',
+    description: "The access's version: send it back in If-Match to change the access only while it is still this one.",
+  },
+};
+
+const ifMatch = Type.Object({
+  'if-match': Type.Optional(
+    Type.String({
+      description:
+        'Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins).',
+    }),
+  ),
+});
+
+const accessErrors = {
+  ...commonErrors,
+  400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group'),
+  403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
+  404: errorResponse('No plant with this id that the caller can see'),
+};
+
+const changeErrors = {
+  ...accessErrors,
+  412: errorResponse('If-Match names none of the current version of the access (code 41201); the ETag header has the current one', etag),
+};
+
+const describeAccess =
+  'Who has access to the plant besides its owner and admins (not part of the original contract): whether every ' +
+  'user sees it, and the users and groups it is shared with. Only its owner or an admin may read or change it: ' +
+  'a caller who can see the plant but does not own it gets 403, and a plant the caller cannot see is answered as ' +
+  "if it did not exist (404). Changes are in every grantee's next `GET /plants` on this instance, and on every " +
+  'other within the documented freshness bound.';
+
+const sharingNote =
+  'Only users and groups that exist can be given access; an operator creates groups (`plantstore groups add`). ' +
+  'An owner can therefore tell whether a user name exists, as on any service where people share with each other ' +
+  'by name.';
+
+/** `/plants/{id}/access` and its users and groups: the plant's access, changed on behalf of the authenticated caller. */
+export async function plantAccessRoutes(
+  app: FastifyInstance,
+  opts: {
+    store: PlantAccessStore;
+    /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
+    authenticate: onRequestHookHandler;
+    /** The per-user budget of writes, when on. */
+    writeBudget: RateLimiter | undefined;
+  },
+): Promise<void> {
+  const { store, authenticate } = opts;
+  const budget = userWriteBudget(opts.writeBudget);
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+
+  routes.get(
+    '/plants/:id/access',
+    {
+      onRequest: [authenticate, requireJsonAcceptable],
+      schema: {
+        operationId: 'getPlantAccess',
+        summary: 'Who has access to a plant',
+        description: describeAccess,
+        querystring: NoQuery,
+        params: AccessParams,
+        response: {
+          200: { ...PlantAccessRef, description: 'The access of the plant', headers: etag },
+          ...accessErrors,
+          406: errorResponse('The Accept header rules out application/json'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const read = await store.readAccess(request.viewer!, id as PlantId);
+      if (read.outcome !== 'read') throw refusal(read.outcome, id);
+      return sendAccess(reply, read.access);
+    },
+  );
+
+  routes.put(
+    '/plants/:id/access',
+    {
+      onRequest: [authenticate, budget, requireJsonAcceptable],
+      schema: {
+        operationId: 'putPlantAccess',
+        summary: 'Replace who has access to a plant',
+        description: `Replaces the whole access of the plant with the one given (idempotent), and answers it. ${describeAccess} ${sharingNote}`,
+        querystring: NoQuery,
+        params: AccessParams,
+        headers: ifMatch,
+        body: { ...PlantAccessRef, description: 'The access the plant is to have' },
+        response: {
+          200: { ...PlantAccessRef, description: 'The access of the plant, as changed', headers: etag },
+          ...changeErrors,
+          400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess'),
+          406: errorResponse('The Accept header rules out application/json'),
+          415: errorResponse('The request body is not application/json'),
+          422: errorResponse('The access names users or groups that do not exist (code 42201; the message names them)'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const written = await change(
+        store,
+        request.viewer!,
+        id,
+        { kind: 'replace', access: request.body as PlantAccess },
+        request.headers['if-match'],
+        'body',
+      );
+      return sendAccess(reply, written);
+    },
+  );
+
+  for (const what of ['user', 'group'] as const) {
+    const path = `/plants/:id/access/${what}s/:name`;
+    const grantee = (name: string): Grantee => (what === 'user' ? { user: name } : { group: name });
+    const shared = {
+      querystring: NoQuery,
+      params: GranteeParams(what),
+      headers: ifMatch,
+    };
+    const responses = (done: string) => ({
+      204: { type: 'null', description: done, headers: etag },
+      ...changeErrors,
+      404: errorResponse(
+        `No plant with this id that the caller can see (code 40402), or no ${what} with this name (code ${what === 'user' ? 40403 : 40404})`,
+      ),
+    });
+    routes.put(
+      path,
+      {
+        onRequest: [authenticate, budget],
+        schema: {
+          operationId: what === 'user' ? 'sharePlantWithUser' : 'sharePlantWithGroup',
+          summary: `Share a plant with a ${what}`,
+          description: `Gives the ${what} access to the plant (idempotent: sharing again changes nothing). ${describeAccess} ${sharingNote}`,
+          ...shared,
+          response: responses(`Shared with the ${what} (or already so)`),
+        },
+      },
+      async (request, reply) => {
+        const { id, name } = request.params;
+        const written = await change(
+          store,
+          request.viewer!,
+          id,
+          { kind: 'share', grantee: grantee(name) },
+          request.headers['if-match'],
+          'path',
+        );
+        return reply.code(204).header('etag', tagOf(written)).send();
+      },
+    );
+    routes.delete(
+      path,
+      {
+        onRequest: [authenticate, budget],
+        schema: {
+          operationId: what === 'user' ? 'unsharePlantWithUser' : 'unsharePlantWithGroup',
+          summary: `Stop sharing a plant with a ${what}`,
+          description: `Takes the ${what}'s access to the plant away (idempotent: a ${what} it was not shared with changes nothing). ${describeAccess}`,
+          ...shared,
+          response: responses(`No longer shared with the ${what} (or never was)`),
+        },
+      },
+      async (request, reply) => {
+        const { id, name } = request.params;
+        const written = await change(
+          store,
+          request.viewer!,
+          id,
+          { kind: 'unshare', grantee: grantee(name) },
+          request.headers['if-match'],
+          'path',
+        );
+        return reply.code(204).header('etag', tagOf(written)).send();
+      },
+    );
+  }
+}
+
+/** The ETag of an access: its version, quoted. */
+const tagOf = (access: PlantAccess): string => `"${accessVersion(access)}"`;
+
+function sendAccess(reply: FastifyReply, access: PlantAccess): PlantAccess {
+  void reply.header('etag', tagOf(access));
+  return access;
+}
+
+/**
+ * The versions an If-Match header names: undefined for none or `*` (the plant exists, or the answer is 404), else
+ * its strong entity tags. A weak tag never matches (RFC 9110, 13.1.1), so a header of weak or malformed tags only
+ * leaves an empty list, which nothing matches.
+ */
+export function ifMatchVersions(header: string | undefined): string[] | undefined {
+  if (header === undefined || header.trim() === '*') return undefined;
+  return [...header.matchAll(/(W\/)?"([^"]*)"/g)].filter((m) => m[1] === undefined).map((m) => m[2]!);
+}
+
+/** Makes one change of the caller's, and turns every refusal into its Error answer. */
+async function change(
+  store: PlantAccessStore,
+  viewer: Viewer,
+  id: number,
+  accessChange: AccessChange,
+  ifMatchHeader: string | undefined,
+  namesFrom: 'body' | 'path',
+): Promise<PlantAccess> {
+  let written: AccessWrite;
+  try {
+    written = await store.changeAccess(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'invalid_input') {
+      throw new ApiError(namesFrom === 'body' ? 'invalid_body' : 'invalid_parameter', err.message);
+    }
+    throw err;
+  }
+  switch (written.outcome) {
+    case 'changed':
+    case 'unchanged':
+      return written.access;
+    case 'stale':
+      throw new ApiError('access_changed', `the access of plant ${id} is no longer at the version If-Match names`, {
+        etag: tagOf(written.access),
+      });
+    case 'unknown': {
+      const message = written.grantees.map(noSuchGrantee).join('; ');
+      if (namesFrom === 'body') throw new ApiError('unknown_grantee', message);
+      throw new ApiError('user' in written.grantees[0]! ? 'user_not_found' : 'group_not_found', message);
+    }
+    default:
+      throw refusal(written.outcome, id);
+  }
+}
+
+function refusal(outcome: 'hidden' | 'forbidden', id: number): ApiError {
+  return outcome === 'forbidden'
+    ? new ApiError('not_owner', `only the owner of plant ${id} or an admin may see or change who has access to it`)
+    : new ApiError('plant_not_found', `no plant with id ${id}`);
+}

@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+
+// The access of one plant over a real socket, once per backend: its owner makes a plant created over HTTP public,
+// shares it with a user and a group, lists who has access and takes it back; each step is in the affected users'
+// next GET /plants. Every answer is checked against the served document by rawRequest.
+
+after(() => cleanupBackends());
+
+const JSON_BODY = { 'content-type': 'application/json' };
+
+for (const backend of BACKENDS) {
+  describe(`plant access over HTTP [${backend.name}]`, { skip: backend.skip }, () => {
+    let store: Store;
+    let server: RunningApp;
+    let tokens: Record<string, string>;
+    let bobsSharedId: number;
+    const as = (user: string, headers: OutgoingHttpHeaders = {}) => ({ ...bearer(tokens[user]!), ...headers });
+    const access = (user: string, id: number) => rawRequest(server.url, `/plants/${id}/access`, as(user));
+    const replace = (user: string, id: number, body: unknown, headers: OutgoingHttpHeaders = {}) =>
+      rawRequest(server.url, `/plants/${id}/access`, as(user, { ...JSON_BODY, ...headers }), 'PUT', JSON.stringify(body));
+    const grantee = (user: string, id: number, method: 'PUT' | 'DELETE', path: string, headers: OutgoingHttpHeaders = {}) =>
+      rawRequest(server.url, `/plants/${id}/access/${path}`, as(user, headers), method);
+    const names = async (user: string) => {
+      const res = await rawRequest(server.url, '/plants', bearer(tokens[user]!));
+      assert.equal(res.status, 200, res.text);
+      return (res.body as Array<{ name: string }>).map((p) => p.name);
+    };
+    const create = async (user: string, id: number, name: string) => {
+      const res = await rawRequest(server.url, '/plants', as(user, JSON_BODY), 'POST', JSON.stringify({ id, name }));
+      assert.equal(res.status, 200, res.text);
+    };
+
+    before(async () => {
+      store = await backend.open();
+      const seeded = await seed(store, {
+        users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'dave' }, { name: 'root', admin: true }],
+        groups: [{ name: 'friends', members: ['carol'] }, { name: 'empty' }],
+        plants: [{ name: 'Ivy', owner: 'bob', sharedWith: [{ user: 'alice' }] }],
+      });
+      tokens = seeded.tokens;
+      bobsSharedId = seeded.plants[0]!.id;
+      server = await startApp(store);
+    });
+    after(async () => {
+      await server?.close();
+      await store?.close();
+    });
+
+    it('lets the owner of a plant created over HTTP make it public, share it, list who has access and take it back', async () => {
+      await create('alice', 7001, 'Fern');
+      let res = await access('alice', 7001);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, { public: false, users: [], groups: [] });
+      assert.ok(!(await names('dave')).includes('Fern'));
+
+      res = await replace('alice', 7001, { public: true, users: [], groups: [] });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, { public: true, users: [], groups: [] });
+      assert.ok((await names('dave')).includes('Fern'), 'public: every user sees it at once');
+
+      res = await replace('alice', 7001, { public: false, users: [], groups: [] });
+      assert.ok(!(await names('dave')).includes('Fern'), 'private again');
+
+      res = await grantee('alice', 7001, 'PUT', 'users/dave');
+      assert.equal(res.status, 204, res.text);
+      assert.ok((await names('dave')).includes('Fern'), 'shared with dave');
+      res = await grantee('alice', 7001, 'PUT', 'groups/friends');
+      assert.equal(res.status, 204, res.text);
+      assert.ok((await names('carol')).includes('Fern'), 'shared with a group carol is in');
+
+      res = await access('alice', 7001);
+      assert.deepEqual(res.body, { public: false, users: ['dave'], groups: ['friends'] });
+
+      res = await grantee('alice', 7001, 'DELETE', 'users/dave');
+      assert.equal(res.status, 204, res.text);
+      assert.ok(!(await names('dave')).includes('Fern'), 'no longer shared with dave');
+      res = await grantee('alice', 7001, 'DELETE', 'groups/friends');
+      assert.ok(!(await names('carol')).includes('Fern'), 'no longer shared with friends');
+      assert.deepEqual((await access('alice', 7001)).body, { public: false, users: [], groups: [] });
+    });
+
+    it('is idempotent: sharing or unsharing again, or putting the same access, changes nothing and answers the same', async () => {
+      await create('alice', 7002, 'Moss');
+      const first = await grantee('alice', 7002, 'PUT', 'users/bob');
+      const again = await grantee('alice', 7002, 'PUT', 'users/bob');
+      assert.equal(again.status, 204);
+      assert.equal(again.headers.etag, first.headers.etag);
+      const body = { public: false, users: ['bob', 'carol'], groups: ['empty'] };
+      const put1 = await replace('alice', 7002, body);
+      const put2 = await replace('alice', 7002, { ...body, users: ['carol', 'bob'] });
+      assert.deepEqual(put2.body, body, 'names come back sorted');
+      assert.equal(put2.headers.etag, put1.headers.etag);
+      assert.equal((await grantee('alice', 7002, 'DELETE', 'users/dave')).status, 204, 'never shared with dave: nothing to do');
+      assert.deepEqual((await access('alice', 7002)).body, body);
+    });
+
+    it('answers 403 to a user who sees the plant but does not own it, and 404 to one who does not see it, or for no plant', async () => {
+      // alice sees Ivy (shared with her); dave does not.
+      assertError(await access('alice', bobsSharedId), 403, 40301);
+      assertError(await replace('alice', bobsSharedId, { public: true, users: [], groups: [] }), 403, 40301);
+      assertError(await grantee('alice', bobsSharedId, 'PUT', 'users/alice'), 403, 40301);
+      assertError(await grantee('alice', bobsSharedId, 'DELETE', 'users/alice'), 403, 40301);
+      assertError(await access('dave', bobsSharedId), 404, 40402);
+      assertError(await replace('dave', bobsSharedId, { public: true, users: [], groups: [] }), 404, 40402);
+      assertError(await grantee('dave', bobsSharedId, 'PUT', 'users/dave'), 404, 40402);
+      assertError(await grantee('dave', bobsSharedId, 'DELETE', 'groups/friends'), 404, 40402);
+      assertError(await access('bob', 999_999), 404, 40402);
+      // A stranger's refusal says nothing of names: the plant is refused first.
+      assertError(await grantee('dave', bobsSharedId, 'PUT', 'users/nobody'), 404, 40402);
+      assert.ok(!(await names('dave')).includes('Ivy'), 'nothing changed');
+      assert.deepEqual((await access('bob', bobsSharedId)).body, { public: false, users: ['alice'], groups: [] });
+    });
+
+    it('lets an admin read and change the access of any plant', async () => {
+      assert.deepEqual((await access('root', bobsSharedId)).body, { public: false, users: ['alice'], groups: [] });
+      assert.equal((await grantee('root', bobsSharedId, 'PUT', 'users/dave')).status, 204);
+      assert.ok((await names('dave')).includes('Ivy'));
+      assert.equal((await grantee('root', bobsSharedId, 'DELETE', 'users/dave')).status, 204);
+      assert.ok(!(await names('dave')).includes('Ivy'));
+    });
+
+    it('refuses names of no user or group, naming them, and changes nothing', async () => {
+      await create('alice', 7003, 'Sage');
+      const user = assertError(await grantee('alice', 7003, 'PUT', 'users/nobody'), 404, 40403);
+      assert.match(user.message, /no user named "nobody"/);
+      assertError(await grantee('alice', 7003, 'PUT', 'groups/nobody'), 404, 40404);
+      assertError(await grantee('alice', 7003, 'DELETE', 'users/nobody'), 404, 40403);
+      const body = assertError(await replace('alice', 7003, { public: true, users: ['bob', 'zed'], groups: ['ghosts'] }), 422, 42201);
+      assert.equal(body.message, 'no user named "zed"; no group named "ghosts"');
+      assert.deepEqual((await access('alice', 7003)).body, { public: false, users: [], groups: [] });
+      // Names no user can have are refused before any lookup; a name is matched exactly (no case folding).
+      assertError(await grantee('alice', 7003, 'PUT', 'users/a%00b'), 400, 40001);
+      assertError(await grantee('alice', 7003, 'PUT', 'users/Bob'), 404, 40403);
+      // A name as long as names may be is a name, not an unknown path.
+      assertError(await grantee('alice', 7003, 'PUT', `users/${'n'.repeat(1024)}`), 404, 40403);
+      assertError(await replace('alice', 7003, { public: false, users: [' bob'], groups: [] }), 400, 40005);
+    });
+
+    it('refuses a body that is not a PlantAccess', async () => {
+      await create('alice', 7004, 'Rue');
+      assertError(await replace('alice', 7004, { public: false, users: [] }), 400, 40005);
+      assertError(await replace('alice', 7004, { public: false, users: ['bob', 'bob'], groups: [] }), 400, 40005);
+      assertError(await replace('alice', 7004, { public: 'yes', users: [], groups: [] }), 400, 40005);
+      assertError(await replace('alice', 7004, { public: false, users: [], groups: [], owner: 'bob' }), 400, 40005);
+      assertError(await access('alice', 0), 400, 40001);
+    });
+
+    it('changes the access only while it is at the version If-Match names (412 otherwise, with the current ETag)', async () => {
+      await create('alice', 7005, 'Thyme');
+      const read = await access('alice', 7005);
+      const tag = read.headers.etag!;
+      assert.match(tag, /^"[A-Za-z0-9_-]+"$/);
+      // Another editor changes it first.
+      assert.equal((await grantee('alice', 7005, 'PUT', 'users/bob')).status, 204);
+      const stale = await replace('alice', 7005, { public: true, users: [], groups: [] }, { 'if-match': tag });
+      assertError(stale, 412, 41201);
+      const current = stale.headers.etag!;
+      assert.notEqual(current, tag);
+      assert.deepEqual((await access('alice', 7005)).body, { public: false, users: ['bob'], groups: [] }, 'nothing changed');
+      assertError(await grantee('alice', 7005, 'DELETE', 'users/bob', { 'if-match': tag }), 412, 41201);
+      // A weak tag never matches (strong comparison); the current tag, one of a list, or * does.
+      assertError(await grantee('alice', 7005, 'PUT', 'users/carol', { 'if-match': `W/${current}` }), 412, 41201);
+      const ok = await replace('alice', 7005, { public: true, users: ['bob'], groups: [] }, { 'if-match': `"x", ${current}` });
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal((await grantee('alice', 7005, 'PUT', 'users/carol', { 'if-match': '*' })).status, 204);
+      assert.equal((await access('alice', 7005)).headers.etag, (await access('root', 7005)).headers.etag, 'one version whoever reads');
+    });
+
+    it('is refused without a token, as every plant operation is', async () => {
+      assertError(await rawRequest(server.url, `/plants/${bobsSharedId}/access`), 401, 40101);
+      assertError(await rawRequest(server.url, `/plants/${bobsSharedId}/access/users/alice`, {}, 'PUT'), 401, 40101);
+    });
+  });
+}
