@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Plant } from '../../src/http/schemas.js';
 import type { Store } from '../../src/store/store.js';
+import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp } from '../helpers/http-app.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
@@ -10,9 +11,14 @@ import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js'
 // Property: for random users, groups, memberships, plants and grants, GET /plants over a real socket
 // returns exactly what a plain in-test oracle of the access rule says, in catalogue order, each plant once,
 // and `limit=k` returns exactly the first k plants of that listing. With JWTs, the groups claim adds
-// memberships for the request, and the oracle counts them exactly like stored ones. Creates and deletes over
-// HTTP answer what the rule says (owner or admin deletes, 403 for one who only sees, 404 otherwise), and every
-// listing after each of them still equals the oracle.
+// memberships for the request, and the oracle counts them exactly like stored ones. Writes over HTTP by random
+// users on random plants (or a missing id) answer what the rule says: creates; deletes; and sharing, as the whole
+// access replaced (public or private, a random set of users and groups) and one user or group shared or unshared.
+// The owner or an admin may delete or share, one who only sees the plant gets 403, anyone else 404, and the plant
+// is refused before any name is looked at; then unknown names in a path get 404, in a body 422, and change
+// nothing. After each write every user's listing still equals the oracle, and the owner reads the access of the
+// plant it named (names sorted, at the version the change answered) as the oracle's world has it; at the end, of
+// every plant.
 
 const MAX_USERS = 4;
 const MAX_GROUPS = 3;
@@ -177,39 +183,94 @@ async function checkScenario(backend: Backend, s: Scenario, withLimits: boolean,
   }
 }
 
-/** A write over HTTP by user `by` (modulo the user count): create a plant, or delete the `target`-th plant (modulo, or a missing id). */
-type WriteOp = { kind: 'create'; by: number; name: string; tag: string | null } | { kind: 'delete'; by: number; target: number };
+/**
+ * A write over HTTP by user `by` (modulo the user count). `target` is a plant's index (modulo the plant count), or
+ * a missing id when it is -1 or there is no plant. `replace` sends the whole access: the plant's current grants
+ * (only the flag set) or the given users and groups (indexes out of range are dropped), plus, with `stray`, a name
+ * of no user or group. `share` and `unshare` name the `name`-th user or group (modulo their count), or one that
+ * does not exist when `name` is -1.
+ */
+type WriteOp =
+  | { kind: 'create'; by: number; name: string; tag: string | null }
+  | { kind: 'delete'; by: number; target: number }
+  | {
+      kind: 'replace';
+      by: number;
+      target: number;
+      public: boolean;
+      grants: 'kept' | { users: number[]; groups: number[] };
+      stray: 'user' | 'group' | null;
+    }
+  | { kind: 'share' | 'unshare'; by: number; target: number; grantee: 'user' | 'group'; name: number };
+
+const by = fc.nat({ max: MAX_USERS - 1 });
+/** An existing plant or user or group mostly (modulo their count), -1 for one that does not exist. */
+const someOrNone = fc.oneof({ arbitrary: fc.nat({ max: 99 }), weight: 4 }, { arbitrary: fc.constant(-1), weight: 1 });
 
 const writeOps: fc.Arbitrary<WriteOp[]> = fc.array(
   fc.oneof(
+    fc.record({ kind: fc.constant('create' as const), by, name: clientText, tag: fc.option(clientText, { nil: null }) }),
+    fc.record({ kind: fc.constant('delete' as const), by, target: someOrNone }),
     fc.record({
-      kind: fc.constant('create' as const),
-      by: fc.nat({ max: MAX_USERS - 1 }),
-      name: clientText,
-      tag: fc.option(clientText, { nil: null }),
+      kind: fc.constant('replace' as const),
+      by,
+      target: someOrNone,
+      public: fc.boolean(),
+      // Shuffled, so that the answer's sorting is checked too.
+      grants: fc.oneof(
+        fc.constant('kept' as const),
+        fc.record({
+          users: fc.shuffledSubarray(Array.from({ length: MAX_USERS }, (_, i) => i)),
+          groups: fc.shuffledSubarray(Array.from({ length: MAX_GROUPS }, (_, i) => i)),
+        }),
+      ),
+      stray: fc.oneof(
+        { arbitrary: fc.constant(null), weight: 3 },
+        { arbitrary: fc.constantFrom('user' as const, 'group' as const), weight: 1 },
+      ),
     }),
-    fc.record({ kind: fc.constant('delete' as const), by: fc.nat({ max: MAX_USERS - 1 }), target: fc.nat({ max: 12 }) }),
+    fc.record({
+      kind: fc.constantFrom('share' as const, 'unshare' as const),
+      by,
+      target: someOrNone,
+      grantee: fc.constantFrom('user' as const, 'group' as const),
+      name: someOrNone,
+    }),
   ),
-  { minLength: 1, maxLength: 8 },
+  { minLength: 4, maxLength: 12 },
 );
 
-/** What a delete answers, by the rule: the owner or an admin deletes; one who sees it gets 403; anyone else 404. */
-function expectedDeleteStatus(
-  world: ReturnType<typeof normalise>,
-  user: string,
-  plant: ReturnType<typeof normalise>['plants'][number] | undefined,
-): number {
-  if (plant === undefined) return 404;
-  const me = world.users.find((u) => u.name === user)!;
-  if (me.admin || plant.owner === user) return 204;
-  const sees = plant.public || plant.users.includes(user) || plant.groups.some((g) => me.groups.includes(g));
-  return sees ? 403 : 404;
-}
+type World = ReturnType<typeof normalise>;
+type WorldPlant = World['plants'][number];
 
 /**
- * Builds the scenario, then applies `ops` over HTTP one by one; after each, the status is what the rule says and
+ * Why the rule refuses `user` a change of `plant` (delete or sharing): 403 for one who sees it but neither owns it
+ * nor is an admin, 404 for one who does not see it or no plant; undefined when the change is allowed.
+ */
+function refusal(world: World, user: string, plant: WorldPlant | undefined): { status: 403 | 404; code: number } | undefined {
+  if (plant === undefined) return { status: 404, code: 40402 };
+  const me = world.users.find((u) => u.name === user)!;
+  if (me.admin || plant.owner === user) return undefined;
+  const sees = plant.public || plant.users.includes(user) || plant.groups.some((g) => me.groups.includes(g));
+  return sees ? { status: 403, code: 40301 } : { status: 404, code: 40402 };
+}
+
+const byName = (names: readonly string[]): string[] => [...names].sort();
+
+/** The access of `plant` as GET /plants/{id}/access answers it: names sorted. */
+const accessOf = (plant: WorldPlant) => ({ public: plant.public, users: byName(plant.users), groups: byName(plant.groups) });
+
+/** A name of no user, and of no group, in `world` (the next ones that would be made). */
+const strayName = (world: World, what: 'user' | 'group') => (what === 'user' ? `u${world.users.length}` : `g${world.groups.length}`);
+
+const JSON_BODY = { 'content-type': 'application/json' };
+
+/**
+ * Builds the scenario, then applies `ops` over HTTP one by one; after each, the status is what the rule says,
  * every user's GET /plants equals the oracle of the world with the op applied (created plants are the caller's,
- * private, last in catalogue order; deleted ones are gone for everyone).
+ * private, last in catalogue order; deleted ones are gone for everyone; sharing changes who sees the plant), and
+ * the owner of the plant it named reads its access as the world has it, at the version the last change of it
+ * answered (at the end, every plant's).
  */
 async function checkWrites(backend: Backend, s: Scenario, ops: WriteOp[]): Promise<void> {
   const world = normalise(s);
@@ -217,34 +278,98 @@ async function checkWrites(backend: Backend, s: Scenario, ops: WriteOp[]): Promi
   try {
     const seeded = await seedWorld(store, world);
     const ids: number[] = seeded.plants.map((p) => p.id);
+    // The ETag the last change of a plant's access answered, by id: its owner's next read has the same one.
+    const versions = new Map<number, string>();
     const server = await startApp(store);
+    /** The owner of the `p`-th plant reads its access as the world has it, at the version its last change answered. */
+    const checkAccess = async (p: number, when: string) => {
+      const [id, plant] = [ids[p]!, world.plants[p]!];
+      const res = await rawRequest(server.url, `/plants/${id}/access`, bearer(seeded.tokens[plant.owner]!));
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, accessOf(plant), `${when}, the access of plant ${id} as its owner ${plant.owner}`);
+      const version = versions.get(id);
+      if (version !== undefined) assert.equal(res.headers.etag, version, `${when}, the version of plant ${id}`);
+    };
     try {
       for (const [i, op] of ops.entries()) {
         const user = world.users[op.by % world.users.length]!.name;
         const auth = bearer(seeded.tokens[user]!);
+        const what = `op ${i} (${JSON.stringify(op)} as ${user})`;
+        // The id the op names; its plant's access is read back after it, unless it is gone.
+        let id: number;
         if (op.kind === 'create') {
-          const id = 1_000_000 + i;
+          id = 1_000_000 + i;
           const body = JSON.stringify(op.tag === null ? { id, name: op.name } : { id, name: op.name, tag: op.tag });
-          const res = await rawRequest(server.url, '/plants', { ...auth, 'content-type': 'application/json' }, 'POST', body);
+          const res = await rawRequest(server.url, '/plants', { ...auth, ...JSON_BODY }, 'POST', body);
           assert.equal(res.status, 200, res.text);
           world.plants.push({ name: op.name, tag: op.tag, owner: user, public: false, users: [], groups: [] });
           ids.push(id);
         } else {
-          const index = op.target < world.plants.length ? op.target : -1;
-          const id = index < 0 ? 999_999 : ids[index]!;
-          const res = await rawRequest(server.url, `/plants/${id}`, auth, 'DELETE');
-          const expected = expectedDeleteStatus(world, user, index < 0 ? undefined : world.plants[index]);
-          assert.equal(res.status, expected, `${user} deletes ${id}: ${res.text}`);
-          if (expected === 204) {
-            world.plants.splice(index, 1);
-            ids.splice(index, 1);
+          const index = op.target >= 0 && world.plants.length > 0 ? op.target % world.plants.length : -1;
+          id = index < 0 ? 999_999 : ids[index]!;
+          const plant = index < 0 ? undefined : world.plants[index];
+          const refused = refusal(world, user, plant);
+          if (op.kind === 'delete') {
+            const res = await rawRequest(server.url, `/plants/${id}`, auth, 'DELETE');
+            assert.equal(res.status, refused?.status ?? 204, `${what}: ${res.text}`);
+            if (refused === undefined) {
+              world.plants.splice(index, 1);
+              ids.splice(index, 1);
+            }
+          } else if (op.kind === 'replace') {
+            const grants =
+              op.grants === 'kept'
+                ? { users: plant?.users ?? [], groups: plant?.groups ?? [] }
+                : {
+                    users: op.grants.users.filter((u) => u < world.users.length).map((u) => `u${u}`),
+                    groups: op.grants.groups.filter((g) => g < world.groups.length).map((g) => `g${g}`),
+                  };
+            const stray = op.stray === null ? undefined : strayName(world, op.stray);
+            const body = {
+              public: op.public,
+              users: op.stray === 'user' ? [...grants.users, stray] : grants.users,
+              groups: op.stray === 'group' ? [...grants.groups, stray] : grants.groups,
+            };
+            const res = await rawRequest(server.url, `/plants/${id}/access`, { ...auth, ...JSON_BODY }, 'PUT', JSON.stringify(body));
+            if (refused !== undefined) {
+              assertError(res, refused.status, refused.code);
+            } else if (stray !== undefined) {
+              assert.equal(assertError(res, 422, 42201).message, `no ${op.stray} named "${stray}"`, what);
+            } else {
+              assert.equal(res.status, 200, `${what}: ${res.text}`);
+              plant!.public = op.public;
+              plant!.users = byName(grants.users);
+              plant!.groups = byName(grants.groups);
+              assert.deepEqual(res.body, accessOf(plant!), what);
+              versions.set(id, res.headers.etag!);
+            }
+          } else {
+            const names = op.grantee === 'user' ? world.users.map((u) => u.name) : world.groups.map((g) => g.name);
+            const known = op.name >= 0 && names.length > 0;
+            const name = known ? names[op.name % names.length]! : strayName(world, op.grantee);
+            const method = op.kind === 'share' ? 'PUT' : 'DELETE';
+            const res = await rawRequest(server.url, `/plants/${id}/access/${op.grantee}s/${name}`, auth, method);
+            if (refused !== undefined) {
+              assertError(res, refused.status, refused.code);
+            } else if (!known) {
+              const unknown = assertError(res, 404, op.grantee === 'user' ? 40403 : 40404);
+              assert.equal(unknown.message, `no ${op.grantee} named "${name}"`, what);
+            } else {
+              assert.equal(res.status, 204, `${what}: ${res.text}`);
+              const list = op.grantee === 'user' ? 'users' : 'groups';
+              plant![list] = byName(op.kind === 'share' ? [...new Set([...plant![list], name])] : plant![list].filter((n) => n !== name));
+              versions.set(id, res.headers.etag!);
+            }
           }
         }
         for (const reader of world.users) {
           const res = await rawRequest(server.url, '/plants', bearer(seeded.tokens[reader.name]!));
-          assert.deepEqual(res.body, oracle(world, reader.name, false), `after op ${i} (${op.kind} by ${user}), as ${reader.name}`);
+          assert.deepEqual(res.body, oracle(world, reader.name, false), `after ${what}, as ${reader.name}`);
         }
+        if (ids.includes(id)) await checkAccess(ids.indexOf(id), `after ${what}`);
       }
+      // A change that reached another plant shows here, unless a later change of that plant hid it.
+      for (const p of world.plants.keys()) await checkAccess(p, 'at the end');
     } finally {
       await server.close();
     }
@@ -279,7 +404,7 @@ for (const backend of BACKENDS) {
     });
 
     it(
-      'creates and deletes over HTTP answer as the rule says and keep every listing equal to the oracle',
+      'creates, deletes and sharing over HTTP answer as the rule says, and keep every listing and access equal to the oracle',
       { timeout: 300_000 },
       async () => {
         await fc.assert(

@@ -7,7 +7,7 @@ import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, startApp, type RunningApp, addPlant, removePlant } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, startApp, type RawResponse, type RunningApp, addPlant, removePlant } from '../helpers/http-app.js';
 import { PG_URL } from '../helpers/postgres.js';
 
 // Property: with caching on, two servers on connections of their own (as two processes would be) answer
@@ -15,7 +15,8 @@ import { PG_URL } from '../helpers/postgres.js';
 // connection through the Store and from plain SQL. On SQLite every read that starts a millisecond after a write
 // returned (the read snapshot is reused for at most that long) must already show it; on PostgreSQL every instance must show it within one second, and until then show either the state
 // before the write or after it, never anything else (no plant that was never visible, none from a rolled-back
-// view). Admins, owners, public plants, user grants, group grants and memberships all change under the caches.
+// view). Admins, owners, public plants, user grants, group grants and memberships all change under the caches;
+// the sharing writes also arrive over HTTP, from the plant's owner or an admin, at either server, and answer 2xx.
 
 const USERS = ['u0', 'u1', 'u2', 'u3'] as const;
 const GROUPS = ['g0', 'g1'] as const;
@@ -23,29 +24,45 @@ const GROUPS = ['g0', 'g1'] as const;
 const BOUND_MS: Record<string, number> = { sqlite: 0, postgres: 1_000 };
 const SNAPSHOT_MS = 2;
 
+/**
+ * A sharing write sent over HTTP instead, to the `server`-th server, by the `admin`-th admin (modulo their count)
+ * when `admin` is set and there is one, else by the plant's owner.
+ */
+type Http = { server: number; admin: number | null } | null;
+
 type Op =
   | { kind: 'add'; owner: number; public: boolean; viaSql: boolean }
   | { kind: 'remove'; plant: number; viaSql: boolean }
-  | { kind: 'publish'; plant: number; public: boolean }
+  | { kind: 'publish'; plant: number; public: boolean; http: Http }
   | { kind: 'rename'; plant: number }
-  | { kind: 'grant' | 'ungrant'; plant: number; user: number; viaSql: boolean }
-  | { kind: 'grantGroup' | 'ungrantGroup'; plant: number; group: number }
+  | { kind: 'grant' | 'ungrant'; plant: number; user: number; viaSql: boolean; http: Http }
+  | { kind: 'grantGroup' | 'ungrantGroup'; plant: number; group: number; http: Http }
   | { kind: 'join' | 'leave'; user: number; group: number; viaSql: boolean }
   | { kind: 'admin'; user: number; admin: boolean };
 
 const index = (n: number) => fc.nat({ max: n - 1 });
+const http: fc.Arbitrary<Http> = fc.oneof(
+  fc.constant(null),
+  fc.record({ server: index(2), admin: fc.option(index(USERS.length), { nil: null }) }),
+);
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('add' as const), owner: index(USERS.length), public: fc.boolean(), viaSql: fc.boolean() }),
   fc.record({ kind: fc.constant('remove' as const), plant: index(8), viaSql: fc.boolean() }),
-  fc.record({ kind: fc.constant('publish' as const), plant: index(8), public: fc.boolean() }),
+  fc.record({ kind: fc.constant('publish' as const), plant: index(8), public: fc.boolean(), http }),
   fc.record({ kind: fc.constant('rename' as const), plant: index(8) }),
   fc.record({
     kind: fc.constantFrom('grant' as const, 'ungrant' as const),
     plant: index(8),
     user: index(USERS.length),
     viaSql: fc.boolean(),
+    http,
   }),
-  fc.record({ kind: fc.constantFrom('grantGroup' as const, 'ungrantGroup' as const), plant: index(8), group: index(GROUPS.length) }),
+  fc.record({
+    kind: fc.constantFrom('grantGroup' as const, 'ungrantGroup' as const),
+    plant: index(8),
+    group: index(GROUPS.length),
+    http,
+  }),
   fc.record({
     kind: fc.constantFrom('join' as const, 'leave' as const),
     user: index(USERS.length),
@@ -68,6 +85,8 @@ interface ModelPlant {
 class Model {
   plants: ModelPlant[] = [];
   admins = new Set<string>();
+  /** When each user's admin flag last changed (Date.now() after the write returned). */
+  adminChanged = new Map<string, number>();
   members = new Map<string, Set<string>>(GROUPS.map((g) => [g, new Set<string>()]));
 
   visibleTo(user: string): string[] {
@@ -119,7 +138,50 @@ async function plainSql(backend: Backend, db: string): Promise<PlainSql> {
 const userId = `(SELECT id FROM users WHERE name = $1)`;
 const groupId = `(SELECT id FROM groups WHERE name = $1)`;
 
-async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: number): Promise<void> {
+/** The two servers, every user's token, and the backend's bound, for the writes sent over HTTP. */
+interface Web {
+  servers: RunningApp[];
+  tokens: Record<string, string>;
+  boundMs: number;
+}
+
+/**
+ * Sends a sharing write of `plant` over HTTP as `via` says (`path` under its /access), and answers the 2xx reply:
+ * 200 to a PUT of the whole access (with `body`), 204 to one grantee's. A server may still take the caller's admin
+ * flag as it was until the bound after it changed (its token is cached), so a refusal of an admin who is not the
+ * owner is retried until then; a refused change changes nothing.
+ */
+async function overHttp(
+  via: NonNullable<Http>,
+  model: Model,
+  web: Web,
+  plant: ModelPlant,
+  method: 'PUT' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<RawResponse> {
+  const admins = [...model.admins].sort();
+  const caller = via.admin !== null && admins.length > 0 ? admins[via.admin % admins.length]! : plant.owner;
+  const headers = { ...bearer(web.tokens[caller]!), ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+  const deadline = (model.adminChanged.get(caller) ?? -Infinity) + web.boundMs;
+  for (;;) {
+    const res = await rawRequest(
+      web.servers[via.server]!.url,
+      `/plants/${plant.id}/access${path}`,
+      headers,
+      method,
+      body === undefined ? undefined : JSON.stringify(body),
+    );
+    if (res.status === (body === undefined ? 204 : 200)) return res;
+    assert.ok(
+      caller !== plant.owner && (res.status === 403 || res.status === 404) && Date.now() < deadline,
+      `${method} /plants/${plant.id}/access${path} as ${caller} at server ${via.server}: ${res.status} ${res.text}`,
+    );
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web, serial: number): Promise<void> {
   const plant = 'plant' in o ? model.plants[o.plant % Math.max(1, model.plants.length)] : undefined;
   if ('plant' in o && plant === undefined) return;
   switch (o.kind) {
@@ -148,7 +210,14 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
       model.plants = model.plants.filter((p) => p !== plant);
       return;
     case 'publish':
-      await sql.run('UPDATE plants SET is_public = $2 WHERE id = $1', [plant!.id, o.public ? 1 : 0]);
+      if (o.http) {
+        // The whole access is replaced: the plant's grants as they are, with the flag set.
+        const access = { public: o.public, users: [...plant!.users].sort(), groups: [...plant!.groups].sort() };
+        const res = await overHttp(o.http, model, web, plant!, 'PUT', '', access);
+        assert.deepEqual(res.body, access);
+      } else {
+        await sql.run('UPDATE plants SET is_public = $2 WHERE id = $1', [plant!.id, o.public ? 1 : 0]);
+      }
       plant!.public = o.public;
       return;
     case 'rename':
@@ -158,30 +227,23 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
     case 'grant':
     case 'ungrant': {
       const user = USERS[o.user]!;
-      if (o.kind === 'grant') {
-        if (o.viaSql)
-          await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [
-            user,
-            plant!.id,
-          ]);
-        else await writer.addGrant(plant!.id as PlantId, { user });
-        plant!.users.add(user);
-      } else {
-        await sql.run(`DELETE FROM plant_user_grants WHERE user_id = ${userId} AND plant_id = $2`, [user, plant!.id]);
-        plant!.users.delete(user);
-      }
+      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grant' ? 'PUT' : 'DELETE', `/users/${user}`);
+      else if (o.kind === 'grant' && o.viaSql)
+        await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [user, plant!.id]);
+      else if (o.kind === 'grant') await writer.addGrant(plant!.id as PlantId, { user });
+      else await sql.run(`DELETE FROM plant_user_grants WHERE user_id = ${userId} AND plant_id = $2`, [user, plant!.id]);
+      if (o.kind === 'grant') plant!.users.add(user);
+      else plant!.users.delete(user);
       return;
     }
     case 'grantGroup':
     case 'ungrantGroup': {
       const group = GROUPS[o.group]!;
-      if (o.kind === 'grantGroup') {
-        await writer.addGrant(plant!.id as PlantId, { group });
-        plant!.groups.add(group);
-      } else {
-        await sql.run(`DELETE FROM plant_group_grants WHERE group_id = ${groupId} AND plant_id = $2`, [group, plant!.id]);
-        plant!.groups.delete(group);
-      }
+      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grantGroup' ? 'PUT' : 'DELETE', `/groups/${group}`);
+      else if (o.kind === 'grantGroup') await writer.addGrant(plant!.id as PlantId, { group });
+      else await sql.run(`DELETE FROM plant_group_grants WHERE group_id = ${groupId} AND plant_id = $2`, [group, plant!.id]);
+      if (o.kind === 'grantGroup') plant!.groups.add(group);
+      else plant!.groups.delete(group);
       return;
     }
     case 'join':
@@ -210,6 +272,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, serial: 
     case 'admin': {
       const user = USERS[o.user]!;
       await writer.setAdmin(user, o.admin);
+      model.adminChanged.set(user, Date.now());
       if (o.admin) model.admins.add(user);
       else model.admins.delete(user);
       return;
@@ -278,7 +341,7 @@ async function checkRun(backend: Backend, ops: Op[]): Promise<void> {
     for (const [serial, o] of ops.entries()) {
       // Warm every cache with the state before the write.
       await observe(servers, tokens);
-      await apply(o, model, writer, sql, serial);
+      await apply(o, model, writer, sql, { servers, tokens, boundMs: BOUND_MS[backend.name]! }, serial);
       await new Promise((r) => setTimeout(r, SNAPSHOT_MS));
       const expected = model.snapshot();
       const deadline = Date.now() + BOUND_MS[backend.name]!;
@@ -313,22 +376,35 @@ async function checkRun(backend: Backend, ops: Op[]): Promise<void> {
   }
 }
 
-/** Every kind of write, in an order where each one changes what some cached page must show. */
+/**
+ * Every kind of write, and each sharing write over HTTP, by the owner and by an admin (the first right after the
+ * caller becomes one), in an order where each one changes what some cached page must show.
+ */
 const EVERY_KIND: Op[] = [
   { kind: 'add', owner: 1, public: false, viaSql: false },
   { kind: 'join', user: 0, group: 0, viaSql: false },
-  { kind: 'grantGroup', plant: 0, group: 0 },
+  { kind: 'grantGroup', plant: 0, group: 0, http: null },
   { kind: 'leave', user: 0, group: 0, viaSql: true },
   { kind: 'join', user: 0, group: 0, viaSql: true },
-  { kind: 'ungrantGroup', plant: 0, group: 0 },
-  { kind: 'grant', plant: 0, user: 2, viaSql: true },
+  { kind: 'ungrantGroup', plant: 0, group: 0, http: null },
+  { kind: 'grant', plant: 0, user: 2, viaSql: true, http: null },
   { kind: 'rename', plant: 0 },
-  { kind: 'ungrant', plant: 0, user: 2, viaSql: false },
-  { kind: 'publish', plant: 0, public: true },
-  { kind: 'publish', plant: 0, public: false },
+  { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: null },
+  { kind: 'publish', plant: 0, public: true, http: null },
+  { kind: 'publish', plant: 0, public: false, http: null },
+  { kind: 'grantGroup', plant: 0, group: 0, http: { server: 0, admin: null } },
+  { kind: 'ungrantGroup', plant: 0, group: 0, http: { server: 1, admin: null } },
+  { kind: 'grant', plant: 0, user: 2, viaSql: false, http: { server: 1, admin: null } },
+  { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: { server: 0, admin: null } },
+  { kind: 'publish', plant: 0, public: true, http: { server: 0, admin: null } },
+  { kind: 'publish', plant: 0, public: false, http: { server: 1, admin: null } },
   { kind: 'admin', user: 3, admin: true },
+  { kind: 'grant', plant: 0, user: 2, viaSql: false, http: { server: 1, admin: 0 } },
+  { kind: 'publish', plant: 0, public: true, http: { server: 0, admin: 0 } },
+  { kind: 'publish', plant: 0, public: false, http: { server: 1, admin: 0 } },
+  { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: { server: 0, admin: 0 } },
   { kind: 'add', owner: 2, public: true, viaSql: true },
-  { kind: 'grant', plant: 0, user: 0, viaSql: false },
+  { kind: 'grant', plant: 0, user: 0, viaSql: false, http: null },
   { kind: 'remove', plant: 0, viaSql: true },
   { kind: 'admin', user: 3, admin: false },
   { kind: 'remove', plant: 0, viaSql: false },
