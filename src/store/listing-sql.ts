@@ -1,23 +1,26 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
 import type { Dialect } from './schema.js';
+import { MEMBER_GRANTS } from './schema-names.js';
 import type { VisiblePage } from './store.js';
 
 /**
  * The access rule (catalogue/access-rule.ts) as SQL for both backends: one page of what a user may see, in one
  * statement, and whether a user sees one plant (the delete check).
  *
- * Each path of the rule is an index range read in catalogue order from `after`, once for the viewer or once per
- * group of the viewer (stored memberships, plus the groups a JWT's groups claim names); their union is cut at
- * `limit`, and only then joined to `plants`. A page costs about (paths + groups) x `limit` index entries whatever
- * the size of the catalogue.
+ * Each path of the rule is an index range read in catalogue order from `after`, once for the viewer: the group
+ * path through the viewer's stored memberships too, as the member grants (one range per user, kept by the
+ * triggers of migration 0012), so a user in many groups reads no more than one in a few. Only the groups a JWT's
+ * groups claim names, which are no stored memberships, are read once per group. The union of the ranges is cut
+ * at `limit`, and only then joined to `plants`: a page costs about (paths + claimed groups) x `limit` index
+ * entries whatever the size of the catalogue and however many groups the viewer is in.
  *
  * The dialects differ only where the engines do:
- * - PostgreSQL cuts each branch at `limit` and reads each group's grants with a LATERAL join, in one prepared
- *   statement with the limit as a parameter.
+ * - PostgreSQL cuts each branch at `limit` and reads each claimed group's grants with a LATERAL join, in one
+ *   prepared statement with the limit as a parameter.
  * - SQLite merges branches that are plain index ranges lazily (its UNION of ordered ranges under `ORDER BY 1
- *   LIMIT n` reads only what the page needs), so each of the user's groups is a branch of its own, its id a
- *   parameter, read beforehand in the same snapshot (`viewerGroupsSql`). Past SQLITE_GROUP_BRANCHES groups, one
+ *   LIMIT n` reads only what the page needs), so each claimed group is a branch of its own, its id a parameter,
+ *   read beforehand in the same snapshot (`claimedGroupsSql`). Past SQLITE_GROUP_BRANCHES claimed groups, one
  *   branch joins them all, each group's range bounded by its `limit`-th grant (a correlated `OFFSET limit - 1`
  *   lookup, since SQLite has no LATERAL). The limit is a literal, so statements are prepared per limit: SQLite
  *   plans a bound `LIMIT ?` less well.
@@ -81,7 +84,7 @@ export function pageFromColumns(
   return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, next, groupIds, cacheable };
 }
 
-/** Groups of a user that SQLite reads as branches of their own; a user in more goes through one joined branch. */
+/** Claimed groups that SQLite reads as branches of their own; more go through one joined branch. */
 export const SQLITE_GROUP_BRANCHES = 16;
 
 interface Params {
@@ -95,7 +98,7 @@ const PARAMS: Record<Dialect, Params> = {
   postgres: { user: '$1', after: '$2', claims: '(SELECT unnest($4::text[]))' },
 };
 
-/** The SQLite parameter holding the id of the user's i-th group. */
+/** The SQLite parameter holding the id of the i-th group a JWT claims. */
 export const groupParam = (i: number): string => `g${i}`;
 
 /** The ids of the user's groups: stored memberships, and with `withClaims` the stored groups the claim names. */
@@ -107,13 +110,22 @@ function memberGroups(user: string, claimed: string | undefined): string {
   return `SELECT group_id AS id FROM group_members WHERE user_id = ${user}${claimed === undefined ? '' : ` UNION ${claimed}`}`;
 }
 
-/** A path's range for one viewer: its table where its key matches, read by its position column. */
+/**
+ * A path's range for one viewer: its table where its key matches, read by its position column. `distinct` when
+ * the range may hold a position more than once (a plant shared with two of the viewer's groups).
+ */
 interface Range {
   column: AccessPath['position'];
   from: string;
+  distinct?: boolean;
 }
 
-/** The ranges of the paths that do not depend on groups, for the viewer whose id is the SQL expression `user`. */
+/**
+ * The ranges for the viewer whose id is the SQL expression `user`: one per path, the group path through the
+ * viewer's stored memberships included, read from the member grants the triggers of migration 0012 keep (one
+ * range per user, however many groups). Groups a JWT claims are not stored memberships: they are read once per
+ * group (GROUP_PATHS).
+ */
 function viewerRanges(user: string): Range[] {
   const ranges: Range[] = [];
   for (const path of ACCESS_PATH_LIST) {
@@ -125,7 +137,7 @@ function viewerRanges(user: string): Range[] {
         ranges.push({ column: path.position, from: `${path.table} WHERE ${path.key} = ${user}` });
         break;
       case 'group':
-        // Read once per group of the viewer (GROUP_PATHS).
+        ranges.push({ column: path.position, from: `${MEMBER_GRANTS} WHERE user_id = ${user}`, distinct: true });
         break;
       default:
         path.by satisfies never;
@@ -134,8 +146,11 @@ function viewerRanges(user: string): Range[] {
   return ranges;
 }
 
-/** The paths read once per group of the viewer. */
+/** The paths read once per group a JWT claims. */
 const GROUP_PATHS = ACCESS_PATH_LIST.filter((path) => path.by === 'group');
+
+/** The ids of the stored groups a JWT's claim names (`claims`: the SQL of the names). */
+const claimedGroups = (claims: string): string => `SELECT id FROM groups WHERE name IN ${claims}`;
 
 /**
  * On a PostgreSQL standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a
@@ -152,33 +167,37 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
 export function postgresVisiblePlantsSql(withClaims: boolean): string {
   const p = PARAMS.postgres;
   const branches = viewerRanges(p.user).map(
-    ({ column, from }) => `(SELECT ${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
+    ({ column, from, distinct }) =>
+      `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
   );
-  for (const { table, position: column, key } of GROUP_PATHS) {
-    branches.push(
-      `SELECT gg.${column} FROM viewer_groups g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-        `WHERE ${key} = g.id AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3) gg`,
-    );
+  if (withClaims) {
+    for (const { table, position: column, key } of GROUP_PATHS) {
+      branches.push(
+        `SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
+          `WHERE ${key} = g.id AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3) gg`,
+      );
+    }
   }
   const rows = `SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id`;
   return (
-    `WITH viewer_groups AS (${viewerGroups('postgres', withClaims)}), page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
-    pageColumnsSql('postgres', rows, { extra: `, ARRAY(SELECT id FROM viewer_groups) AS groups, ${REPLAYED} AS replayed` })
+    `WITH page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
+    pageColumnsSql('postgres', rows, { extra: `, ARRAY(${viewerGroups('postgres', withClaims)}) AS groups, ${REPLAYED} AS replayed` })
   );
 }
 
 /**
  * SQLite: one page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in
- * id order. With `groups` a number, the user's group ids come as `:g0`… (see `groupParam`); with `joined` they
- * are joined in the statement (and `:claims` holds the claimed names as a JSON array when `withClaims`).
+ * id order. With `groups` a number, the ids of the stored groups a JWT claims come as `:g0`… (see `groupParam`);
+ * with `joined` they are joined in the statement from `:claims`, the claimed names as a JSON array.
  */
-export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined', withClaims: boolean): string {
+export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined'): string {
   const p = PARAMS.sqlite;
+  // A UNION of ordered ranges drops repeated positions as it merges them: no range needs DISTINCT of its own.
   const branches = viewerRanges(p.user).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
   for (const { table, position: column, key } of GROUP_PATHS) {
     if (groups === 'joined') {
       branches.push(
-        `SELECT * FROM (SELECT gg.${column} FROM (${viewerGroups('sqlite', withClaims)}) g JOIN ${table} gg ` +
+        `SELECT * FROM (SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g JOIN ${table} gg ` +
           `ON gg.${key} = g.id AND gg.${column} > ${p.after} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
           `WHERE x.${key} = g.id AND x.${column} > ${p.after} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
       );
@@ -191,9 +210,17 @@ export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined',
   return `SELECT p.id, p.name, p.tag FROM (${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) page JOIN plants p ON p.id = page.id`;
 }
 
-/** SQLite: the ids of the groups a page counts for `:user` (and `:claims`), read in the page's snapshot. */
+/**
+ * SQLite: the ids of the groups a page counts for `:user` (and `:claims`), read in the page's snapshot, as one JSON
+ * array: one value for a user in hundreds of groups, where a row each would cost more than the page.
+ */
 export function viewerGroupsSql(withClaims: boolean): string {
-  return viewerGroups('sqlite', withClaims);
+  return `SELECT json_group_array(id) FROM (${viewerGroups('sqlite', withClaims)})`;
+}
+
+/** SQLite: the ids of the stored groups `:claims` names, the groups a page reads range by range. */
+export function claimedGroupsSql(): string {
+  return claimedGroups(PARAMS.sqlite.claims);
 }
 
 /**

@@ -17,3 +17,6 @@ export const changeChannel = (schema: string): string => `plantstore_changes_${s
  * the end of its transaction, so that two of them never take the same number: the CLI, an import, plain SQL.
  */
 export const AUTOMATIC_IDS_LOCK = 'plants.api_id';
+
+/** The table of every plant shared with a user through a group, kept by triggers (migration 0012). */
+export const MEMBER_GRANTS = 'plant_member_grants';

@@ -22,6 +22,8 @@ export interface Database {
   };
   plant_user_grants: { user_id: number; plant_id: Position };
   plant_group_grants: { group_id: number; plant_id: Position };
+  /** Kept by triggers (migration 0012): each plant shared with each user through a group, and the group. */
+  plant_member_grants: { user_id: number; plant_id: Position; group_id: number };
   /** One row: the largest public id a deleted plant held (see catalogue/plant-ids.ts, nextAutomaticId). */
   plant_id_watermark: { id: number; largest_deleted: number };
   tokens: {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, changeChannel, PLANT_API_ID_INDEX } from '../../src/store/schema-names.js';
+import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, changeChannel, MEMBER_GRANTS, PLANT_API_ID_INDEX } from '../../src/store/schema-names.js';
 import { openStore } from '../../src/store/open-store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery } from '../helpers/postgres.js';
@@ -21,6 +21,10 @@ for (const backend of BACKENDS) {
         try {
           const index = sqlite.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?").pluck().get(PLANT_API_ID_INDEX);
           assert.match(String(index), /UNIQUE INDEX .* ON plants \(api_id\)/);
+          assert.equal(
+            sqlite.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?").pluck().get(MEMBER_GRANTS),
+            1,
+          );
         } finally {
           sqlite.close();
         }
@@ -32,6 +36,8 @@ for (const backend of BACKENDS) {
         PLANT_API_ID_INDEX,
       ]);
       assert.match(index!.def, /UNIQUE INDEX .* \(api_id\)/);
+      const [table] = await adminQuery('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [schema, MEMBER_GRANTS]);
+      assert.ok(table, `no table ${MEMBER_GRANTS}`);
       const source = async (fn: string) =>
         (
           await adminQuery<{ src: string }>('SELECT prosrc AS src FROM pg_proc WHERE proname = $1 AND pronamespace = $2::regnamespace', [

@@ -10,6 +10,7 @@ import { changeAnnouncements } from './0008-change-announcements.js';
 import { webhookClock } from './0009-webhook-clock.js';
 import { webhookMessageIds } from './0010-webhook-message-ids.js';
 import { webhookDueByEndpoint } from './0011-webhook-due-by-endpoint.js';
+import { memberGrants } from './0012-member-grants.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -27,6 +28,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0009-webhook-clock': webhookClock(dialect),
     '0010-webhook-message-ids': webhookMessageIds(dialect),
     '0011-webhook-due-by-endpoint': webhookDueByEndpoint(),
+    '0012-member-grants': memberGrants(dialect),
   };
 }
 

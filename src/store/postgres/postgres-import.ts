@@ -6,7 +6,7 @@ import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from 
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
-import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, PLANT_API_ID_INDEX } from '../schema-names.js';
+import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, MEMBER_GRANTS, PLANT_API_ID_INDEX } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
@@ -40,8 +40,7 @@ const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), userGrants: [], g
  * other statement waits for that write first.
  */
 /** The tables an import fills, analyzed once it has committed. */
-const ANALYZE_IMPORTED =
-  'ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, webhook_events, webhook_deliveries';
+const ANALYZE_IMPORTED = `ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, ${MEMBER_GRANTS}, webhook_events, webhook_deliveries`;
 
 export class PostgresImport implements ImportTarget {
   readonly names = new KnownNames((what, name) =>
@@ -61,6 +60,8 @@ export class PostgresImport implements ImportTarget {
   private addBack: string[] = [];
   /** The first catalogue position this import reserved: its plants are at it and after. */
   private firstPosition: number | undefined;
+  /** The groups the import wrote (new ones, and existing ones it may have given members). */
+  private readonly importedGroups: number[] = [];
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -113,6 +114,14 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of this.addBack) await this.client.query(statement);
+    // What the member grants' triggers, off during an import, would have done (migration 0012): the pairs of the
+    // plants and groups written.
+    await this.client.query(
+      `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id
+       FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id
+       WHERE g.plant_id >= $1 OR g.group_id = ANY($2::bigint[]) ON CONFLICT DO NOTHING`,
+      [this.firstPosition ?? Number.MAX_SAFE_INTEGER, this.importedGroups],
+    );
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
@@ -175,6 +184,7 @@ export class PostgresImport implements ImportTarget {
     );
     const ids = new Map(rows.map(({ id, name }) => [name, id]));
     for (const [name, id] of ids) this.names.learn('group', name, id);
+    this.importedGroups.push(...ids.values());
     if (memberCount === 0) return;
     const groupColumn: number[] = [];
     const userColumn: number[] = [];

@@ -4,6 +4,7 @@ import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from 
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
+import { MEMBER_GRANTS } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
@@ -14,8 +15,8 @@ const IMPORTED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_us
 /**
  * The triggers of the tables an import writes, as SQLite stores them: it drops them and restores them exactly, and
  * does their work in bulk (a trigger, even one whose condition is false, costs every row). They log changes (the
- * import logs one broad change), number plants without an id (the import numbers its plants itself) and raise
- * webhook events (the import raises them in one statement).
+ * import logs one broad change), number plants without an id (the import numbers its plants itself), raise
+ * webhook events (the import raises them in one statement) and keep the member grants (one statement too).
  */
 function importedTableTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
   return db
@@ -33,6 +34,9 @@ export class SqliteImport implements ImportTarget {
   private readonly statements;
   private plants: PlantWriter | undefined;
   private lastUserBefore = 0;
+  private lastPlantBefore = 0;
+  /** The groups the import wrote (new ones, and existing ones it may have given members). */
+  private readonly importedGroups: number[] = [];
   private triggers: Array<{ name: string; sql: string }> = [];
   private readonly cacheSize: unknown;
 
@@ -78,6 +82,7 @@ export class SqliteImport implements ImportTarget {
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
     this.plants = new PlantWriter(db, this.now);
     this.lastUserBefore = db.prepare(LAST_USER_SQL).pluck().get() as number;
+    this.lastPlantBefore = db.prepare('SELECT coalesce(max(id), 0) FROM plants').pluck().get() as number;
     return Number(db.prepare(LARGEST_USED_PLANT_ID_SQL).pluck().get() ?? 0);
   }
 
@@ -96,6 +101,7 @@ export class SqliteImport implements ImportTarget {
   group(name: string, memberIds: readonly number[]): void {
     const { id } = this.statements.upsertGroup.get({ name, now: this.now })!;
     this.names.learn('group', name, id);
+    this.importedGroups.push(id);
     for (const userId of memberIds) this.statements.addMember.run(id, userId);
   }
 
@@ -110,6 +116,12 @@ export class SqliteImport implements ImportTarget {
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
     for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
+    // What the member grants' triggers would have done (migration 0012): the pairs of the plants and groups written.
+    db.prepare(
+      `INSERT OR IGNORE INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id
+       FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id
+       WHERE g.plant_id > ? OR g.group_id IN (SELECT value FROM json_each(?))`,
+    ).run(this.lastPlantBefore, JSON.stringify(this.importedGroups));
     for (const { sql } of this.triggers) db.exec(sql);
     db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
     db.exec('COMMIT');

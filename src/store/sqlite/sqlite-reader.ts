@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
 import {
   allPlantsSql,
+  claimedGroupsSql,
   groupParam,
   pageColumnsSql,
   pageFromColumns,
@@ -133,6 +134,7 @@ export class SqliteReader implements ChangeFeed {
       listings: new PreparedListings(db),
       groups: db.prepare(viewerGroupsSql(false)).pluck(true),
       groupsWithClaims: db.prepare(viewerGroupsSql(true)).pluck(true),
+      claimedGroups: db.prepare(claimedGroupsSql()).pluck(true),
       // A row with seq -1 first says the log was pruned past what this process has seen.
       changes: raw(
         `SELECT -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM change_log_state WHERE pruned_through > :seen
@@ -198,15 +200,17 @@ export class SqliteReader implements ChangeFeed {
     const { listings } = this.statements;
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
-    const groupIds = (claimed ? this.statements.groupsWithClaims : this.statements.groups).all(viewer) as number[];
-    if (groupIds.length <= SQLITE_GROUP_BRANCHES) {
+    const groupIds = JSON.parse((claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as string) as number[];
+    // Stored memberships are one range (the member grants); a claimed group is read range by range.
+    const claimedIds = claimed ? (this.statements.claimedGroups.all(viewer) as number[]) : [];
+    if (claimedIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
-      for (const [i, id] of groupIds.entries()) params[groupParam(i)] = id;
-      const rows = (n: number) => sqliteVisiblePlantsSql(n, groupIds.length, false);
-      return listings.page(`${limit} ${groupIds.length}`, limit, rows, params, groupIds);
+      for (const [i, id] of claimedIds.entries()) params[groupParam(i)] = id;
+      const rows = (n: number) => sqliteVisiblePlantsSql(n, claimedIds.length);
+      return listings.page(`${limit} ${claimedIds.length}`, limit, rows, params, groupIds);
     }
-    const rows = (n: number) => sqliteVisiblePlantsSql(n, 'joined', claimed);
-    return listings.page(`${limit} joined ${claimed}`, limit, rows, { ...viewer, after }, groupIds);
+    const rows = (n: number) => sqliteVisiblePlantsSql(n, 'joined');
+    return listings.page(`${limit} joined`, limit, rows, { ...viewer, after }, groupIds);
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { OPERATOR } from '../../src/catalogue/access-rule.js';
+import { recordBatch } from '../../src/import-format/records.js';
+import { openStore } from '../../src/store/open-store.js';
+import { MEMBER_GRANTS } from '../../src/store/schema-names.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { adminQuery } from '../helpers/postgres.js';
+
+// The member grants (migration 0012) are what the listing reads for a user's groups: after every kind of write
+// that touches memberships or group grants (the store's, cascades of removed users, groups and plants, an import,
+// plain SQL), they are exactly the pairs of the memberships and the group grants, no more and no fewer.
+
+after(() => cleanupBackends());
+
+type Row = [user: number, plant: number, group: number];
+
+const PAIRS = `SELECT m.user_id, g.plant_id, g.group_id FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id`;
+
+for (const backend of BACKENDS) {
+  describe(`member grants follow memberships and group grants [${backend.name}]`, { skip: backend.skip }, () => {
+    it('after the store, cascades, an import and plain SQL', async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      const rows = async (sqlText: string): Promise<Row[]> => {
+        if (backend.name === 'sqlite') {
+          const sqlite = new BetterSqlite3(db, { readonly: true });
+          try {
+            return sqlite.prepare(sqlText).raw(true).all() as Row[];
+          } finally {
+            sqlite.close();
+          }
+        }
+        const schema = new URL(db).searchParams.get('schema')!;
+        const found = await adminQuery<Record<string, string>>(
+          sqlText.replaceAll(/\b(plant_group_grants|group_members|plant_member_grants)\b/g, `${schema}.$1`),
+        );
+        return found.map((r) => Object.values(r).map(Number) as Row);
+      };
+      const sorted = (list: Row[]) => list.map((r) => r.join(' ')).sort();
+      const check = async (after: string, size?: number) => {
+        const kept = await rows(`SELECT user_id, plant_id, group_id FROM ${MEMBER_GRANTS}`);
+        assert.deepEqual(sorted(kept), sorted(await rows(PAIRS)), `after ${after}`);
+        if (size !== undefined) assert.equal(kept.length, size, `after ${after}: ${JSON.stringify(kept)}`);
+      };
+      try {
+        for (const user of ['ann', 'ben', 'cat']) await store.addUser(user, false);
+        for (const group of ['g1', 'g2']) await store.addGroup(group);
+        const plant = async (name: string) => (await store.createPlant(OPERATOR, { name, owner: 'cat' })).id;
+        const [p1, p2, p3] = [await plant('p1'), await plant('p2'), await plant('p3')];
+        await store.addMember('g1', 'ann');
+        await store.addGrant(p1, { group: 'g1' });
+        await check('a membership, then a grant', 1);
+        await store.addGrant(p2, { group: 'g1' });
+        await store.addMember('g1', 'ben');
+        await check('a grant, then a membership', 4);
+        // A plant shared with two of ann's groups: taking one away keeps it through the other.
+        await store.addMember('g2', 'ann');
+        await store.addGrant(p1, { group: 'g2' });
+        await store.removeGrant(p1, { group: 'g1' });
+        await check('one of two grants taken away', 3);
+        await store.removeMember('g1', 'ben');
+        await check('a membership taken away', 2);
+        await store.addGrant(p3, { group: 'g1' });
+        await store.deletePlant(OPERATOR, p2);
+        await check('a plant deleted', 2);
+        await store.removeGroup('g2');
+        await check('a group removed', 1);
+        await store.addMember('g1', 'ben');
+        await store.removeUser('ann', { withPlants: false });
+        await check('a user removed', 1);
+        await store.importRecords(
+          recordBatch([
+            { type: 'user', name: 'dan' },
+            { type: 'group', name: 'g1', members: ['dan'] },
+            { type: 'group', name: 'g3', members: ['ben', 'dan'] },
+            { type: 'plant', name: 'p4', owner: 'cat', sharedWith: ['group:g3', 'group:g1'] },
+          ]),
+        );
+        await check('an import into groups old and new', 6);
+        // Plain SQL on a connection of its own, as another tool would write: ben's membership moved to another group.
+        await store.addGroup('g5');
+        await store.addGrant(p3, { group: 'g5' });
+        const move = `UPDATE group_members SET group_id = (SELECT id FROM groups WHERE name = 'g5')
+          WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
+        if (backend.name === 'sqlite') {
+          const sqlite = new BetterSqlite3(db);
+          try {
+            sqlite.exec(move);
+          } finally {
+            sqlite.close();
+          }
+        } else {
+          const schema = new URL(db).searchParams.get('schema')!;
+          await adminQuery(move.replace(/\b(group_members|groups|users)\b/g, `${schema}.$1`));
+        }
+        await check('plain SQL moving a membership', 6);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+}
