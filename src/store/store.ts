@@ -128,8 +128,8 @@ export type QueryTimer = (query: HotQuery, seconds: number) => void;
 
 /** A connection pool's size at one moment, for metrics. */
 export interface PoolStats {
-  /** `primary`, or `replica` for the read replica's pool. */
-  pool: 'primary' | 'replica';
+  /** `primary`; the listings' pool: `replica` for the read replica's, else `listings` (the primary's). */
+  pool: 'primary' | 'replica' | 'listings';
   /** Open connections, busy or idle. */
   total: number;
   idle: number;

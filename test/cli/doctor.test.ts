@@ -261,7 +261,10 @@ describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQ
       ready.checks.every((c) => c.status === 'ok' || c.status === 'skip'),
       JSON.stringify(ready.checks),
     );
-    assert.match(byName(ready.checks, 'pool').detail, /^pool of 10 x 1 worker\(s\) = 10 connections; server allows \d+/);
+    assert.match(
+      byName(ready.checks, 'pool').detail,
+      /^2 pool\(s\) of 10 and the change feed's connection x 1 worker\(s\) = 21 connections; server allows \d+/,
+    );
     assert.match(byName(ready.checks, 'schema').detail, /^up to date/);
     assert.match(byName(ready.checks, 'counts').detail, /^1 users \(1 admins\), 0 plants, 0 tokens/);
 

@@ -122,9 +122,14 @@ async function poolCheck(
   } finally {
     await pool.end().catch(() => {});
   }
-  const wanted = config.poolSize * workers;
+  // Each worker has two pools of the primary (statements and listings; listings go to the replica with --read-db)
+  // and the change feed's connection.
+  const pools = config.readDb ? 1 : 2;
+  const wanted = (pools * config.poolSize + 1) * workers;
   const room = limits.max - limits.reserved;
-  const detail = `pool of ${config.poolSize} x ${workers} worker(s) = ${wanted} connections; server allows ${room} (${limits.used} in use)`;
+  const detail =
+    `${pools} pool(s) of ${config.poolSize} and the change feed's connection x ${workers} worker(s) = ${wanted} connections; ` +
+    `server allows ${room} (${limits.used} in use)`;
   if (wanted > room - limits.used) {
     return warn('pool', detail, 'lower --workers or PLANTSTORE_PG_POOL_SIZE, raise max_connections, or put PgBouncer in front');
   }

@@ -22,7 +22,8 @@ export type { PostgresOptions };
 /** The server backend: many stateless instances on one PostgreSQL database. */
 export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
   const { pool, schema } = createPool(options.url, options);
-  const readPool = options.readUrl ? createPool(options.readUrl, options).pool : undefined;
+  // Listings on a pool of their own, on the replica when there is one.
+  const readPool = createPool(options.readUrl ?? options.url, options, 'listings').pool;
   try {
     if (schema && options.create === false) {
       const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
@@ -33,10 +34,10 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
     await migrateToLatest(db, 'postgres', schema);
-    return createStore(new PostgresDialect(pool, readPool ?? pool, db, prepared));
+    return createStore(new PostgresDialect(pool, readPool, options.readUrl !== undefined, db, prepared));
   } catch (err) {
     await pool.end();
-    await readPool?.end();
+    await readPool.end();
     if ((err as { code?: string }).code === '3D000') {
       const database = decodeURIComponent(new URL(options.url).pathname.slice(1)) || '(default)';
       throw notFound(`PostgreSQL has no database "${database}" at ${new URL(options.url).host}: create it (createdb), or check --db`);
@@ -62,7 +63,7 @@ async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, t
 
 /**
  * PostgreSQL's side of the store (see dialect.ts): Kysely and the request path on one pool of the primary, listings
- * on the replica's pool when there is one, and the change feed on a connection of its own.
+ * on a pool of their own (the replica's when there is one), and the change feed on a connection of its own.
  */
 class PostgresDialect implements StoreDialect {
   readonly backend = 'postgres' as const;
@@ -78,6 +79,8 @@ class PostgresDialect implements StoreDialect {
   constructor(
     private readonly pool: pg.Pool,
     private readonly readPool: pg.Pool,
+    /** Whether `readPool` is a replica's (else it is the primary's listing pool). */
+    private readonly replica: boolean,
     readonly db: Kysely<Database>,
     prepared: PreparedStatements,
   ) {
@@ -91,7 +94,7 @@ class PostgresDialect implements StoreDialect {
     this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>
       this.startPruning(),
     );
-    this.reads = new PostgresReads(pool, readPool, () => this.changes.walPosition);
+    this.reads = new PostgresReads(pool, readPool, replica, () => this.changes.walPosition);
     this.announcer = new ChangeAnnouncer(pool);
     this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot() };
     this.health = { poolStats: () => this.poolStats() };
@@ -135,7 +138,7 @@ class PostgresDialect implements StoreDialect {
     clearInterval(this.pruner);
     await this.changes.close();
     await this.db.destroy();
-    if (this.readPool !== this.pool) await this.readPool.end();
+    await this.readPool.end();
   }
 
   /** A serving process keeps the change log short; CLI commands never prune it. */
@@ -152,7 +155,7 @@ class PostgresDialect implements StoreDialect {
       idle: pool.idleCount,
       waiting: pool.waitingCount,
     });
-    return this.readPool === this.pool ? [stats(this.pool, 'primary')] : [stats(this.pool, 'primary'), stats(this.readPool, 'replica')];
+    return [stats(this.pool, 'primary'), stats(this.readPool, this.replica ? 'replica' : 'listings')];
   }
 
   private async importing<T>(run: (target: PostgresImport) => Promise<T>): Promise<T> {

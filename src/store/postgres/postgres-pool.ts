@@ -27,8 +27,19 @@ function splitUrl(url: string): { connectionString: string; schema?: string; app
   return { connectionString: parsed.toString(), applicationName, ...(schema ? { schema } : {}) };
 }
 
-export function createPool(url: string, options: PostgresOptions): { pool: pg.Pool; schema?: string } {
+/**
+ * What a pool's sessions are for. `listings`: the listing statement only, whose plan is kept (a generic plan) rather
+ * than made again for every page: planning costs more than reading a page, and grows with the tables. Other
+ * statements keep PostgreSQL's own choice, which some of them (a LIMIT chosen at run time) need.
+ */
+export type PoolUse = 'statements' | 'listings';
+
+export function createPool(url: string, options: PostgresOptions, use: PoolUse = 'statements'): { pool: pg.Pool; schema?: string } {
   const { connectionString, schema, applicationName } = splitUrl(url);
+  const settings = [
+    ...(schema ? [`-c search_path=${schema}`] : []),
+    ...(use === 'listings' ? ['-c plan_cache_mode=force_generic_plan'] : []),
+  ];
   const pool = new pg.Pool({
     connectionString,
     max: options.poolSize ?? 10,
@@ -36,7 +47,7 @@ export function createPool(url: string, options: PostgresOptions): { pool: pg.Po
     idleTimeoutMillis: 30_000,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
     application_name: applicationName,
-    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    ...(settings.length > 0 ? { options: settings.join(' ') } : {}),
     // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
     types: {
       getTypeParser: ((oid: number, format?: string) =>

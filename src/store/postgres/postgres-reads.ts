@@ -16,9 +16,10 @@ const VISIBLE_PLANTS_WITH_CLAIMS = postgresVisiblePlantsSql(true);
 const ALL_PLANTS = allPlantsSql('postgres', 0);
 
 /**
- * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary;
- * listings go to the read replica when there is one, but for a user whose own write the replica has not replayed
- * yet, whose listing is read again on the primary so that the user sees it.
+ * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
+ * listings go to a pool of their own, whose sessions keep the listing's plan (postgres-pool.ts): the read replica's
+ * when there is one, but for a user whose own write the replica has not replayed yet, whose listing is read again
+ * on the primary so that the user sees it.
  */
 export class PostgresReads implements RequestReads {
   /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
@@ -26,7 +27,9 @@ export class PostgresReads implements RequestReads {
 
   constructor(
     private readonly pool: pg.Pool,
+    /** Where listings are read: the replica's pool, or the primary's listing pool. */
     private readonly readPool: pg.Pool,
+    private readonly replica: boolean,
     /** The primary's WAL position at the change feed's last read (see PostgresChangeFeed.walPosition). */
     private readonly fedThrough: () => bigint,
   ) {}
@@ -74,7 +77,7 @@ export class PostgresReads implements RequestReads {
   }
 
   async rememberWriter(userId: number): Promise<void> {
-    if (this.readPool === this.pool) return;
+    if (!this.replica) return;
     const { rows } = await this.pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
     this.recentWriters.delete(userId);
     this.recentWriters.set(userId, lsnValue(rows[0]!.lsn));
