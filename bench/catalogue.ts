@@ -70,3 +70,34 @@ export function* generateCatalogue(spec: CatalogueSpec): Generator<CatalogueReco
     };
   }
 }
+
+/** Users in many groups, each group with a few plants spread through the catalogue (see manyGroupsCatalogue). */
+export const MANY_GROUPS = {
+  groups: 200,
+  plantsPerGroup: 5,
+  /** The users in every one of those groups: as many as the bench's typical users whose tokens rotate. */
+  members: Array.from({ length: 100 }, (_, i) => `crowd${i}`),
+};
+
+/**
+ * The catalogue of `spec`, plus MANY_GROUPS.members, each in every one of MANY_GROUPS.groups groups (`many0`, …),
+ * and each of those groups given MANY_GROUPS.plantsPerGroup plants evenly spread through the catalogue.
+ */
+export function* manyGroupsCatalogue(spec: CatalogueSpec): Generator<CatalogueRecord> {
+  const shared = MANY_GROUPS.groups * MANY_GROUPS.plantsPerGroup;
+  const step = Math.max(1, Math.floor(spec.plants / shared));
+  let plant = 0;
+  let added = false;
+  for (const record of generateCatalogue(spec)) {
+    if (record.type === 'group' && !added) {
+      for (const name of MANY_GROUPS.members) yield { type: 'user', name, admin: false };
+      for (let g = 0; g < MANY_GROUPS.groups; g++) yield { type: 'group', name: `many${g}`, members: MANY_GROUPS.members };
+      added = true;
+    }
+    if (record.type === 'plant') {
+      if (plant % step === 0 && plant / step < shared) (record.sharedWith ??= []).push(`group:many${(plant / step) % MANY_GROUPS.groups}`);
+      plant++;
+    }
+    yield record;
+  }
+}

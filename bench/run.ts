@@ -9,7 +9,8 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { generateToken } from '../src/catalogue/tokens.js';
 import { openStore } from '../src/store/open-store.js';
-import { DEFAULT_SPEC, generateCatalogue, userName, type CatalogueSpec } from './catalogue.js';
+import type { CatalogueRecord } from '../src/import-format/records.js';
+import { DEFAULT_SPEC, generateCatalogue, manyGroupsCatalogue, MANY_GROUPS, userName, type CatalogueSpec } from './catalogue.js';
 import { loadGenerator, type LoadResult } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
 import { measureEvents, renderEvents, type EventResults } from './events.js';
@@ -30,6 +31,9 @@ const { values: args } = parseArgs({
     /** Catalogue sizes of the scale curve (a quick check can pass smaller ones). */
     scale: { type: 'string', default: '10000,100000,1000000' },
     'no-postgres': { type: 'boolean', default: false },
+    /** Skip the rows of users in many groups (and PostgreSQL's plan at 10^7), or run nothing else. */
+    'no-groups': { type: 'boolean', default: false },
+    'groups-only': { type: 'boolean', default: false },
     /** Skip the write rows, or run nothing else (a quick look at writes). */
     'no-writes': { type: 'boolean', default: false },
     'writes-only': { type: 'boolean', default: false },
@@ -139,10 +143,15 @@ async function peakRssMb(pid: number): Promise<number | undefined> {
 }
 
 /** Writes the generated catalogue as NDJSON (not timed), then imports it with the CLI (timed, wall clock). */
-async function buildDatabase(db: string, spec: CatalogueSpec, dir: string): Promise<{ seconds: number; plantsPerSecond: number }> {
+async function buildDatabase(
+  db: string,
+  spec: CatalogueSpec,
+  dir: string,
+  records: Iterable<CatalogueRecord> = generateCatalogue(spec),
+): Promise<{ seconds: number; plantsPerSecond: number }> {
   const file = join(dir, `catalogue-${spec.plants}.ndjson`);
   const out = createWriteStream(file);
-  for (const record of generateCatalogue(spec)) {
+  for (const record of records) {
     if (!out.write(`${JSON.stringify(record)}\n`)) await once(out, 'drain');
   }
   out.end();
@@ -170,6 +179,22 @@ async function issueTokens(db: string, users: number): Promise<{ rotating: strin
     const { token, hash } = generateToken();
     await store.addToken({ user: userName(0), hash, label: 'bench' });
     return { rotating, admin: token };
+  } finally {
+    await store.close();
+  }
+}
+
+/** An opaque token for each user named, written straight through the Store. */
+async function tokensFor(db: string, users: readonly string[]): Promise<string[]> {
+  const store = await openStore({ db });
+  try {
+    const tokens: string[] = [];
+    for (const user of users) {
+      const { token, hash } = generateToken();
+      await store.addToken({ user, hash, label: 'bench' });
+      tokens.push(token);
+    }
+    return tokens;
   } finally {
     await store.close();
   }
@@ -225,6 +250,8 @@ interface Target {
   pid: number;
   /** Runs around each of this target's rounds (a writer's load): starts it and returns how to stop it. */
   during?: () => Promise<() => Promise<void>>;
+  /** The CPU counted, when more than the server process's own (its PostgreSQL backends'). */
+  cpuSeconds?: () => Promise<number>;
 }
 
 /**
@@ -236,9 +263,10 @@ async function inRounds(targets: readonly Target[]): Promise<Measured[][]> {
   const run = async (target: Target, seconds: number, label: string): Promise<Measured> => {
     const stop = await target.during?.();
     try {
-      const before = serverCpuSeconds(target.pid);
+      const cpu = target.cpuSeconds ?? (async () => serverCpuSeconds(target.pid));
+      const before = await cpu();
       const result = await load.run({ url: target.url, tokens: target.tokens, seconds, connections: CONNECTIONS });
-      const measured = { ...result, cpuSeconds: serverCpuSeconds(target.pid) - before };
+      const measured = { ...result, cpuSeconds: (await cpu()) - before };
       // Every round is printed: a process that runs dearer than its peers in every round shows here, not in an average.
       log(
         `  ${label}, ${target.name}: ${fmt(measured.rps)} requests/s, ${fmt(cpuPerRequestUs(measured), 1)} µs CPU a request, ` +
@@ -547,8 +575,185 @@ async function benchEvents(dir: string): Promise<EventResults> {
   );
 }
 
+/** Users in many groups against typical users, uncached, on one catalogue; and PostgreSQL's page at 10^7 against 10^5. */
+interface GroupResults {
+  plants: number;
+  manyGroups: Record<string, { typical: Measured; crowd: Measured; cpuRatio: number; roundCpuRatios: number[] }>;
+  postgresScale?: {
+    small: Measured;
+    large: Measured;
+    smallPlants: number;
+    largePlants: number;
+    cpuRatio: number;
+    roundCpuRatios: number[];
+  };
+}
+
+/**
+ * Caches off, so every request reads its page from the database: the first page (`limit=20`) of users in
+ * MANY_GROUPS groups of 5 plants each, against that of typical users (in 2 groups), in alternating rounds on one
+ * service. Then, on PostgreSQL, a typical user's first page at 10^7 plants against 10^5.
+ */
+async function benchGroups(dir: string, plants: number, withPostgres: boolean, largePostgres: boolean): Promise<GroupResults> {
+  const spec: CatalogueSpec = { ...DEFAULT_SPEC, plants };
+  const typicalUsers = Array.from({ length: ROTATING_USERS }, (_, u) => userName(u + 1));
+  const crowd = (db: string, label: string) => async () => {
+    const typical = await tokensFor(db, typicalUsers);
+    const crowdTokens = await tokensFor(db, MANY_GROUPS.members);
+    // On PostgreSQL the page is read by the database's own processes: their CPU counts too, found by the
+    // connections' application name.
+    const application = `bench_groups_${process.pid}`;
+    const served = db.startsWith('postgres') ? `${db}&application_name=${application}` : db;
+    const service = await startService(served, { PLANTSTORE_CACHE: 'false' });
+    const cpuSeconds = db.startsWith('postgres')
+      ? async () => serverCpuSeconds(service.process.pid!) + (await backendsCpuSeconds(application))
+      : undefined;
+    try {
+      log(`${label}: a user in ${MANY_GROUPS.groups} groups against typical users, caches off…`);
+      const pid = service.process.pid!;
+      const url = `${service.url}/plants?limit=20`;
+      const [t, c] = await inRounds([
+        { name: `${label}, typical users`, url, tokens: typical, pid, ...(cpuSeconds ? { cpuSeconds } : {}) },
+        { name: `${label}, users in ${MANY_GROUPS.groups} groups`, url, tokens: crowdTokens, pid, ...(cpuSeconds ? { cpuSeconds } : {}) },
+      ]);
+      const [typicalAll, crowdAll] = [combine(t!), combine(c!)];
+      return {
+        typical: typicalAll,
+        crowd: crowdAll,
+        cpuRatio: cpuPerRequestUs(crowdAll) / cpuPerRequestUs(typicalAll),
+        roundCpuRatios: c!.map((round, i) => cpuPerRequestUs(round) / cpuPerRequestUs(t![i]!)),
+      };
+    } finally {
+      await service.stop();
+    }
+  };
+  const results: GroupResults = { plants, manyGroups: {} };
+  log(`\ngroups: importing ${fmt(plants)} plants with ${MANY_GROUPS.groups} groups of ${MANY_GROUPS.plantsPerGroup} plants each…`);
+  const sqliteDb = join(dir, 'groups.db');
+  await buildDatabase(sqliteDb, spec, dir, manyGroupsCatalogue(spec));
+  results.manyGroups.sqlite = await crowd(sqliteDb, 'SQLite')();
+  await rm(sqliteDb, { force: true });
+  if (!withPostgres) return results;
+  const schemaUrl = (schema: string) => `${args.pg}${args.pg.includes('?') ? '&' : '?'}schema=${schema}`;
+  const groupsSchema = `bench_groups_${process.pid}`;
+  try {
+    log(`PostgreSQL: the same…`);
+    await buildDatabase(schemaUrl(groupsSchema), spec, dir, manyGroupsCatalogue(spec));
+    results.manyGroups.postgres = await crowd(schemaUrl(groupsSchema), 'PostgreSQL')();
+  } finally {
+    await dropSchema(args.pg, groupsSchema);
+  }
+  if (!largePostgres) return results;
+  const [smallPlants, largePlants] = [100_000, 10_000_000];
+  const [small, large] = [`bench_small_${process.pid}`, `bench_large_${process.pid}`];
+  try {
+    log(`PostgreSQL: importing ${fmt(smallPlants)} and ${fmt(largePlants)} plants for the page's cost at each…`);
+    await buildDatabase(schemaUrl(small), { ...spec, plants: smallPlants }, dir);
+    await buildDatabase(schemaUrl(large), { ...spec, plants: largePlants }, dir);
+    const named = (schema: string) => `${schemaUrl(schema)}&application_name=${schema}`;
+    const services = [await startService(named(small), { PLANTSTORE_CACHE: 'false' })];
+    try {
+      services.push(await startService(named(large), { PLANTSTORE_CACHE: 'false' }));
+      const tokens = [await tokensFor(schemaUrl(small), typicalUsers), await tokensFor(schemaUrl(large), typicalUsers)];
+      const [s, l] = await inRounds(
+        services.map((service, i) => ({
+          name: `PostgreSQL, ${fmt(i === 0 ? smallPlants : largePlants)} plants, caches off`,
+          url: `${service.url}/plants?limit=20`,
+          tokens: tokens[i]!,
+          pid: service.process.pid!,
+          cpuSeconds: async () => serverCpuSeconds(service.process.pid!) + (await backendsCpuSeconds(i === 0 ? small : large)),
+        })),
+      );
+      const [smallAll, largeAll] = [combine(s!), combine(l!)];
+      results.postgresScale = {
+        small: smallAll,
+        large: largeAll,
+        smallPlants,
+        largePlants,
+        cpuRatio: cpuPerRequestUs(largeAll) / cpuPerRequestUs(smallAll),
+        roundCpuRatios: l!.map((round, i) => cpuPerRequestUs(round) / cpuPerRequestUs(s![i]!)),
+      };
+    } finally {
+      for (const service of services) await service.stop();
+    }
+  } finally {
+    await dropSchema(args.pg, small);
+    await dropSchema(args.pg, large);
+  }
+  return results;
+}
+
+/** utime + stime of the PostgreSQL backends serving connections named `application`, in seconds. */
+async function backendsCpuSeconds(application: string): Promise<number> {
+  const client = new pg.Client({ connectionString: args.pg.replace(/\?.*$/, '') });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [application]);
+    return rows.reduce((sum, { pid }) => sum + serverCpuSeconds(pid), 0);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The rows and targets of benchGroups. */
+function renderGroups(g: GroupResults): { section: string[]; targets: string[] } {
+  const ranged = (ratio: number, rounds: number[]) =>
+    rounds.length > 1 ? `${fmt(ratio, 2)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, 2);
+  const section = [
+    `## Users in many groups (caches off, ${fmt(g.plants)} plants)`,
+    '',
+    `The first page (\`limit=20\`) of users in ${MANY_GROUPS.groups} groups of ${MANY_GROUPS.plantsPerGroup} plants each, ` +
+      'against typical users (in 2 groups) on the same service, in alternating rounds; caches off, so every request reads ' +
+      'its token and its page from the database.',
+    '',
+    "CPU is the service process's own, and on PostgreSQL also that of the database processes serving its connections.",
+    '',
+    '| backend | users | requests/s | CPU µs/request | p50 ms | p99 ms | errors |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  const targets: string[] = [];
+  for (const [backend, m] of Object.entries(g.manyGroups)) {
+    const name = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
+    for (const [who, x] of [
+      ['typical', m.typical],
+      [`in ${MANY_GROUPS.groups} groups`, m.crowd],
+    ] as const) {
+      section.push(
+        `| ${name} | ${who} | ${fmt(x.rps)} | ${fmt(cpuPerRequestUs(x), 1)} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`,
+      );
+    }
+    targets.push(
+      `| ${name}, caches off: a user in ${MANY_GROUPS.groups} groups ≤ 1.5 × a typical user's CPU per first page | ` +
+        `${ranged(m.cpuRatio, m.roundCpuRatios)} × | ${verdict(m.cpuRatio <= 1.5)} |`,
+    );
+  }
+  const p = g.postgresScale;
+  if (p) {
+    section.push(
+      '',
+      `PostgreSQL, caches off, a typical user's first page at ${fmt(p.largePlants)} plants against ${fmt(p.smallPlants)}: ` +
+        `${fmt(cpuPerRequestUs(p.large), 1)} against ${fmt(cpuPerRequestUs(p.small), 1)} µs CPU a request, the database's processes included ` +
+        `(${fmt(p.large.rps)} and ${fmt(p.small.rps)} requests/s).`,
+    );
+    targets.push(
+      `| PostgreSQL, caches off: CPU per first page at 10^7 ≤ 1.2 × at 10^5 | ${ranged(p.cpuRatio, p.roundCpuRatios)} × | ${verdict(p.cpuRatio <= 1.2)} |`,
+    );
+  }
+  return { section, targets };
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
+  if (args['groups-only']) {
+    try {
+      const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
+      const { section, targets } = renderGroups(await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']));
+      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return;
+  }
   if (args['events-only']) {
     try {
       const { section, targets } = renderEvents(await benchEvents(dir));
@@ -707,6 +912,9 @@ async function main(): Promise<void> {
 
     // 8. Events.
     if (!args['no-events']) results.events = await benchEvents(dir);
+
+    // 9. Users in many groups, and PostgreSQL's page at 10^7 (with --with-1e7).
+    if (!args['no-groups']) results.groups = await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']);
   } finally {
     await ceiling.stop();
     await rm(dir, { recursive: true, force: true });
@@ -871,6 +1079,8 @@ function renderReport(r: Record<string, unknown>): string {
   if (writes) lines.push('', ...writes.section);
   const events = r.events === undefined ? undefined : renderEvents(r.events as EventResults);
   if (events) lines.push('', ...events.section);
+  const groups = r.groups === undefined ? undefined : renderGroups(r.groups as GroupResults);
+  if (groups) lines.push('', ...groups.section);
 
   const p50At = (n: number, cached: boolean) => {
     const s = scale.find((x) => x.plants === n);
@@ -940,6 +1150,7 @@ function renderReport(r: Record<string, unknown>): string {
   }
   if (writes) lines.push(...writes.targets);
   if (events) lines.push(...events.targets);
+  if (groups) lines.push(...groups.targets);
   return lines.join('\n');
 }
 
