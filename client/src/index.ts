@@ -98,3 +98,66 @@ export async function deletePlant(client: PlantStoreClient, id: number, { signal
   const { error, response } = await client.DELETE('/plants/{id}', { params: { path: { id } }, ...(signal ? { signal } : {}) });
   if (error !== undefined) throw new PlantStoreError(response.status, error);
 }
+
+/** Who has access to a plant besides its owner and admins: what its owner reads and replaces. */
+export type PlantAccess = components['schemas']['PlantAccess'];
+
+/** A plant's access and its version (the `ETag`), to send back as `ifMatch` so that a change is made only at it. */
+export interface VersionedAccess {
+  access: PlantAccess;
+  etag: string;
+}
+
+/** The access of the plant with this id (its owner or an admin). Throws PlantStoreError (403, 404, …). */
+export async function getPlantAccess(
+  client: PlantStoreClient,
+  id: number,
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<VersionedAccess> {
+  const { data, error, response } = await client.GET('/plants/{id}/access', { params: { path: { id } }, ...(signal ? { signal } : {}) });
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+  return { access: data, etag: response.headers.get('etag') ?? '' };
+}
+
+/**
+ * Replaces the whole access of the plant; with `ifMatch` (an `etag` read before) only while it is still at that
+ * version, else PlantStoreError 412. Resolves to the access as changed.
+ */
+export async function setPlantAccess(
+  client: PlantStoreClient,
+  id: number,
+  access: PlantAccess,
+  { ifMatch, signal }: { ifMatch?: string; signal?: AbortSignal } = {},
+): Promise<VersionedAccess> {
+  const { data, error, response } = await client.PUT('/plants/{id}/access', {
+    params: { path: { id }, ...(ifMatch === undefined ? {} : { header: { 'if-match': ifMatch } }) },
+    body: access,
+    ...(signal ? { signal } : {}),
+  });
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+  return { access: data, etag: response.headers.get('etag') ?? '' };
+}
+
+/**
+ * Shares the plant with one user or group (`share: true`), or stops sharing it (`false`); idempotent. Throws
+ * PlantStoreError: 404 also for a name of no user or group (codes 40403, 40404).
+ */
+export async function sharePlant(
+  client: PlantStoreClient,
+  id: number,
+  grantee: { user: string } | { group: string },
+  share: boolean,
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<void> {
+  const init = { ...(signal ? { signal } : {}) };
+  const user = 'user' in grantee ? { params: { path: { id, name: grantee.user } }, ...init } : undefined;
+  const group = 'group' in grantee ? { params: { path: { id, name: grantee.group } }, ...init } : undefined;
+  const { error, response } = user
+    ? share
+      ? await client.PUT('/plants/{id}/access/users/{name}', user)
+      : await client.DELETE('/plants/{id}/access/users/{name}', user)
+    : share
+      ? await client.PUT('/plants/{id}/access/groups/{name}', group!)
+      : await client.DELETE('/plants/{id}/access/groups/{name}', group!);
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+}

@@ -4,9 +4,12 @@ import {
   createPlant,
   createPlantStoreClient,
   deletePlant,
+  getPlantAccess,
   listAllPlants,
   nextPageQuery,
   PlantStoreError,
+  setPlantAccess,
+  sharePlant,
   type ErrorBody,
   type Plant,
   type PlantStoreClient,
@@ -126,6 +129,32 @@ describe(`typed client [${backend.name}]`, () => {
     assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 404, String(notOwner));
     await deletePlant(dave, 70_001);
     assert.ok(!(await names()).includes('Client fern'));
+  });
+
+  it('getPlantAccess, setPlantAccess and sharePlant share a plant, with the version and typed errors', async () => {
+    const dave = client(tokens.dave);
+    const carolSees = async () => (await client(tokens.carol).GET('/plants')).data!.some((p) => p.name === 'Shared fern');
+    await createPlant(dave, { id: 70_002, name: 'Shared fern' });
+    await sharePlant(dave, 70_002, { user: 'carol' }, true);
+    assert.ok(await carolSees());
+    const read = await getPlantAccess(dave, 70_002);
+    assert.deepEqual(read.access, { public: false, users: ['carol'], groups: [] });
+    await sharePlant(dave, 70_002, { group: 'herbalists' }, true);
+    const stale = await setPlantAccess(dave, 70_002, { public: true, users: [], groups: [] }, { ifMatch: read.etag }).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(stale instanceof PlantStoreError && stale.status === 412 && stale.body.error === 41201, String(stale));
+    const current = await getPlantAccess(dave, 70_002);
+    const set = await setPlantAccess(dave, 70_002, { public: false, users: [], groups: ['herbalists'] }, { ifMatch: current.etag });
+    assert.deepEqual(set.access, { public: false, users: [], groups: ['herbalists'] });
+    await sharePlant(dave, 70_002, { group: 'herbalists' }, false);
+    assert.ok(!(await carolSees()));
+    const unknown = await sharePlant(dave, 70_002, { user: 'nobody' }, true).catch((e: unknown) => e);
+    assert.ok(unknown instanceof PlantStoreError && unknown.status === 404 && unknown.body.error === 40403, String(unknown));
+    await sharePlant(dave, 70_002, { user: 'carol' }, true);
+    const notOwner = await getPlantAccess(client(tokens.carol), 70_002).catch((e: unknown) => e);
+    assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 403, String(notOwner));
+    await deletePlant(dave, 70_002);
   });
 
   it('listAllPlants walks a larger catalogue without gap or repeat', async () => {
