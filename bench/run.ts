@@ -726,7 +726,8 @@ function renderGroups(g: GroupResults): { section: string[]; targets: string[] }
       'against typical users (in 2 groups) on the same service, in alternating rounds; caches off, so every request reads ' +
       'its token and its page from the database.',
     '',
-    "CPU is the service process's own, and on PostgreSQL also that of the database processes serving its connections.",
+    "CPU is the service process's own, and on PostgreSQL also that of the database processes serving its connections. " +
+      'PostgreSQL catalogues are vacuumed once imported, as autovacuum soon would be.',
     '',
     '| backend | users | requests/s | CPU µs/request | p50 ms | p99 ms | errors |',
     '|---|---|---|---|---|---|---|',
