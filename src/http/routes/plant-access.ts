@@ -156,56 +156,32 @@ export async function plantAccessRoutes(
         `No plant with this id that the caller can see (code 40402), or no ${what} with this name (code ${what === 'user' ? 40403 : 40404})`,
       ),
     });
-    routes.put(
-      path,
-      {
+    for (const [method, kind] of [
+      ['PUT', 'share'],
+      ['DELETE', 'unshare'],
+    ] as const) {
+      const sharing = kind === 'share';
+      routes.route({
+        method,
+        url: path,
         onRequest: [authenticate, budget],
         schema: {
-          operationId: what === 'user' ? 'sharePlantWithUser' : 'sharePlantWithGroup',
-          summary: `Share a plant with a ${what}`,
-          description: `Gives the ${what} access to the plant (idempotent: sharing again changes nothing). ${describeAccess} ${sharingNote}`,
+          operationId: `${kind}PlantWith${what === 'user' ? 'User' : 'Group'}`,
+          summary: sharing ? `Share a plant with a ${what}` : `Stop sharing a plant with a ${what}`,
+          description: sharing
+            ? `Gives the ${what} access to the plant (idempotent: sharing again changes nothing). ${describeAccess} ${sharingNote}`
+            : `Takes the ${what}'s access to the plant away (idempotent: a ${what} it was not shared with changes nothing). ${describeAccess}`,
           ...shared,
-          response: responses(`Shared with the ${what} (or already so)`),
+          response: responses(sharing ? `Shared with the ${what} (or already so)` : `No longer shared with the ${what} (or never was)`),
         },
-      },
-      async (request, reply) => {
-        const { id, name } = request.params;
-        const written = await change(
-          store,
-          request.viewer!,
-          id,
-          { kind: 'share', grantee: grantee(name) },
-          request.headers['if-match'],
-          'path',
-        );
-        return reply.code(204).header('etag', tagOf(written)).send();
-      },
-    );
-    routes.delete(
-      path,
-      {
-        onRequest: [authenticate, budget],
-        schema: {
-          operationId: what === 'user' ? 'unsharePlantWithUser' : 'unsharePlantWithGroup',
-          summary: `Stop sharing a plant with a ${what}`,
-          description: `Takes the ${what}'s access to the plant away (idempotent: a ${what} it was not shared with changes nothing). ${describeAccess}`,
-          ...shared,
-          response: responses(`No longer shared with the ${what} (or never was)`),
+        handler: async (request, reply) => {
+          const { id, name } = request.params;
+          const accessChange = { kind, grantee: grantee(name) };
+          const written = await change(store, request.viewer!, id, accessChange, request.headers['if-match'], 'path');
+          return reply.code(204).header('etag', tagOf(written)).send();
         },
-      },
-      async (request, reply) => {
-        const { id, name } = request.params;
-        const written = await change(
-          store,
-          request.viewer!,
-          id,
-          { kind: 'unshare', grantee: grantee(name) },
-          request.headers['if-match'],
-          'path',
-        );
-        return reply.code(204).header('etag', tagOf(written)).send();
-      },
-    );
+      });
+    }
   }
 }
 

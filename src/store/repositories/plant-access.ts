@@ -102,79 +102,65 @@ export async function changeAccess(
       const current = await accessAt(trx, plant);
       if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
       const next = changedAccess(current, change);
-      const added = { users: without(next.users, current.users), groups: without(next.groups, current.groups) };
-      const removed = { users: without(current.users, next.users), groups: without(current.groups, next.groups) };
       // Taking away a grantee that was never granted asks about a name too: it must be one that exists.
-      const named = change.kind === 'unshare' && removed.users.length + removed.groups.length === 0 ? [change.grantee] : [];
-      const ids = await idsOf(trx, {
-        users: [...added.users, ...named.flatMap(userOf)],
-        groups: [...added.groups, ...named.flatMap(groupOf)],
-      });
-      if (ids.missing.length > 0) return { outcome: 'unknown', grantees: ids.missing };
-      let changed = false;
+      const asked = change.kind === 'unshare' && !granteesOf(current).some((g) => sameGrantee(g, change.grantee)) ? [change.grantee] : [];
+      const added = granteesOf(next).filter((g) => !granteesOf(current).some((c) => sameGrantee(c, g)));
+      const removed = granteesOf(current).filter((g) => !granteesOf(next).some((n) => sameGrantee(n, g)));
+      const { ids, missing } = await idsOf(trx, [...added, ...asked]);
+      if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
       if (next.public !== current.public) {
         await trx
           .updateTable('plants')
           .set({ is_public: next.public ? 1 : 0 })
           .where('id', '=', plant.at)
           .execute();
-        changed = true;
       }
-      if (removed.users.length > 0) {
-        await trx
-          .deleteFrom('plant_user_grants')
-          .where('plant_id', '=', plant.at)
-          .where('user_id', 'in', trx.selectFrom('users').select('id').where('name', 'in', removed.users))
-          .execute();
-        changed = true;
+      for (const kind of GRANTEE_KINDS) {
+        const { table, column, names } = GRANTS[kind];
+        const gone = removed.flatMap((g) => nameOf(g, kind));
+        if (gone.length > 0) {
+          await sql`DELETE FROM ${sql.table(table)} WHERE plant_id = ${plant.at}
+            AND ${sql.ref(column)} IN (SELECT id FROM ${sql.table(names)} WHERE name IN (${sql.join(gone)}))`.execute(trx);
+        }
+        const come = added.flatMap((g) => nameOf(g, kind)).map((name) => sql`(${plant.at}, ${ids[kind].get(name)!})`);
+        if (come.length > 0)
+          await sql`INSERT INTO ${sql.table(table)} (plant_id, ${sql.ref(column)}) VALUES ${sql.join(come)}`.execute(trx);
       }
-      if (removed.groups.length > 0) {
-        await trx
-          .deleteFrom('plant_group_grants')
-          .where('plant_id', '=', plant.at)
-          .where('group_id', 'in', trx.selectFrom('groups').select('id').where('name', 'in', removed.groups))
-          .execute();
-        changed = true;
-      }
-      if (added.users.length > 0) {
-        const rows = added.users.map((name) => ({ plant_id: plant.at, user_id: ids.users.get(name)! }));
-        await trx.insertInto('plant_user_grants').values(rows).execute();
-        changed = true;
-      }
-      if (added.groups.length > 0) {
-        const rows = added.groups.map((name) => ({ plant_id: plant.at, group_id: ids.groups.get(name)! }));
-        await trx.insertInto('plant_group_grants').values(rows).execute();
-        changed = true;
-      }
+      const changed = next.public !== current.public || added.length + removed.length > 0;
       return { outcome: changed ? 'changed' : 'unchanged', access: next };
     }),
   );
 }
 
-const without = (names: readonly string[], taken: readonly string[]): string[] => names.filter((n) => !taken.includes(n));
-const userOf = (g: Grantee): string[] => ('user' in g ? [g.user] : []);
-const groupOf = (g: Grantee): string[] => ('group' in g ? [g.group] : []);
+const GRANTEE_KINDS = ['user', 'group'] as const;
+type GranteeKind = (typeof GRANTEE_KINDS)[number];
+
+/** Where the grants of each kind of grantee are kept, and the table of their names. */
+const GRANTS = {
+  user: { table: 'plant_user_grants', column: 'user_id', names: 'users' },
+  group: { table: 'plant_group_grants', column: 'group_id', names: 'groups' },
+} as const satisfies Record<GranteeKind, { table: keyof Database; column: string; names: keyof Database }>;
+
+/** The grantee's name when it is of `kind`. */
+const nameOf = (g: Grantee, kind: GranteeKind): string[] =>
+  kind === 'user' ? ('user' in g ? [g.user] : []) : 'group' in g ? [g.group] : [];
+
+const sameGrantee = (a: Grantee, b: Grantee): boolean =>
+  'user' in a ? 'user' in b && a.user === b.user : 'group' in b && a.group === b.group;
 
 /** The ids of the users and groups named, and the grantees of names nobody has. */
-async function idsOf(
-  db: Db,
-  names: { users: readonly string[]; groups: readonly string[] },
-): Promise<{ users: Map<string, number>; groups: Map<string, number>; missing: Grantee[] }> {
-  const users = new Map<string, number>();
-  const groups = new Map<string, number>();
-  if (names.users.length > 0) {
-    for (const row of await db.selectFrom('users').select(['id', 'name']).where('name', 'in', names.users).execute()) {
-      users.set(row.name, Number(row.id));
-    }
+async function idsOf(db: Db, grantees: readonly Grantee[]): Promise<{ ids: Record<GranteeKind, Map<string, number>>; missing: Grantee[] }> {
+  const ids = { user: new Map<string, number>(), group: new Map<string, number>() };
+  const missing: Grantee[] = [];
+  for (const kind of GRANTEE_KINDS) {
+    const names = grantees.flatMap((g) => nameOf(g, kind));
+    if (names.length === 0) continue;
+    const { rows } = await sql<{
+      id: number;
+      name: string;
+    }>`SELECT id, name FROM ${sql.table(GRANTS[kind].names)} WHERE name IN (${sql.join(names)})`.execute(db);
+    for (const row of rows) ids[kind].set(row.name, Number(row.id));
+    for (const name of names) if (!ids[kind].has(name)) missing.push(kind === 'user' ? { user: name } : { group: name });
   }
-  if (names.groups.length > 0) {
-    for (const row of await db.selectFrom('groups').select(['id', 'name']).where('name', 'in', names.groups).execute()) {
-      groups.set(row.name, Number(row.id));
-    }
-  }
-  const missing: Grantee[] = [
-    ...names.users.filter((name) => !users.has(name)).map((user) => ({ user })),
-    ...names.groups.filter((name) => !groups.has(name)).map((group) => ({ group })),
-  ];
-  return { users, groups, missing };
+  return { ids, missing };
 }
