@@ -102,11 +102,12 @@ export async function changeAccess(
       const current = await accessAt(trx, plant);
       if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
       const next = changedAccess(current, change);
-      // Taking away a grantee that was never granted asks about a name too: it must be one that exists.
-      const asked = change.kind === 'unshare' && !granteesOf(current).some((g) => sameGrantee(g, change.grantee)) ? [change.grantee] : [];
-      const added = granteesOf(next).filter((g) => !granteesOf(current).some((c) => sameGrantee(c, g)));
-      const removed = granteesOf(current).filter((g) => !granteesOf(next).some((n) => sameGrantee(n, g)));
-      const { ids, missing } = await idsOf(trx, [...added, ...asked]);
+      // Per list, the names the change adds and takes away; taking away a name never granted asks about it too:
+      // it must be one that exists.
+      const added = { users: without(next.users, current.users), groups: without(next.groups, current.groups) };
+      const removed = { users: without(current.users, next.users), groups: without(current.groups, next.groups) };
+      const asked = change.kind === 'unshare' && removed.users.length + removed.groups.length === 0 ? listsOf(change.grantee) : NONE;
+      const { ids, missing } = await idsOf(trx, { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] });
       if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
       if (next.public !== current.public) {
         await trx
@@ -115,52 +116,54 @@ export async function changeAccess(
           .where('id', '=', plant.at)
           .execute();
       }
-      for (const kind of GRANTEE_KINDS) {
-        const { table, column, names } = GRANTS[kind];
-        const gone = removed.flatMap((g) => nameOf(g, kind));
-        if (gone.length > 0) {
+      for (const list of LISTS) {
+        const { table, column, names } = GRANTS[list];
+        if (removed[list].length > 0) {
           await sql`DELETE FROM ${sql.table(table)} WHERE plant_id = ${plant.at}
-            AND ${sql.ref(column)} IN (SELECT id FROM ${sql.table(names)} WHERE name IN (${sql.join(gone)}))`.execute(trx);
+            AND ${sql.ref(column)} IN (SELECT id FROM ${sql.table(names)} WHERE name IN (${sql.join(removed[list])}))`.execute(trx);
         }
-        const come = added.flatMap((g) => nameOf(g, kind)).map((name) => sql`(${plant.at}, ${ids[kind].get(name)!})`);
-        if (come.length > 0)
-          await sql`INSERT INTO ${sql.table(table)} (plant_id, ${sql.ref(column)}) VALUES ${sql.join(come)}`.execute(trx);
+        const rows = added[list].map((name) => sql`(${plant.at}, ${ids[list].get(name)!})`);
+        if (rows.length > 0)
+          await sql`INSERT INTO ${sql.table(table)} (plant_id, ${sql.ref(column)}) VALUES ${sql.join(rows)}`.execute(trx);
       }
-      const changed = next.public !== current.public || added.length + removed.length > 0;
+      const changed = next.public !== current.public || LISTS.some((list) => added[list].length + removed[list].length > 0);
       return { outcome: changed ? 'changed' : 'unchanged', access: next };
     }),
   );
 }
 
-const GRANTEE_KINDS = ['user', 'group'] as const;
-type GranteeKind = (typeof GRANTEE_KINDS)[number];
+/** The two lists of an access, each a kind of grantee. */
+const LISTS = ['users', 'groups'] as const;
+type List = (typeof LISTS)[number];
 
-/** Where the grants of each kind of grantee are kept, and the table of their names. */
+/** Where the grants of each list are kept, and the table of their names. */
 const GRANTS = {
-  user: { table: 'plant_user_grants', column: 'user_id', names: 'users' },
-  group: { table: 'plant_group_grants', column: 'group_id', names: 'groups' },
-} as const satisfies Record<GranteeKind, { table: keyof Database; column: string; names: keyof Database }>;
+  users: { table: 'plant_user_grants', column: 'user_id', names: 'users' },
+  groups: { table: 'plant_group_grants', column: 'group_id', names: 'groups' },
+} as const satisfies Record<List, { table: keyof Database; column: string; names: keyof Database }>;
 
-/** The grantee's name when it is of `kind`. */
-const nameOf = (g: Grantee, kind: GranteeKind): string[] =>
-  kind === 'user' ? ('user' in g ? [g.user] : []) : 'group' in g ? [g.group] : [];
+/** The names of `names` that `taken` does not hold, in their order. */
+function without(names: readonly string[], taken: readonly string[]): string[] {
+  const held = new Set(taken);
+  return names.filter((name) => !held.has(name));
+}
 
-const sameGrantee = (a: Grantee, b: Grantee): boolean =>
-  'user' in a ? 'user' in b && a.user === b.user : 'group' in b && a.group === b.group;
+type Names = Record<List, readonly string[]>;
+const NONE: Names = { users: [], groups: [] };
 
-/** The ids of the users and groups named, and the grantees of names nobody has. */
-async function idsOf(db: Db, grantees: readonly Grantee[]): Promise<{ ids: Record<GranteeKind, Map<string, number>>; missing: Grantee[] }> {
-  const ids = { user: new Map<string, number>(), group: new Map<string, number>() };
-  const missing: Grantee[] = [];
-  for (const kind of GRANTEE_KINDS) {
-    const names = grantees.flatMap((g) => nameOf(g, kind));
-    if (names.length === 0) continue;
-    const { rows } = await sql<{
-      id: number;
-      name: string;
-    }>`SELECT id, name FROM ${sql.table(GRANTS[kind].names)} WHERE name IN (${sql.join(names)})`.execute(db);
-    for (const row of rows) ids[kind].set(row.name, Number(row.id));
-    for (const name of names) if (!ids[kind].has(name)) missing.push(kind === 'user' ? { user: name } : { group: name });
+/** One grantee as the lists of an access. */
+const listsOf = (grantee: Grantee): Names =>
+  'user' in grantee ? { users: [grantee.user], groups: [] } : { users: [], groups: [grantee.group] };
+
+/** The ids of the users and groups named, by list, and the grantees of names nobody has. */
+async function idsOf(db: Db, named: Names): Promise<{ ids: Record<List, Map<string, number>>; missing: Grantee[] }> {
+  const ids = { users: new Map<string, number>(), groups: new Map<string, number>() };
+  for (const list of LISTS) {
+    if (named[list].length === 0) continue;
+    const { rows } = await sql<{ id: number; name: string }>`SELECT id, name FROM ${sql.table(GRANTS[list].names)}
+      WHERE name IN (${sql.join([...named[list]])})`.execute(db);
+    for (const row of rows) ids[list].set(row.name, Number(row.id));
   }
-  return { ids, missing };
+  const unknown = (list: List) => without(named[list], [...ids[list].keys()]);
+  return { ids, missing: granteesOf({ public: false, users: unknown('users'), groups: unknown('groups') }) };
 }
