@@ -2,7 +2,8 @@ import { then, type Awaitable } from '../awaitable.js';
 import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
-import { PLANT_API_ID_INDEX } from './schema-names.js';
+import type { Dialect } from './schema.js';
+import { MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary } from './store.js';
@@ -75,6 +76,21 @@ export interface ImportTarget {
  * entry lands somewhere else, and sorting once costs less.
  */
 export const BULK_IMPORT_INDEXES = ['plants_by_owner', PLANT_API_ID_INDEX, 'plant_user_grants_by_plant', 'plant_group_grants_by_plant'];
+
+/**
+ * What the member grants' triggers (migration 0012), which an import goes without, would have written, in one
+ * statement: the pairs of the plants after catalogue position parameter 1 and of the groups whose ids parameter 2
+ * lists (those the import wrote: new ones, and existing ones it may have given members); SQLite takes the ids as
+ * a JSON array.
+ */
+export function importedMemberGrantsSql(dialect: Dialect): string {
+  const [after, groups] = dialect === 'sqlite' ? ['?', '(SELECT value FROM json_each(?))'] : ['$1', '(SELECT unnest($2::bigint[]))'];
+  return (
+    `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
+    `FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id ` +
+    `WHERE g.plant_id > ${after} OR g.group_id IN ${groups} ON CONFLICT DO NOTHING`
+  );
+}
 
 /**
  * What an import reports when the unique index on public ids refuses a plant's id, with the id when the

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../import-format/records.js';
-import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { importedMemberGrantsSql, KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
@@ -114,14 +114,10 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of this.addBack) await this.client.query(statement);
-    // What the member grants' triggers, off during an import, would have done (migration 0012): the pairs of the
-    // plants and groups written.
-    await this.client.query(
-      `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id
-       FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id
-       WHERE g.plant_id >= $1 OR g.group_id = ANY($2::bigint[]) ON CONFLICT DO NOTHING`,
-      [this.firstPosition ?? Number.MAX_SAFE_INTEGER, this.importedGroups],
-    );
+    await this.client.query(importedMemberGrantsSql('postgres'), [
+      (this.firstPosition ?? Number.MAX_SAFE_INTEGER) - 1,
+      this.importedGroups,
+    ]);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {

@@ -1,10 +1,9 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { nameKey } from '../../catalogue/names.js';
-import { KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { importedMemberGrantsSql, KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
-import { MEMBER_GRANTS } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, PlantWriter } from './plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
@@ -116,12 +115,7 @@ export class SqliteImport implements ImportTarget {
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
     for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
-    // What the member grants' triggers would have done (migration 0012): the pairs of the plants and groups written.
-    db.prepare(
-      `INSERT OR IGNORE INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id
-       FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id
-       WHERE g.plant_id > ? OR g.group_id IN (SELECT value FROM json_each(?))`,
-    ).run(this.lastPlantBefore, JSON.stringify(this.importedGroups));
+    db.prepare(importedMemberGrantsSql('sqlite')).run(this.lastPlantBefore, JSON.stringify(this.importedGroups));
     for (const { sql } of this.triggers) db.exec(sql);
     db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
     db.exec('COMMIT');
