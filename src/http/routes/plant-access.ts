@@ -5,18 +5,18 @@ import type { Viewer } from '../../catalogue/access-rule.js';
 import { DomainError } from '../../catalogue/errors.js';
 import { MAX_NAME_LENGTH } from '../../catalogue/names.js';
 import { accessVersion, noSuchGrantee, type AccessChange, type Grantee, type PlantAccess } from '../../catalogue/plant-access.js';
-import { MAX_PLANT_ID, type PlantId } from '../../catalogue/plant-ids.js';
+import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessWrite, PlantAccessStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, PlantAccessRef } from '../schemas.js';
-import { commonErrors, NoQuery, requireJsonAcceptable, userWriteBudget } from './protected.js';
+import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
 
 // Who has access to one plant, for its owner and admins: read and replaced whole at /plants/{id}/access, one user
 // or group shared or unshared at /plants/{id}/access/users/{name} and …/groups/{name}. The rule is delete's:
 // a caller who sees the plant but does not own it gets 403, one who cannot see it 404.
 
-const PlantIdParam = Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description: 'ID of the plant' });
+const PlantIdParam = plantIdParam('ID of the plant');
 const AccessParams = Type.Object({ id: PlantIdParam });
 const GranteeParams = (what: 'user' | 'group') =>
   Type.Object({
@@ -93,7 +93,7 @@ export async function plantAccessRoutes(
         response: {
           200: { ...PlantAccessRef, description: 'The access of the plant', headers: etag },
           ...accessErrors,
-          406: errorResponse('The Accept header rules out application/json'),
+          406: notAcceptable,
         },
       },
     },
@@ -121,7 +121,7 @@ export async function plantAccessRoutes(
           200: { ...PlantAccessRef, description: 'The access of the plant, as changed', headers: etag },
           ...changeErrors,
           400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess'),
-          406: errorResponse('The Accept header rules out application/json'),
+          406: notAcceptable,
           415: errorResponse('The request body is not application/json'),
           422: errorResponse('The access names users or groups that do not exist (code 42201; the message names them)'),
         },

@@ -2,12 +2,12 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { DomainError } from '../../catalogue/errors.js';
-import { MAX_PLANT_ID, type PlantId } from '../../catalogue/plant-ids.js';
+import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { commonErrors, NoQuery, requireJsonAcceptable, userWriteBudget } from './protected.js';
+import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
 
 /**
  * The largest body `POST /plants` reads: a NewPlant with the longest name and tag, each character written as a
@@ -32,7 +32,7 @@ const createPlantSchema = {
       'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters)',
     ),
     ...commonErrors,
-    406: errorResponse('The Accept header rules out application/json'),
+    406: notAcceptable,
     409: errorResponse('The id is taken by another plant (of another user, or with another name or tag)'),
     413: errorResponse(`The request body is larger than ${NEW_PLANT_BODY_LIMIT / 1024} KiB`),
     415: errorResponse('The request body is not application/json'),
@@ -47,7 +47,7 @@ const deletePlantSchema = {
     'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).',
   querystring: NoQuery,
   params: Type.Object({
-    id: Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description: 'ID of plant to delete' }),
+    id: plantIdParam('ID of plant to delete'),
   }),
   response: {
     204: { type: 'null', description: 'Plant deleted' },

@@ -5,7 +5,7 @@ import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '
 import { JSON_TYPE } from '../common-headers.js';
 import type { RepliesAfterPoll } from '../replies-after-poll.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
-import { rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
+import { notAcceptable, rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
 /** `GET /plants` as the served document describes it; the same schema validates the query. */
 const listPlantsSchema = {
@@ -33,7 +33,7 @@ const listPlantsSchema = {
     },
     400: errorResponse('Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request'),
     401: unauthorized,
-    406: errorResponse('The Accept header rules out application/json'),
+    406: notAcceptable,
     414: errorResponse('The request target (path and query) is too long'),
     429: errorResponse(
       'Too many requests in the current window for this token, or for this client address when no valid token ' +

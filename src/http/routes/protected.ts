@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
+import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
 import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse } from '../schemas.js';
@@ -34,6 +35,12 @@ export const rateLimitHeaders = {
 export const retryAfterWindow = {
   'Retry-After': { type: 'string' as const, description: 'Seconds until the window ends and requests are accepted again.' },
 };
+
+/** The 406 of every operation that answers JSON. */
+export const notAcceptable = errorResponse('The Accept header rules out application/json');
+
+/** A plant's public id in a path: what the original document's int64 ids are here, 1 to 2^53 - 1. */
+export const plantIdParam = (description: string) => Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description });
 
 /** The 401 of every protected operation. */
 export const unauthorized = errorResponse('Missing, unknown, expired or revoked bearer token, or a JWT that does not verify', {
