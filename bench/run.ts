@@ -168,20 +168,11 @@ async function buildDatabase(
 
 /** Opaque tokens for users 1..n (ordinary users) and user0 (the admin), written straight through the Store. */
 async function issueTokens(db: string, users: number): Promise<{ rotating: string[]; admin: string }> {
-  const store = await openStore({ db });
-  try {
-    const rotating: string[] = [];
-    for (let u = 1; u <= users; u++) {
-      const { token, hash } = generateToken();
-      await store.addToken({ user: userName(u), hash, label: 'bench' });
-      rotating.push(token);
-    }
-    const { token, hash } = generateToken();
-    await store.addToken({ user: userName(0), hash, label: 'bench' });
-    return { rotating, admin: token };
-  } finally {
-    await store.close();
-  }
+  const [admin, ...rotating] = await tokensFor(
+    db,
+    Array.from({ length: users + 1 }, (_, u) => userName(u)),
+  );
+  return { rotating, admin: admin! };
 }
 
 /** An opaque token for each user named, written straight through the Store. */
