@@ -29,17 +29,18 @@ function splitUrl(url: string): { connectionString: string; schema?: string; app
 
 /**
  * What a pool's sessions are for. `listings`: the listing statement only, whose plan is kept (a generic plan) rather
- * than made again for every page: planning costs more than reading a page, and grows with the tables. Other
- * statements keep PostgreSQL's own choice, which some of them (a LIMIT chosen at run time) need.
+ * than made again for every page: planning costs more than reading a page, and grows with the tables. Its union of
+ * access paths removes duplicates by sorting, not hashing: a generic plan sizes the hash table by the planner's
+ * guess of the rows, which grows with the tables, while a page's rows are a few times its limit whatever their size.
+ * Other statements keep PostgreSQL's own choice, which some of them (a LIMIT chosen at run time) need.
  */
 export type PoolUse = 'statements' | 'listings';
 
+const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off'];
+
 export function createPool(url: string, options: PostgresOptions, use: PoolUse = 'statements'): { pool: pg.Pool; schema?: string } {
   const { connectionString, schema, applicationName } = splitUrl(url);
-  const settings = [
-    ...(schema ? [`-c search_path=${schema}`] : []),
-    ...(use === 'listings' ? ['-c plan_cache_mode=force_generic_plan'] : []),
-  ];
+  const settings = [...(schema ? [`-c search_path=${schema}`] : []), ...(use === 'listings' ? LISTING_SETTINGS : [])];
   const pool = new pg.Pool({
     connectionString,
     max: options.poolSize ?? 10,
