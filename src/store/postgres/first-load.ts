@@ -1,9 +1,11 @@
 import type pg from 'pg';
 import { BULK_IMPORT_INDEXES } from '../catalogue-import.js';
+import { MEMBER_GRANTS } from '../schema-names.js';
 
 /**
  * What a first load goes without, as statements that drop it and add it back: the indexes of
- * BULK_IMPORT_INDEXES (built by one sort each at the end) and the foreign keys of the tables an import fills.
+ * BULK_IMPORT_INDEXES and the member grants' primary key (built by one sort each at the end) and the foreign keys
+ * of the tables an import fills.
  * Checked row by row, the keys are most of a first load's time; added back, they check every row in one join per
  * key.
  */
@@ -13,10 +15,14 @@ async function firstLoadDeferrals(client: pg.PoolClient): Promise<{ drop: string
      WHERE schemaname = current_schema() AND indexname = ANY($1::text[]) ORDER BY indexname`,
     [BULK_IMPORT_INDEXES],
   );
+  // The member grants' primary key too: with no plant there is no member grant, and the fill's key checks
+  // (one speculative insert a row) cost several times its rows.
   const { rows: keys } = await client.query<{ table: string; name: string; definition: string }>(
     `SELECT conrelid::regclass::text AS table, quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition
-     FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('plants'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass)
-     ORDER BY conrelid, conname`,
+     FROM pg_constraint
+     WHERE (contype = 'f' AND conrelid IN ('plants'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass))
+        OR (contype = 'p' AND conrelid = '${MEMBER_GRANTS}'::regclass)
+     ORDER BY contype = 'p', conrelid, conname`,
   );
   return {
     // The keys first: the first of them locks `plants`, which is what a reader of the catalogue holds first. Taken

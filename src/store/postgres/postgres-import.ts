@@ -113,11 +113,11 @@ export class PostgresImport implements ImportTarget {
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
-    for (const statement of this.addBack) await this.client.query(statement);
     await this.client.query(importedMemberGrantsSql('postgres'), [
       (this.firstPosition ?? Number.MAX_SAFE_INTEGER) - 1,
       this.importedGroups,
     ]);
+    for (const statement of this.addBack) await this.client.query(statement);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {

@@ -86,14 +86,18 @@ export class PlantWriter {
     return id;
   }
 
-  /** Writes what is queued and builds the indexes again; the caller commits. */
-  finish(): void {
+  /**
+   * Writes what is queued, then what `derive` writes from it (the member grants), and builds the indexes again;
+   * the caller commits.
+   */
+  finish(derive: () => void): void {
     const width = PLANT_COLUMNS.length;
     for (let i = 0; i < this.pending.length; i += width) this.one.run(this.pending.slice(i, i + width));
     this.pending.length = 0;
     this.sorting(() => {
       this.grants.user.write();
       this.grants.group.write();
+      derive();
       // Building the unique index again is where an id given twice is found: the import fails and rolls back.
       for (const sql of this.droppedIndexes) this.db.exec(sql);
     });

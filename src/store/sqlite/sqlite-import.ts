@@ -110,12 +110,11 @@ export class SqliteImport implements ImportTarget {
 
   async commit(): Promise<void> {
     const { db } = this;
-    this.plants!.finish();
+    this.plants!.finish(() => db.prepare(importedMemberGrantsSql('sqlite')).run(this.lastPlantBefore, JSON.stringify(this.importedGroups)));
     const lookalike = db.prepare(importedLookalikeSql('sqlite', this.lastUserBefore)).get() as { name: string; other: string } | undefined;
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
     for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
-    db.prepare(importedMemberGrantsSql('sqlite')).run(this.lastPlantBefore, JSON.stringify(this.importedGroups));
     for (const { sql } of this.triggers) db.exec(sql);
     db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
     db.exec('COMMIT');
