@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type pg from 'pg';
+import { postgresVisiblePlantsSql } from '../../src/store/listing-sql.js';
+import { openStore } from '../../src/store/open-store.js';
+import { createPool } from '../../src/store/postgres/postgres-pool.js';
+import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
+
+// A listing's cost must not grow with the catalogue (docs/performance.md): its plan is kept rather than made again
+// for every page, and that kept plan removes the union's duplicates by sorting, since a generic plan sizes a hash
+// table by the planner's guess of the rows, which grows with the tables.
+
+const skip = await requirePostgres();
+
+describe("PostgreSQL keeps the listing's plan", { skip }, () => {
+  const { schema, url } = freshSchema();
+  let pool: pg.Pool;
+
+  before(async () => {
+    const store = await openStore({ db: url });
+    await store.close();
+    pool = createPool(url, {}, 'listings').pool;
+  });
+
+  after(async () => {
+    await pool?.end();
+    await dropSchema(schema);
+  });
+
+  it('plans the listing generically, with no hashed aggregate', async () => {
+    const client = await pool.connect();
+    try {
+      const listing = { name: 'listing', text: postgresVisiblePlantsSql(false) };
+      for (const limit of [21, 101, 2]) await client.query({ ...listing, values: [1, 0, limit] });
+      const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'listing'",
+      );
+      assert.deepEqual(
+        rows.map((r) => [Number(r.generic_plans), Number(r.custom_plans)]),
+        [[3, 0]],
+      );
+      const explained = await client.query<{ 'QUERY PLAN': unknown }>('EXPLAIN (FORMAT JSON) EXECUTE listing(1, 0, 21)');
+      const plan = JSON.stringify(explained.rows[0]!['QUERY PLAN']);
+      const aggregates = plan.match(/"Strategy":"[^"]+"/g) ?? [];
+      assert.ok(aggregates.length > 0, plan);
+      assert.deepEqual(
+        aggregates.filter((strategy) => /Hashed|Mixed/.test(strategy)),
+        [],
+        plan,
+      );
+    } finally {
+      client.release();
+    }
+  });
+});
