@@ -19,7 +19,7 @@ describe("PostgreSQL keeps the listing's plan", { skip }, () => {
   before(async () => {
     const store = await openStore({ db: url });
     await store.close();
-    pool = createPool(url, {}, 'listings').pool;
+    pool = createPool(url, { url }, 'listings').pool;
   });
 
   after(async () => {
