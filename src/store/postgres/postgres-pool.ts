@@ -38,12 +38,20 @@ export type PoolUse = 'statements' | 'listings';
 
 const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off'];
 
+/**
+ * Listing sessions kept open through a pause in reads. Writes keep the statements pool busy, but nothing else uses
+ * the listings pool: without these, the first page after half a minute without one would open a session and plan
+ * its statement again, which under a write flood waits behind every writer's backend for the machine's cores.
+ */
+const LISTING_SESSIONS_KEPT = 2;
+
 export function createPool(url: string, options: PostgresOptions, use: PoolUse = 'statements'): { pool: pg.Pool; schema?: string } {
   const { connectionString, schema, applicationName } = splitUrl(url);
   const settings = [...(schema ? [`-c search_path=${schema}`] : []), ...(use === 'listings' ? LISTING_SETTINGS : [])];
   const pool = new pg.Pool({
     connectionString,
     max: options.poolSize ?? 10,
+    ...(use === 'listings' ? { min: Math.min(LISTING_SESSIONS_KEPT, options.poolSize ?? 10) } : {}),
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
