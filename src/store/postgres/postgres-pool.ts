@@ -48,10 +48,11 @@ const LISTING_SESSIONS_KEPT = 2;
 export function createPool(url: string, options: PostgresOptions, use: PoolUse = 'statements'): { pool: pg.Pool; schema?: string } {
   const { connectionString, schema, applicationName } = splitUrl(url);
   const settings = [...(schema ? [`-c search_path=${schema}`] : []), ...(use === 'listings' ? LISTING_SETTINGS : [])];
+  const size = options.poolSize ?? 10;
   const pool = new pg.Pool({
     connectionString,
-    max: options.poolSize ?? 10,
-    ...(use === 'listings' ? { min: Math.min(LISTING_SESSIONS_KEPT, options.poolSize ?? 10) } : {}),
+    max: size,
+    ...(use === 'listings' ? { min: Math.min(LISTING_SESSIONS_KEPT, size) } : {}),
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
