@@ -6,8 +6,12 @@ import type { ImportTarget } from './catalogue-import.js';
 import type { Database } from './schema.js';
 import type { HealthStore, PageRequest, TokenCredential, UserCredential, VisiblePage } from './store.js';
 
-/** What a database error means to Plant Store: another writer took the key, or the database cannot be reached. */
-export type ErrorKind = 'unique_violation' | 'unavailable';
+/**
+ * What a database error means to Plant Store: another writer took the key, a row referred to was removed by
+ * another writer, two writers waited for each other (one was rolled back and may run again), or the database
+ * cannot be reached.
+ */
+export type ErrorKind = 'unique_violation' | 'foreign_key_violation' | 'deadlock' | 'unavailable';
 
 /**
  * The reads of the request path, each one statement on a connection the backend keeps for them. SQLite answers
@@ -62,6 +66,13 @@ export interface WritingStatements {
    * plans it once per connection (a named prepared statement), not at every run.
    */
   prepare(text: string): void;
+  /**
+   * What a read in a writing transaction ends with to hold the rows it found until the commit, so that a writer
+   * beside it waits, and a row another transaction deletes meanwhile is not found: `change` for a row the
+   * transaction will change (PostgreSQL's FOR NO KEY UPDATE), `keep` for a row it will refer to (FOR KEY SHARE).
+   * Empty on SQLite, whose writing transactions run one at a time.
+   */
+  readonly rowLocks: { readonly change: string; readonly keep: string };
 }
 
 /**

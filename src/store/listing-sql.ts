@@ -49,13 +49,31 @@ const NEXT_PLANT = ',{"name":';
 export function pageColumnsSql(dialect: Dialect, sql: string, { ordered = false, extra = '' } = {}): string {
   if (dialect === 'sqlite') {
     const order = ordered ? ' ORDER BY id' : '';
-    return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants FROM (${sql})`;
+    return (
+      `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants, ` +
+      `${DANGLING} AS dangling FROM (${sql})`
+    );
   }
   return (
     `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
-    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
+    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants, ${DANGLING} AS dangling${extra} ` +
+    `FROM (${sql}) listed`
   );
 }
+
+/**
+ * How many of a page's positions name no plant (`name` is NULL only where the page's rows are joined to no plant):
+ * a grant whose plant is gone, which plain SQL without foreign keys leaves behind. Such a page is read again
+ * with `exact` (see visiblePlantsSql), since its positions took the places of plants that follow.
+ */
+const DANGLING = 'count(*) - count(name)';
+
+/**
+ * A page's rows (id, name, tag) in id order from `page`, the positions of a union of ranges: joined so that a
+ * position of no plant stays a row, counted by DANGLING.
+ */
+const pageRows = (page: string): string =>
+  `SELECT page.id AS id, p.name AS name, p.tag AS tag FROM ${page} LEFT JOIN plants p ON p.id = page.id`;
 
 /** The JSON array of the plants in `plants` (as PLANT_JSON builds them) without its last. */
 function dropLastPlant(plants: string): string {
@@ -121,23 +139,32 @@ interface Range {
 }
 
 /**
+ * With `exact`, a range of a table other than plants skips the positions whose plant is gone (a probe of plants
+ * each): for the rare page whose first reading met one (DANGLING).
+ */
+function existing(table: string, column: string, exact: boolean): string {
+  return exact && table !== 'plants' ? ` AND EXISTS (SELECT 1 FROM plants e WHERE e.id = ${table}.${column})` : '';
+}
+
+/**
  * The ranges for the viewer whose id is the SQL expression `user`: one per path, the group path through the
  * viewer's stored memberships included, read from the member grants the triggers of migration 0012 keep (one
  * range per user, however many groups). Groups a JWT claims are not stored memberships: they are read once per
  * group (GROUP_PATHS).
  */
-function viewerRanges(user: string): Range[] {
+function viewerRanges(user: string, exact = false): Range[] {
   const ranges: Range[] = [];
   for (const path of ACCESS_PATH_LIST) {
+    const from = (table: string, where: string) => `${table} WHERE ${where}${existing(table, path.position, exact)}`;
     switch (path.by) {
       case 'public':
-        ranges.push({ column: path.position, from: `${path.table} WHERE ${path.key} = 1` });
+        ranges.push({ column: path.position, from: from(path.table, `${path.key} = 1`) });
         break;
       case 'user':
-        ranges.push({ column: path.position, from: `${path.table} WHERE ${path.key} = ${user}` });
+        ranges.push({ column: path.position, from: from(path.table, `${path.key} = ${user}`) });
         break;
       case 'group':
-        ranges.push({ column: path.position, from: `${MEMBER_GRANTS} WHERE user_id = ${user}`, distinct: true });
+        ranges.push({ column: path.position, from: from(MEMBER_GRANTS, `user_id = ${user}`), distinct: true });
         break;
       default:
         path.by satisfies never;
@@ -162,11 +189,11 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
  * PostgreSQL: one page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4
  * when `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page
  * counted (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's
- * replay position (`replayed`).
+ * replay position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see DANGLING).
  */
-export function postgresVisiblePlantsSql(withClaims: boolean): string {
+export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): string {
   const p = PARAMS.postgres;
-  const branches = viewerRanges(p.user).map(
+  const branches = viewerRanges(p.user, exact).map(
     ({ column, from, distinct }) =>
       `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
   );
@@ -174,11 +201,11 @@ export function postgresVisiblePlantsSql(withClaims: boolean): string {
     for (const { table, position: column, key } of GROUP_PATHS) {
       branches.push(
         `SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-          `WHERE ${key} = g.id AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3) gg`,
+          `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
       );
     }
   }
-  const rows = `SELECT p.id, p.name, p.tag FROM page JOIN plants p ON p.id = page.id`;
+  const rows = pageRows('page');
   return (
     `WITH page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
     pageColumnsSql('postgres', rows, { extra: `, ARRAY(${viewerGroups('postgres', withClaims)}) AS groups, ${REPLAYED} AS replayed` })
@@ -188,26 +215,29 @@ export function postgresVisiblePlantsSql(withClaims: boolean): string {
 /**
  * SQLite: one page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in
  * id order. With `groups` a number, the ids of the stored groups a JWT claims come as `:g0`… (see `groupParam`);
- * with `joined` they are joined in the statement from `:claims`, the claimed names as a JSON array.
+ * with `joined` they are joined in the statement from `:claims`, the claimed names as a JSON array. With `exact`,
+ * ranges skip positions of plants that are gone (see DANGLING).
  */
-export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined'): string {
+export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
   const p = PARAMS.sqlite;
   // A UNION of ordered ranges drops repeated positions as it merges them: no range needs DISTINCT of its own.
-  const branches = viewerRanges(p.user).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
+  const branches = viewerRanges(p.user, exact).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
   for (const { table, position: column, key } of GROUP_PATHS) {
     if (groups === 'joined') {
       branches.push(
         `SELECT * FROM (SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g JOIN ${table} gg ` +
-          `ON gg.${key} = g.id AND gg.${column} > ${p.after} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
-          `WHERE x.${key} = g.id AND x.${column} > ${p.after} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
+          `ON gg.${key} = g.id AND gg.${column} > ${p.after}${existing('gg', column, exact)} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
+          `WHERE x.${key} = g.id AND x.${column} > ${p.after}${existing('x', column, exact)} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
       );
     } else {
       for (let i = 0; i < groups; i++)
-        branches.push(`SELECT ${column} FROM ${table} WHERE ${key} = :${groupParam(i)} AND ${column} > ${p.after}`);
+        branches.push(
+          `SELECT ${column} FROM ${table} WHERE ${key} = :${groupParam(i)} AND ${column} > ${p.after}${existing(table, column, exact)}`,
+        );
     }
   }
   // Joined rather than `WHERE id IN (…)`, which builds a temporary index of the page's ids first.
-  return `SELECT p.id, p.name, p.tag FROM (${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) page JOIN plants p ON p.id = page.id`;
+  return pageRows(`(${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) page`);
 }
 
 /**

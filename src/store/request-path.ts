@@ -3,7 +3,7 @@ import { seesEverything } from '../catalogue/access-rule.js';
 import type { Awaitable } from '../awaitable.js';
 import type { RequestReads, StoreDialect } from './dialect.js';
 import type { HotQuery, PageRequest, QueryTimer, TokenCredential, UserCredential, VisiblePage } from './store.js';
-import { unavailableOr } from './writes.js';
+import { storeErrorOf } from './writes.js';
 
 const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, next: undefined, groupIds: [], cacheable: true });
 
@@ -52,7 +52,7 @@ export class RequestPath {
       result = run();
     } catch (err) {
       timer?.(name, (performance.now() - started) / 1000);
-      throw unavailableOr(this.dialect, err);
+      throw storeErrorOf(this.dialect, err);
     }
     if (!(result instanceof Promise)) {
       timer?.(name, (performance.now() - started) / 1000);
@@ -65,7 +65,7 @@ export class RequestPath {
       },
       (err: unknown) => {
         timer?.(name, (performance.now() - started) / 1000);
-        throw unavailableOr(this.dialect, err);
+        throw storeErrorOf(this.dialect, err);
       },
     );
   }

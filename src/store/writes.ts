@@ -21,9 +21,19 @@ export async function insertUnique<T>(d: StoreDialect, what: string, insert: () 
   }
 }
 
-/** `err`, or "unavailable" (503) when it means the database cannot be reached. */
-export function unavailableOr(d: StoreDialect, err: unknown): unknown {
-  return d.classify(err) === 'unavailable' ? unavailable('database unavailable', err) : err;
+/**
+ * `err`, or what it means to a caller: "unavailable" (503) when the database cannot be reached; a conflict (409)
+ * when a row the write referred to was removed by another writer after it was read (the write changed nothing).
+ */
+export function storeErrorOf(d: StoreDialect, err: unknown): unknown {
+  switch (d.classify(err)) {
+    case 'unavailable':
+      return unavailable('database unavailable', err);
+    case 'foreign_key_violation':
+      return conflict('a plant, user or group this change refers to was removed meanwhile; read it again and retry');
+    default:
+      return err;
+  }
 }
 
 /** Runs a request's write or read of the primary: a database that cannot be reached, or is locked too long, is "unavailable" (503). */
@@ -31,6 +41,6 @@ export async function writing<T>(d: StoreDialect, write: () => Promise<T>): Prom
   try {
     return await write();
   } catch (err) {
-    throw unavailableOr(d, err);
+    throw storeErrorOf(d, err);
   }
 }

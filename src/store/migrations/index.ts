@@ -11,6 +11,7 @@ import { webhookClock } from './0009-webhook-clock.js';
 import { webhookMessageIds } from './0010-webhook-message-ids.js';
 import { webhookDueByEndpoint } from './0011-webhook-due-by-endpoint.js';
 import { memberGrants } from './0012-member-grants.js';
+import { memberGrantsLocked } from './0013-member-grants-locked.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -29,6 +30,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0010-webhook-message-ids': webhookMessageIds(dialect),
     '0011-webhook-due-by-endpoint': webhookDueByEndpoint(),
     '0012-member-grants': memberGrants(dialect),
+    '0013-member-grants-locked': memberGrantsLocked(dialect),
   };
 }
 

@@ -17,6 +17,9 @@ import { PostgresReads } from './postgres-reads.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import { PreparedStatements } from './prepared-statements.js';
 
+/** Runs of a unit of work that PostgreSQL rolled back to break a deadlock, at most (see untilNoDeadlock). */
+const DEADLOCK_ATTEMPTS = 5;
+
 export type { PostgresOptions };
 
 /** The server backend: many stateless instances on one PostgreSQL database. */
@@ -87,6 +90,7 @@ class PostgresDialect implements StoreDialect {
     this.statements = {
       transactionIdSql: 'pg_current_xact_id()::text',
       manyRows: true,
+      rowLocks: { change: 'FOR NO KEY UPDATE', keep: 'FOR KEY SHARE' },
       prepare: (text) => prepared.register(text),
     };
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
@@ -109,16 +113,33 @@ class PostgresDialect implements StoreDialect {
   }
 
   async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.committed(await this.db.transaction().execute(run));
+    return this.committed(await this.untilNoDeadlock(() => this.db.transaction().execute(run)));
   }
 
   async writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>, changed?: (result: T) => OwnChanges): Promise<T> {
-    const result = await run(this.db);
+    const result = await this.untilNoDeadlock(() => run(this.db));
     if (changed === undefined) return this.committed(result);
     this.announcer.announce();
     const own = changed(result);
     this.changes.takeOwn(own.changes, own.transaction ?? undefined);
     return result;
+  }
+
+  /**
+   * Runs a unit of work again when PostgreSQL rolled it back to break a deadlock: the member grants' triggers lock
+   * the rows of the groups a statement touches one row at a time, so two statements that touch two groups in
+   * opposite orders (a user in both removed while a plant shared with both is deleted) may wait for each other.
+   * The one rolled back changed nothing, and runs again once the other has committed.
+   */
+  private async untilNoDeadlock<T>(work: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (err) {
+        if (attempt >= DEADLOCK_ATTEMPTS || classifyPostgresError(err) !== 'deadlock') throw err;
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
+      }
+    }
   }
 
   /** After a commit of this process: the other processes are told, and this one's caches take it in. */

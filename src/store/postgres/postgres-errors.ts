@@ -20,7 +20,10 @@ export function isConnectionError(err: unknown): boolean {
 
 /** What a node-postgres error means to Plant Store (see StoreDialect.classify). */
 export function classifyPostgresError(err: unknown): ErrorKind | undefined {
-  if ((err as { code?: string }).code === '23505') return 'unique_violation';
+  const code = (err as { code?: string }).code;
+  if (code === '23505') return 'unique_violation';
+  if (code === '23503') return 'foreign_key_violation';
+  if (code === '40P01' || code === '40001') return 'deadlock';
   if (isConnectionError(err)) return 'unavailable';
   return undefined;
 }

@@ -8,12 +8,27 @@ import { lsnValue } from './postgres-change-feed.js';
 const RECENT_WRITERS = 10_000;
 
 /** The one row of a listing query: page columns (see pageColumnsSql), the groups the page counted and the standby's replay position. */
-type PageRow = { ids: string; plants: string; groups: Array<number | string> | null; replayed: string | null };
+type PageRow = { ids: string; plants: string; dangling: string; groups: Array<number | string> | null; replayed: string | null };
+
+/** A listing statement, and the one to read its page again with when it met positions of no plant (see DANGLING). */
+interface Listing {
+  name: string;
+  text: string;
+  exact?: Listing;
+}
 
 // The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
-const VISIBLE_PLANTS = postgresVisiblePlantsSql(false);
-const VISIBLE_PLANTS_WITH_CLAIMS = postgresVisiblePlantsSql(true);
-const ALL_PLANTS = allPlantsSql('postgres', 0);
+const VISIBLE_PLANTS: Listing = {
+  name: 'visible_plants',
+  text: postgresVisiblePlantsSql(false),
+  exact: { name: 'visible_plants_exact', text: postgresVisiblePlantsSql(false, true) },
+};
+const VISIBLE_PLANTS_WITH_CLAIMS: Listing = {
+  name: 'visible_plants_claims',
+  text: postgresVisiblePlantsSql(true),
+  exact: { name: 'visible_plants_claims_exact', text: postgresVisiblePlantsSql(true, true) },
+};
+const ALL_PLANTS: Listing = { name: 'all_plants', text: allPlantsSql('postgres', 0) };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -68,12 +83,12 @@ export class PostgresReads implements RequestReads {
 
   visiblePlants(userId: number, { after, limit }: PageRequest, claims: readonly string[]): Promise<VisiblePage> {
     return claims.length > 0
-      ? this.listing(userId, 'visible_plants_claims', VISIBLE_PLANTS_WITH_CLAIMS, limit, [userId, after, limit + 1, claims])
-      : this.listing(userId, 'visible_plants', VISIBLE_PLANTS, limit, [userId, after, limit + 1]);
+      ? this.listing(userId, VISIBLE_PLANTS_WITH_CLAIMS, limit, [userId, after, limit + 1, claims])
+      : this.listing(userId, VISIBLE_PLANTS, limit, [userId, after, limit + 1]);
   }
 
   allPlants({ after, limit }: PageRequest, readerId: number): Promise<VisiblePage> {
-    return this.listing(readerId, 'all_plants', ALL_PLANTS, limit, [after, limit + 1]);
+    return this.listing(readerId, ALL_PLANTS, limit, [after, limit + 1]);
   }
 
   async rememberWriter(userId: number): Promise<void> {
@@ -86,9 +101,14 @@ export class PostgresReads implements RequestReads {
   }
 
   /** A listing page of at most `limit` plants (the query reads one more). */
-  private async listing(readerId: number, statement: string, text: string, limit: number, values: unknown[]): Promise<VisiblePage> {
-    // The statement aggregates: it answers exactly one row.
-    const read = async (pool: pg.Pool) => (await pool.query<PageRow>({ name: statement, text, values })).rows[0]!;
+  private async listing(readerId: number, listing: Listing, limit: number, values: unknown[]): Promise<VisiblePage> {
+    const read = async (pool: pg.Pool) => {
+      // The statement aggregates: it answers exactly one row.
+      const row = (await pool.query<PageRow>({ name: listing.name, text: listing.text, values })).rows[0]!;
+      if (listing.exact === undefined || Number(row.dangling) === 0) return row;
+      const { name, text } = listing.exact;
+      return (await pool.query<PageRow>({ name, text, values })).rows[0]!;
+    };
     const row = await read(this.readPool);
     const wrote = this.recentWriters.get(readerId);
     if (wrote !== undefined) {

@@ -30,10 +30,16 @@ interface ChangeablePlant {
 /**
  * The plant with public id `id`, when `actor` may change it (the rule of delete, access-rule.ts): 'hidden' when
  * there is none or the actor may not see it, so that ids of others' private plants cannot be probed; 'forbidden'
- * when the actor sees it but may not change it.
+ * when the actor sees it but may not change it. In a writing transaction, `lock` (StoreDialect's rowLocks.change)
+ * holds the plant until the commit: a delete under way is waited for, and then there is none.
  */
-export async function changeablePlant(db: Db, actor: Actor, id: PlantId): Promise<ChangeablePlant | 'hidden' | 'forbidden'> {
-  const plant = await db.selectFrom('plants').select(['id', 'owner_id', 'is_public']).where('api_id', '=', id).executeTakeFirst();
+export async function changeablePlant(db: Db, actor: Actor, id: PlantId, lock = ''): Promise<ChangeablePlant | 'hidden' | 'forbidden'> {
+  const plant = await db
+    .selectFrom('plants')
+    .select(['id', 'owner_id', 'is_public'])
+    .where('api_id', '=', id)
+    .modifyEnd(sql.raw(lock))
+    .executeTakeFirst();
   if (plant === undefined) return 'hidden';
   const at = position(Number(plant.id));
   if (mayChangePlant(actor, Number(plant.owner_id))) return { at, isPublic: Number(plant.is_public) === 1 };
@@ -97,7 +103,7 @@ export async function changeAccess(
   return writing(d, () =>
     d.writeTransaction(async (trx): Promise<AccessWrite> => {
       await d.lock(trx, `plant-access:${id}`);
-      const plant = await changeablePlant(trx, actor, id);
+      const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
       if (typeof plant === 'string') return { outcome: plant };
       const current = await accessAt(trx, plant);
       if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
@@ -107,7 +113,8 @@ export async function changeAccess(
       const added = { users: without(next.users, current.users), groups: without(next.groups, current.groups) };
       const removed = { users: without(current.users, next.users), groups: without(current.groups, next.groups) };
       const asked = change.kind === 'unshare' && removed.users.length + removed.groups.length === 0 ? listsOf(change.grantee) : NONE;
-      const { ids, missing } = await idsOf(trx, { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] });
+      const named = { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] };
+      const { ids, missing } = await idsOf(trx, named, d.statements.rowLocks.keep);
       if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
       if (next.public !== current.public) {
         await trx
@@ -155,13 +162,16 @@ const NONE: Names = { users: [], groups: [] };
 const listsOf = (grantee: Grantee): Names =>
   'user' in grantee ? { users: [grantee.user], groups: [] } : { users: [], groups: [grantee.group] };
 
-/** The ids of the users and groups named, by list, and the grantees of names nobody has. */
-async function idsOf(db: Db, named: Names): Promise<{ ids: Record<List, Map<string, number>>; missing: Grantee[] }> {
+/**
+ * The ids of the users and groups named, by list, and the grantees of names nobody has. `lock` holds the rows
+ * found until the commit: one being removed meanwhile is waited for, and is then unknown.
+ */
+async function idsOf(db: Db, named: Names, lock: string): Promise<{ ids: Record<List, Map<string, number>>; missing: Grantee[] }> {
   const ids = { users: new Map<string, number>(), groups: new Map<string, number>() };
   for (const list of LISTS) {
     if (named[list].length === 0) continue;
     const { rows } = await sql<{ id: number; name: string }>`SELECT id, name FROM ${sql.table(GRANTS[list].names)}
-      WHERE name IN (${sql.join([...named[list]])})`.execute(db);
+      WHERE name IN (${sql.join([...named[list]])}) ${sql.raw(lock)}`.execute(db);
     for (const row of rows) ids[list].set(row.name, Number(row.id));
   }
   const unknown = (list: List) => without(named[list], [...ids[list].keys()]);

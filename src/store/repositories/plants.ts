@@ -59,9 +59,8 @@ function insertOperatorPlant(db: Db, id: PlantId, owner: string, row: PlantRow) 
 }
 
 /**
- * The change-log row of a plant added or deleted, as its triggers write it (migration 0003), for its writer's own
- * caches (StoreDialect.writeStatement). A deleted plant's grants are logged too, but only as the grantees' changes:
- * the writer's next request does not depend on them.
+ * The change-log row of a plant added, as its triggers write it (migration 0003), for its writer's own caches
+ * (StoreDialect.writeStatement). A new plant has no grants yet: its row is all it changed.
  */
 const plantChanged = (row: { id: Position; owner_id: number; is_public: number }): Change => ({
   table: 'plants',
@@ -108,7 +107,7 @@ const MAX_SHAPES = 1024;
 /** The column `tx` a writing statement returns: its transaction, as the change log records it. */
 const transaction = (d: StoreDialect) => sql.raw<string | null>(d.statements.transactionIdSql).as('tx');
 
-/** What a statement that added or deleted plants changed, from the rows it returned (see plantChanged). */
+/** What a statement that added plants changed, from the rows it returned (see plantChanged). */
 const ownChanges = (rows: readonly WrittenRow[]): OwnChanges => ({
   transaction: rows[0]?.tx,
   changes: rows.map(plantChanged),
@@ -178,9 +177,10 @@ export function plantWrites(d: StoreDialect): {
                   ),
                 ),
               )
-              .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d)]),
+              .returning(['id', 'api_id', 'owner_id', 'is_public']),
         ),
-      ownChanges,
+      // No own changes: the delete resolves once this process's feed has read the log through it, cascaded grants
+      // included, so that the plant's grantees' next request here no longer shows it.
     );
     const gone = returned.map((r) => ({ id: Number(r.api_id), ownerId: Number(r.owner_id) }));
     return items.map((item) => {

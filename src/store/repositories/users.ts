@@ -4,7 +4,7 @@ import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
 import type { Database, Dialect } from '../schema.js';
 import type { UserCredential, UserInfo } from '../store.js';
-import { insertUnique, seenHere, unavailableOr } from '../writes.js';
+import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 
 // Users: the shared SQL of both backends.
 
@@ -100,7 +100,7 @@ export async function provisionUser(d: StoreDialect, name: string): Promise<User
     return credential(await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirstOrThrow());
   });
   return provisioned.catch((err: unknown) => {
-    throw unavailableOr(d, err);
+    throw storeErrorOf(d, err);
   });
 }
 

@@ -57,6 +57,7 @@ class SqliteDialect implements StoreDialect {
   readonly statements: WritingStatements = {
     transactionIdSql: 'NULL',
     manyRows: false,
+    rowLocks: { change: '', keep: '' },
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
     prepare: () => undefined,
   };

@@ -8,6 +8,7 @@ export function classifySqliteError(err: unknown): ErrorKind | undefined {
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return undefined;
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique_violation';
+  if (code === 'SQLITE_CONSTRAINT_FOREIGNKEY') return 'foreign_key_violation';
   if (UNAVAILABLE.test(code)) return 'unavailable';
   return undefined;
 }

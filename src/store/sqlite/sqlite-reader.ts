@@ -19,7 +19,7 @@ import type { TokenCredential, UserCredential, VisiblePage } from '../store.js';
 const SNAPSHOT_MS = 1;
 /** A snapshot nobody renewed for this long is let go, so that checkpoints can move the WAL past it. */
 const RELEASE_MS = 2;
-/** Listing statements kept prepared, one per limit and shape (see visible-plants-sql.ts); the least recently made go first. */
+/** Listing statements kept prepared, one per limit and shape (see listing-sql.ts); the least recently made go first. */
 const PREPARED_LISTINGS = 64;
 
 type ChangeRow = [
@@ -33,7 +33,10 @@ type ChangeRow = [
   isPublic: number | null,
 ];
 
-type PageColumns = [ids: string, plants: string];
+type PageColumns = [ids: string, plants: string, dangling: number];
+
+/** The query of a listing's rows (id, name, tag) in id order, at most `limit`; `exact` skips gone plants' positions. */
+type Rows = (limit: number, exact?: boolean) => string;
 
 /**
  * Listing statements made on first use, by key, the most recent PREPARED_LISTINGS kept. Each reads one row more
@@ -50,14 +53,22 @@ class PreparedListings {
    * A page of at most `limit` plants that counted `groupIds`. `rows(limit + 1)` is the query of its rows (id,
    * name, tag) in id order, and `key` names it (with its limit).
    */
-  page(key: string, limit: number, rows: (limit: number) => string, params: object, groupIds: readonly number[]): VisiblePage {
-    const [ids, plants] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
+  page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
+    const [ids, plants, dangling] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
+    if (dangling > 0) return this.exactPage(key, limit, rows, params, groupIds);
     const page = pageFromColumns(ids, plants, limit, groupIds, true);
     if (page) return page;
     // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
     const sorted = this.get(`${key} ordered`, () => pageColumnsSql('sqlite', rows(limit + 1), { ordered: true }));
     const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
     return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
+  }
+
+  /** The page again, its ranges skipping positions of plants that are gone (see DANGLING in listing-sql.ts). */
+  private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
+    const exact = this.get(`${key} exact`, () => pageColumnsSql('sqlite', rows(limit + 1, true), { ordered: true }));
+    const [ids, plants] = exact.get(params) as PageColumns;
+    return pageFromColumns(ids, plants, limit, groupIds, true)!;
   }
 
   private get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
@@ -206,10 +217,10 @@ export class SqliteReader implements ChangeFeed {
     if (claimedIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of claimedIds.entries()) params[groupParam(i)] = id;
-      const rows = (n: number) => sqliteVisiblePlantsSql(n, claimedIds.length);
+      const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, claimedIds.length, exact);
       return listings.page(`${limit} ${claimedIds.length}`, limit, rows, params, groupIds);
     }
-    const rows = (n: number) => sqliteVisiblePlantsSql(n, 'joined');
+    const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, 'joined', exact);
     return listings.page(`${limit} joined`, limit, rows, { ...viewer, after }, groupIds);
   }
 

@@ -1,0 +1,52 @@
+import { spawn } from 'node:child_process';
+import { connectPostgres } from './plain-sql.js';
+
+/** A transaction another tool holds open on the database: its statements ran, its commit waits for the test. */
+export interface HeldTransaction {
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+/**
+ * Runs `statements` in a transaction of its own session, as an operator in psql or sqlite3 would type
+ * `begin; …;` and leave it open, and resolves once they ran. PostgreSQL: a connection of its own at the default
+ * isolation. SQLite: the sqlite3 command in a process of its own (its connection holds the write lock, so the
+ * service's writes wait for it as they would for another process; sqlite3 leaves foreign keys off, as plain SQL does).
+ */
+export async function holdTransaction(db: string, statements: string): Promise<HeldTransaction> {
+  if (db.startsWith('postgres')) {
+    const client = await connectPostgres(db);
+    await client.query('BEGIN');
+    await client.query(statements);
+    const end = async (how: string) => {
+      try {
+        await client.query(how);
+      } finally {
+        await client.end();
+      }
+    };
+    return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
+  }
+  const child = spawn('sqlite3', ['-batch', db], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const printed = (word: string) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (out.includes(word)) resolve();
+        else if (err !== '') reject(new Error(`sqlite3: ${err}`));
+      };
+      child.stdout.on('data', (part: Buffer) => ((out += part.toString()), check()));
+      child.stderr.on('data', (part: Buffer) => ((err += part.toString()), check()));
+      void exited.then(() => reject(new Error(`sqlite3 exited: ${err}`)));
+    });
+  const held = printed('held-open');
+  child.stdin.write(`.timeout 10000\nBEGIN IMMEDIATE;\n${statements};\nSELECT 'held-open';\n`);
+  await held;
+  const end = async (how: string) => {
+    child.stdin.end(`${how};\n`);
+    if ((await exited) !== 0 || err !== '') throw new Error(`sqlite3 ${how} failed: ${err}`);
+  };
+  return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
+}
