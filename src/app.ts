@@ -8,7 +8,7 @@ import type { AppConfig } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
 import { COMMON_HEADERS } from './http/common-headers.js';
-import { AUTH_REFUSALS, bearerAuthentication } from './http/auth.js';
+import { AUTH_REFUSALS, bearerAuthentication, rightsNow } from './http/auth.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { ApiError } from './http/error-codes.js';
@@ -110,6 +110,7 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
   app.decorateRequest('viewer', null);
+  app.decorateRequest('bearerToken', null);
   // Bodies are JSON only: Fastify would otherwise parse text/plain as a string, a bad body instead of a 415.
   app.removeContentTypeParser('text/plain');
   acceptEmptyJsonOnDelete(app);
@@ -195,7 +196,12 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   // One hook for every protected route: a second closure of it makes V8 compile the listing's hot path without
   // the closure's context (see docs/performance.md).
   const authenticate = bearerAuthentication(authenticator, limiter, metrics?.authRefused);
-  await app.register(plantRoutes, { listing, authenticate, replies: new RepliesAfterPoll() });
+  await app.register(plantRoutes, {
+    listing,
+    authenticate,
+    rightsNow: (token: string) => rightsNow(authenticator, token),
+    replies: new RepliesAfterPoll(),
+  });
   const writeBudget = createWriteBudget(config.writeRateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
   if (writeBudget) app.addHook('onClose', async () => writeBudget.close());
   await app.register(plantWriteRoutes, { store, authenticate, writeBudget });

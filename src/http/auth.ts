@@ -9,6 +9,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the bearer authentication hook on protected routes. */
     viewer: Viewer | null;
+    /** The bearer token that authenticated the request (see `rightsNow`). */
+    bearerToken: string | null;
   }
 }
 
@@ -107,6 +109,7 @@ export function bearerAuthentication(
         return conclude(undefined, invalidToken(result.reason, result.detail));
       }
       request.viewer = result.viewer;
+      request.bearerToken = match[1]!;
       conclude(result.tokenKey);
     };
     const failed = (err: unknown) => {
@@ -124,4 +127,14 @@ export function bearerAuthentication(
     if (result instanceof Promise) result.then(finish, failed);
     else finish(result);
   };
+}
+
+/**
+ * The rights of an authenticated request's caller as they are now: the same token checked again (from the caches,
+ * which every committed change reaches within the freshness bound), or undefined when it no longer authenticates
+ * (revoked, expired, its user removed). A long response reads each part with them (see PlantListing.stream).
+ */
+export async function rightsNow(authenticator: Authenticator, token: string): Promise<Viewer | undefined> {
+  const result = await authenticator.authenticate(token);
+  return result.ok ? result.viewer : undefined;
 }

@@ -92,18 +92,25 @@ export class PlantListing {
    * so a database outage is still a clean 503; a listing that ends there is sent as it is. A longer one is
    * streamed, and takes a slot of ListingStreams (refused with 503 or 429 over the process's or the user's
    * bound): each further chunk is read only when the client has taken the previous one, and a client that goes
-   * away stops the reading. `cutOff` closes the client's connection (a reader below the minimum rate).
+   * away stops the reading. `cutOff` closes the client's connection (a reader below the minimum rate). Each
+   * further chunk is read with `rightsNow()`, the caller's rights when it is read (undefined: none any more).
    */
-  async stream(viewer: Viewer, after: number, limit: number | undefined, cutOff: () => void): Promise<Readable | string> {
+  async stream(
+    viewer: Viewer,
+    after: number,
+    limit: number | undefined,
+    cutOff: () => void,
+    rightsNow: () => Promise<Viewer | undefined>,
+  ): Promise<Readable | string> {
     const { store } = this;
     let remaining = limit ?? Infinity;
-    const read = async (from: number, size: number) => {
+    const read = async (from: number, size: number, rights: Viewer) => {
       const chunk = Math.min(remaining, size);
-      const { json, ids, more } = await store.listVisiblePlants(viewer, { after: from, limit: chunk });
+      const { json, ids, more } = await store.listVisiblePlants(rights, { after: from, limit: chunk });
       remaining -= ids.length;
       return { json, last: ids.at(-1), done: !more || remaining <= 0 };
     };
-    const first = await read(after, FIRST_CHUNK);
+    const first = await read(after, FIRST_CHUNK, viewer);
     if (first.done) return first.json;
     const handle = this.streams.admit(viewer.userId, cutOff);
     async function* json(): AsyncGenerator<string> {
@@ -112,7 +119,12 @@ export class PlantListing {
       handle.sent(text.length);
       yield text;
       while (!done) {
-        ({ json: plants, last, done } = await read(last!, await handle.next()));
+        const size = await handle.next();
+        // Each chunk with the caller's rights as they are now: a token revoked since ends the listing unfinished
+        // (the client sees a broken body, never a complete one), and a demoted admin's listing goes on as a user's.
+        const rights = await rightsNow();
+        if (rights === undefined) throw new Error('the listing ended: its token no longer authenticates');
+        ({ json: plants, last, done } = await read(last!, size, rights));
         if (last === undefined) break;
         text = `,${plants.slice(1, -1)}`;
         handle.sent(text.length);

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
 import { JSON_TYPE } from '../common-headers.js';
+import type { Viewer } from '../../catalogue/access-rule.js';
 import type { RepliesAfterPoll } from '../replies-after-poll.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 import { notAcceptable, rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
@@ -57,10 +58,12 @@ export async function plantRoutes(
     listing: PlantListing;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
+    /** The rights a token gives now (see auth.ts, rightsNow): a full listing reads each chunk with them. */
+    rightsNow: (token: string) => Promise<Viewer | undefined>;
     replies: RepliesAfterPoll;
   },
 ): Promise<void> {
-  const { listing, replies } = opts;
+  const { listing, replies, rightsNow } = opts;
   // GET and HEAD pass the same hooks and the same query validation; they differ only in what they send.
   const onRequest = [opts.authenticate, requireJsonAcceptable];
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -78,7 +81,16 @@ export async function plantRoutes(
       // Per-user data: the app-wide `Cache-Control: no-store` keeps it out of shared caches.
       reply.type(JSON_TYPE);
       if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
-        return listing.stream(request.viewer!, after, limit, () => reply.raw.destroy()).then((stream) => reply.send(stream));
+        const token = request.bearerToken!;
+        return listing
+          .stream(
+            request.viewer!,
+            after,
+            limit,
+            () => reply.raw.destroy(),
+            () => rightsNow(token),
+          )
+          .then((stream) => reply.send(stream));
       }
       return sendPage(replies, reply, listing.page(request.viewer!, after, limit));
     },
