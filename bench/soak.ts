@@ -22,6 +22,9 @@ import { DEFAULT_SPEC, generateCatalogue, userName } from './catalogue.js';
 const { values: args } = parseArgs({
   options: {
     duration: { type: 'string', default: '60' },
+    // Read by the access checker that `npm run soak` runs next (bench/access-checker.ts).
+    'checker-seconds': { type: 'string' },
+    'checker-seeds': { type: 'string' },
     connections: { type: 'string', default: '50' },
     plants: { type: 'string', default: '20000' },
     'max-requests': { type: 'string', default: '2000000' },

@@ -68,8 +68,9 @@ export interface WritingStatements {
   prepare(text: string): void;
   /**
    * What a read in a writing transaction ends with to hold the rows it found until the commit, so that a writer
-   * beside it waits, and a row another transaction deletes meanwhile is not found: `change` for a row the
-   * transaction will change (PostgreSQL's FOR NO KEY UPDATE), `keep` for a row it will refer to (FOR KEY SHARE).
+   * beside it waits, and a row another transaction deletes meanwhile is not found: `change` for a row whose
+   * dependent rows the transaction will change (PostgreSQL's FOR UPDATE, which also waits for a writer of another
+   * tool adding a row that refers to it), `keep` for a row it will refer to (FOR KEY SHARE).
    * Empty on SQLite, whose writing transactions run one at a time.
    */
   readonly rowLocks: { readonly change: string; readonly keep: string };

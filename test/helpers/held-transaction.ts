@@ -50,3 +50,21 @@ export async function holdTransaction(db: string, statements: string): Promise<H
   };
   return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
 }
+
+/**
+ * Runs `statements` in a transaction that its own session holds open for `ms` and then commits by itself, whatever
+ * this process is doing meanwhile (sqlite3 sleeps with `.shell`; the PostgreSQL session's commit is sent by a timer).
+ */
+export async function holdFor(db: string, statements: string, ms: number): Promise<void> {
+  if (db.startsWith('postgres')) {
+    const held = await holdTransaction(db, statements);
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return held.commit();
+  }
+  const child = spawn('sqlite3', ['-batch', db], { stdio: ['pipe', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (part: Buffer) => (err += part.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  child.stdin.end(`.timeout 10000\nBEGIN IMMEDIATE;\n${statements};\n.shell sleep ${(ms / 1000).toFixed(3)}\nCOMMIT;\n`);
+  if ((await exited) !== 0 || err !== '') throw new Error(`sqlite3: ${err}`);
+}

@@ -90,7 +90,7 @@ class PostgresDialect implements StoreDialect {
     this.statements = {
       transactionIdSql: 'pg_current_xact_id()::text',
       manyRows: true,
-      rowLocks: { change: 'FOR NO KEY UPDATE', keep: 'FOR KEY SHARE' },
+      rowLocks: { change: 'FOR UPDATE', keep: 'FOR KEY SHARE' },
       prepare: (text) => prepared.register(text),
     };
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
