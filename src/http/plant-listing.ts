@@ -120,10 +120,13 @@ export class PlantListing {
       yield text;
       while (!done) {
         const size = await handle.next();
-        // Each chunk with the caller's rights as they are now: a token revoked since ends the listing unfinished
-        // (the client sees a broken body, never a complete one), and a demoted admin's listing goes on as a user's.
+        // Each chunk with the caller's rights as they are now: a token revoked since closes the connection with the
+        // listing unfinished (the client sees a broken body, never a complete one); a demoted admin's goes on as a user's.
         const rights = await rightsNow();
-        if (rights === undefined) throw new Error('the listing ended: its token no longer authenticates');
+        if (rights === undefined) {
+          cutOff();
+          return;
+        }
         ({ json: plants, last, done } = await read(last!, size, rights));
         if (last === undefined) break;
         text = `,${plants.slice(1, -1)}`;

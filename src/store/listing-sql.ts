@@ -34,7 +34,7 @@ import type { VisiblePage } from './store.js';
  */
 const PLANT_JSON: Record<Dialect, string> = {
   sqlite: `CASE WHEN tag IS NULL THEN json_object('name', name) ELSE json_object('name', name, 'tag', tag) END`,
-  postgres: `'{"name":' || to_json(name)::text || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`,
+  postgres: `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`,
 };
 
 /** Where each plant of a page's JSON starts after the first: a `{"name":` cannot occur inside a JSON string, whose quotes are escaped. */
@@ -49,28 +49,24 @@ const NEXT_PLANT = ',{"name":';
 export function pageColumnsSql(dialect: Dialect, sql: string, { ordered = false, extra = '' } = {}): string {
   if (dialect === 'sqlite') {
     const order = ordered ? ' ORDER BY id' : '';
-    return (
-      `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants, ` +
-      `${DANGLING} AS dangling FROM (${sql})`
-    );
+    return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants FROM (${sql})`;
   }
   return (
     `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
-    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants, ${DANGLING} AS dangling${extra} ` +
-    `FROM (${sql}) listed`
+    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
   );
 }
 
 /**
- * How many of a page's positions name no plant (`name` is NULL only where the page's rows are joined to no plant):
- * a grant whose plant is gone, which plain SQL without foreign keys leaves behind. Such a page is read again
- * with `exact` (see visiblePlantsSql), since its positions took the places of plants that follow.
+ * Whether a page's JSON met a position of no plant: a grant whose plant is gone (plain SQL without foreign keys
+ * leaves them), joined to nothing, so that its `name` is null, which no plant's is. Such a page is read again with
+ * `exact` (see the visible-plants statements), since those positions took the places of plants that follow.
  */
-const DANGLING = 'count(*) - count(name)';
+export const metGonePlant = (plants: string): boolean => plants.includes('{"name":null');
 
 /**
  * A page's rows (id, name, tag) in id order from `page`, the positions of a union of ranges: joined so that a
- * position of no plant stays a row, counted by DANGLING.
+ * position of no plant stays a row, with a null name (see metGonePlant).
  */
 const pageRows = (page: string): string =>
   `SELECT page.id AS id, p.name AS name, p.tag AS tag FROM ${page} LEFT JOIN plants p ON p.id = page.id`;
@@ -140,7 +136,7 @@ interface Range {
 
 /**
  * With `exact`, a range of a table other than plants skips the positions whose plant is gone (a probe of plants
- * each): for the rare page whose first reading met one (DANGLING).
+ * each): for the rare page whose first reading met one (metGonePlant).
  */
 function existing(table: string, column: string, exact: boolean): string {
   return exact && table !== 'plants' ? ` AND EXISTS (SELECT 1 FROM plants e WHERE e.id = ${table}.${column})` : '';
@@ -189,7 +185,7 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
  * PostgreSQL: one page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4
  * when `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page
  * counted (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's
- * replay position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see DANGLING).
+ * replay position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
  */
 export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): string {
   const p = PARAMS.postgres;
@@ -216,7 +212,7 @@ export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): st
  * SQLite: one page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in
  * id order. With `groups` a number, the ids of the stored groups a JWT claims come as `:g0`… (see `groupParam`);
  * with `joined` they are joined in the statement from `:claims`, the claimed names as a JSON array. With `exact`,
- * ranges skip positions of plants that are gone (see DANGLING).
+ * ranges skip positions of plants that are gone (see metGonePlant).
  */
 export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
   const p = PARAMS.sqlite;

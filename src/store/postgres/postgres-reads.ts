@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { RequestReads } from '../dialect.js';
-import { allPlantsSql, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
+import { allPlantsSql, metGonePlant, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
 import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store.js';
 import { lsnValue } from './postgres-change-feed.js';
 
@@ -8,9 +8,9 @@ import { lsnValue } from './postgres-change-feed.js';
 const RECENT_WRITERS = 10_000;
 
 /** The one row of a listing query: page columns (see pageColumnsSql), the groups the page counted and the standby's replay position. */
-type PageRow = { ids: string; plants: string; dangling: string; groups: Array<number | string> | null; replayed: string | null };
+type PageRow = { ids: string; plants: string; groups: Array<number | string> | null; replayed: string | null };
 
-/** A listing statement, and the one to read its page again with when it met positions of no plant (see DANGLING). */
+/** A listing statement, and the one to read its page again with when it met positions of no plant (see metGonePlant). */
 interface Listing {
   name: string;
   text: string;
@@ -105,7 +105,7 @@ export class PostgresReads implements RequestReads {
     const read = async (pool: pg.Pool) => {
       // The statement aggregates: it answers exactly one row.
       const row = (await pool.query<PageRow>({ name: listing.name, text: listing.text, values })).rows[0]!;
-      if (listing.exact === undefined || Number(row.dangling) === 0) return row;
+      if (listing.exact === undefined || !metGonePlant(row.plants)) return row;
       const { name, text } = listing.exact;
       return (await pool.query<PageRow>({ name, text, values })).rows[0]!;
     };

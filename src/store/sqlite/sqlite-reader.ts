@@ -4,6 +4,7 @@ import {
   allPlantsSql,
   claimedGroupsSql,
   groupParam,
+  metGonePlant,
   pageColumnsSql,
   pageFromColumns,
   SQLITE_GROUP_BRANCHES,
@@ -33,7 +34,7 @@ type ChangeRow = [
   isPublic: number | null,
 ];
 
-type PageColumns = [ids: string, plants: string, dangling: number];
+type PageColumns = [ids: string, plants: string];
 
 /** The query of a listing's rows (id, name, tag) in id order, at most `limit`; `exact` skips gone plants' positions. */
 type Rows = (limit: number, exact?: boolean) => string;
@@ -54,8 +55,8 @@ class PreparedListings {
    * name, tag) in id order, and `key` names it (with its limit).
    */
   page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const [ids, plants, dangling] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
-    if (dangling > 0) return this.exactPage(key, limit, rows, params, groupIds);
+    const [ids, plants] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
+    if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
     const page = pageFromColumns(ids, plants, limit, groupIds, true);
     if (page) return page;
     // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
@@ -64,7 +65,7 @@ class PreparedListings {
     return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
   }
 
-  /** The page again, its ranges skipping positions of plants that are gone (see DANGLING in listing-sql.ts). */
+  /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
   private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
     const exact = this.get(`${key} exact`, () => pageColumnsSql('sqlite', rows(limit + 1, true), { ordered: true }));
     const [ids, plants] = exact.get(params) as PageColumns;
