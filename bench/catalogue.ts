@@ -28,7 +28,7 @@ export const DEFAULT_SPEC: CatalogueSpec = {
 };
 
 /** mulberry32: tiny, fast and good enough to make the same catalogue on every run. */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

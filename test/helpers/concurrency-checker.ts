@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { prng } from '../../bench/catalogue.js';
 import { OPERATOR } from '../../src/catalogue/access-rule.js';
 import { DomainError } from '../../src/catalogue/errors.js';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
@@ -48,18 +49,6 @@ const GROUPS = ['g0', 'g1', 'g2'];
 /** Every instance shows a change committed by any writer within this bound (docs/deployment.md). */
 const FRESHNESS_MS = 1_100;
 
-/** A small deterministic generator (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Row {
   [column: string]: unknown;
 }
@@ -96,7 +85,7 @@ async function oracle(db: string): Promise<Map<string, string[]>> {
 }
 
 /** Member grants that no membership and group share accounts for, and pairs without one. */
-const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg
+export const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg
   WHERE NOT EXISTS (SELECT 1 FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
     WHERE m.user_id = mg.user_id AND g.plant_id = mg.plant_id AND g.group_id = mg.group_id)
   UNION ALL SELECT 'missing', m.user_id, g.plant_id, g.group_id FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
@@ -123,7 +112,7 @@ function slowListing(url: string, token: string, failures: string[]): Promise<vo
 
 export async function runConcurrencyChecker(options: CheckerOptions): Promise<CheckerReport> {
   const { db, durationMs } = options;
-  const rnd = random(options.seed);
+  const rnd = prng(options.seed);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)]!;
   const stores: Store[] = [await openStore({ db }), await openStore({ db })];
   const servers: RunningApp[] = [];
