@@ -59,8 +59,8 @@ function insertOperatorPlant(db: Db, id: PlantId, owner: string, row: PlantRow) 
 }
 
 /**
- * The change-log row of a plant added, as its triggers write it (migration 0003), for its writer's own caches
- * (StoreDialect.writeStatement). A new plant has no grants yet: its row is all it changed.
+ * The change-log row of a plant added or deleted, as its triggers write it (migration 0003), for its writer's own
+ * caches (StoreDialect.writeStatement). A deleted plant's grants are logged as rows of their own (see SHARED).
  */
 const plantChanged = (row: { id: Position; owner_id: number; is_public: number }): Change => ({
   table: 'plants',
@@ -72,8 +72,12 @@ const plantChanged = (row: { id: Position; owner_id: number; is_public: number }
   isPublic: Number(row.is_public) === 1,
 });
 
-/** A row a batched create or delete returns. */
-type WrittenRow = { id: Position; api_id: number; owner_id: number; is_public: number; tx: string | null };
+/** A row a batched create or delete returns; a delete also says whether the plant was shared (SHARED). */
+type WrittenRow = { id: Position; api_id: number; owner_id: number; is_public: number; tx: string | null; shared?: boolean | number };
+
+/** Whether a deleted plant had grants, read in the delete's own snapshot (a boolean on PostgreSQL, 0 or 1 on SQLite). */
+const SHARED = sql<boolean | number>`(EXISTS (SELECT 1 FROM plant_user_grants g WHERE g.plant_id = plants.id)
+  OR EXISTS (SELECT 1 FROM plant_group_grants g WHERE g.plant_id = plants.id))`.as('shared');
 
 /**
  * The SQL text of each shape of batched statement (creates of n plants; deletes, each with or without an owner),
@@ -107,7 +111,7 @@ const MAX_SHAPES = 1024;
 /** The column `tx` a writing statement returns: its transaction, as the change log records it. */
 const transaction = (d: StoreDialect) => sql.raw<string | null>(d.statements.transactionIdSql).as('tx');
 
-/** What a statement that added plants changed, from the rows it returned (see plantChanged). */
+/** What a statement that added or deleted plants changed, from the rows it returned (see plantChanged). */
 const ownChanges = (rows: readonly WrittenRow[]): OwnChanges => ({
   transaction: rows[0]?.tx,
   changes: rows.map(plantChanged),
@@ -177,11 +181,13 @@ export function plantWrites(d: StoreDialect): {
                   ),
                 ),
               )
-              .returning(['id', 'api_id', 'owner_id', 'is_public']),
+              .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d), SHARED]),
         ),
-      // No own changes: the delete resolves once this process's feed has read the log through it, cascaded grants
-      // included, so that the plant's grantees' next request here no longer shows it.
+      ownChanges,
     );
+    // A shared plant's grants are logged as rows of their own by the cascade: the delete resolves once this process
+    // has read the log through it, so that the plant's grantees' next request here no longer shows it.
+    if (returned.some((r) => r.shared === true || r.shared === 1)) await d.changes.catchUp();
     const gone = returned.map((r) => ({ id: Number(r.api_id), ownerId: Number(r.owner_id) }));
     return items.map((item) => {
       const i = gone.findIndex((g) => g.id === item.id && (item.ownedBy === undefined || item.ownedBy === g.ownerId));
