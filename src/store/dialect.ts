@@ -45,6 +45,11 @@ export interface BulkDialect {
 export interface OwnChanges {
   transaction: string | null | undefined;
   changes: readonly Change[];
+  /**
+   * False when the statement changed rows beyond `changes` that this process's caches depend on (a cascade's): the
+   * write then resolves once the feed has read the log through it, as a write without `changed` does.
+   */
+  complete?: boolean;
 }
 
 /** How a database's writing statements are best built and run: what the shared repositories ask before they write. */

@@ -122,6 +122,7 @@ class PostgresDialect implements StoreDialect {
     this.announcer.announce();
     const own = changed(result);
     this.changes.takeOwn(own.changes, own.transaction ?? undefined);
+    if (own.complete === false) await this.changes.catchUp();
     return result;
   }
 

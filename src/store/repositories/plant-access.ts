@@ -102,7 +102,6 @@ export async function changeAccess(
   }
   return writing(d, () =>
     d.writeTransaction(async (trx): Promise<AccessWrite> => {
-      await d.lock(trx, `plant-access:${id}`);
       const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
       if (typeof plant === 'string') return { outcome: plant };
       const current = await accessAt(trx, plant);

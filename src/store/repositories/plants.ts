@@ -115,6 +115,9 @@ const transaction = (d: StoreDialect) => sql.raw<string | null>(d.statements.tra
 const ownChanges = (rows: readonly WrittenRow[]): OwnChanges => ({
   transaction: rows[0]?.tx,
   changes: rows.map(plantChanged),
+  // A shared plant's grants go with it by the cascade, logged as rows of their own: its grantees' next request
+  // here must not show it, so the write waits for the feed to read them.
+  complete: !rows.some((r) => r.shared === true || r.shared === 1),
 });
 
 /** A user's create with its id, as one row of a batch (see plantWrites). */
@@ -185,9 +188,6 @@ export function plantWrites(d: StoreDialect): {
         ),
       ownChanges,
     );
-    // A shared plant's grants are logged as rows of their own by the cascade: the delete resolves once this process
-    // has read the log through it, so that the plant's grantees' next request here no longer shows it.
-    if (returned.some((r) => r.shared === true || r.shared === 1)) await d.changes.catchUp();
     const gone = returned.map((r) => ({ id: Number(r.api_id), ownerId: Number(r.owner_id) }));
     return items.map((item) => {
       const i = gone.findIndex((g) => g.id === item.id && (item.ownedBy === undefined || item.ownedBy === g.ownerId));
