@@ -40,10 +40,6 @@ const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), userGrants: [], g
  * other statement waits for that write first.
  */
 /** The tables an import fills, analyzed once it has committed. */
-/** The groups whose member grants an import writes (see importedMemberGrantsSql), locked in id order. */
-const LOCK_IMPORTED_GROUPS_SQL =
-  'SELECT 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id > $1) OR id = ANY($2::bigint[]) ' +
-  'ORDER BY id FOR NO KEY UPDATE';
 const ANALYZE_IMPORTED = `ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, ${MEMBER_GRANTS}, webhook_events, webhook_deliveries`;
 
 export class PostgresImport implements ImportTarget {
@@ -118,9 +114,6 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     const imported = [(this.firstPosition ?? Number.MAX_SAFE_INTEGER) - 1, this.importedGroups];
-    // The member grants' triggers lock the group they derive for (migration 0013); taking the same locks first,
-    // the import's one statement reads every membership and share committed beside it.
-    await this.client.query(LOCK_IMPORTED_GROUPS_SQL, imported);
     await this.client.query(importedMemberGrantsSql('postgres'), imported);
     for (const statement of this.addBack) await this.client.query(statement);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
