@@ -36,7 +36,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
-    await migrateToLatest(db, 'postgres', schema);
+    await migrateWithoutTimeout(options, schema);
     return createStore(new PostgresDialect(pool, readPool, options.readUrl !== undefined, db, prepared));
   } catch (err) {
     await pool.end();
@@ -47,6 +47,20 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     }
     if (isConnectionError(err)) throw unavailable(`cannot reach PostgreSQL: ${(err as Error).message}`);
     throw err;
+  }
+}
+
+/**
+ * Migrations on a session of their own without the statement timeout: it bounds requests, and a migration that
+ * builds an index or fills a table on a large catalogue (or a slow machine creating the schema) takes longer.
+ */
+async function migrateWithoutTimeout(options: PostgresOptions, schema: string | undefined): Promise<void> {
+  const { pool } = createPool(options.url, { ...options, poolSize: 1, statementTimeoutMs: 0 });
+  const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
+  try {
+    await migrateToLatest(db, 'postgres', schema);
+  } finally {
+    await db.destroy();
   }
 }
 
@@ -159,7 +173,9 @@ class PostgresDialect implements StoreDialect {
     this.closed = true;
     clearInterval(this.pruner);
     await this.changes.close();
+    // Kysely ends the pool only if it ran a statement on it.
     await this.db.destroy();
+    if (!this.pool.ending) await this.pool.end();
     await this.readPool.end();
   }
 
