@@ -38,6 +38,8 @@ async function main(): Promise<number> {
           db,
           durationMs: SECONDS * 1000,
           seed,
+          // Every other seed with groups that move between member grants and ranges.
+          lowGroupBounds: seed % 2 === 0,
           rounds: Math.max(3, Math.round(SECONDS / 5)),
           cliRuns: 4,
         });

@@ -3,7 +3,7 @@ import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
 import type { Dialect } from './schema.js';
-import { MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
+import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, RESIZE_GROUPS_FUNCTION } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary } from './store.js';
@@ -81,22 +81,33 @@ export const BULK_IMPORT_INDEXES = [
   PLANT_API_ID_INDEX,
   'plant_user_grants_by_plant',
   'plant_group_grants_by_plant',
-  `${MEMBER_GRANTS}_by_plant`,
+  `${MEMBER_GRANTS}_by_group`,
 ];
 
+/** A group keeps member grants while it has at most as many plants and members as this table's row says (migration 0014). */
+const bound = (column: 'plants' | 'members') => `(SELECT ${column} FROM group_access_bounds)`;
+
 /**
- * What the member grants' triggers (migration 0012), which an import goes without, would have written, in one
- * statement: the pairs of the plants after catalogue position parameter 1 and of the groups whose ids parameter 2
- * lists (those the import wrote: new ones, and existing ones it may have given members); SQLite takes the ids as
- * a JSON array.
+ * What the triggers of migrations 0012 and 0014, which an import goes without, would have left for the groups an
+ * import touched (those it wrote and those it shared plants with), whose ids are the statements' one parameter:
+ * their counts, whether they are ranged, and member grants exactly for the others. PostgreSQL runs migration 0014's
+ * function, which locks the groups first as the triggers do; SQLite runs the same statements, taking the ids as a
+ * JSON array.
  */
-export function importedMemberGrantsSql(dialect: Dialect): string {
-  const [after, groups] = dialect === 'sqlite' ? ['?', '(SELECT value FROM json_each(?))'] : ['$1', '(SELECT unnest($2::bigint[]))'];
-  return (
-    `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
-    `FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id ` +
-    `WHERE g.plant_id > ${after} OR g.group_id IN ${groups} ON CONFLICT DO NOTHING`
-  );
+export function touchedGroupsSql(dialect: Dialect): string[] {
+  if (dialect === 'postgres') return [`SELECT ${RESIZE_GROUPS_FUNCTION}($1::bigint[])`];
+  const ids = '(SELECT value FROM json_each(?))';
+  return [
+    `INSERT INTO ${GROUP_SIZES} (group_id, plants, members, ranged) SELECT g.id, ` +
+      `(SELECT count(*) FROM plant_group_grants WHERE group_id = g.id), (SELECT count(*) FROM group_members WHERE group_id = g.id), 0 ` +
+      `FROM groups g WHERE g.id IN ${ids} ON CONFLICT (group_id) DO UPDATE SET plants = excluded.plants, members = excluded.members`,
+    `UPDATE ${GROUP_SIZES} SET ranged = CASE WHEN plants > ${bound('plants')} OR members > ${bound('members')} THEN 1 ` +
+      `WHEN plants <= ${bound('plants')} / 2 AND members <= ${bound('members')} / 2 THEN 0 ELSE ranged END WHERE group_id IN ${ids}`,
+    `DELETE FROM ${MEMBER_GRANTS} WHERE group_id IN (SELECT group_id FROM ${GROUP_SIZES} WHERE group_id IN ${ids} AND ranged = 1)`,
+    `INSERT OR IGNORE INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
+      `FROM ${GROUP_SIZES} s CROSS JOIN plant_group_grants g CROSS JOIN group_members m ` +
+      `WHERE s.group_id IN ${ids} AND s.ranged = 0 AND g.group_id = s.group_id AND m.group_id = s.group_id`,
+  ];
 }
 
 /**

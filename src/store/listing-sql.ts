@@ -1,7 +1,7 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
 import type { Dialect } from './schema.js';
-import { MEMBER_GRANTS } from './schema-names.js';
+import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
 import type { VisiblePage } from './store.js';
 
 /**
@@ -9,19 +9,21 @@ import type { VisiblePage } from './store.js';
  * statement, and whether a user sees one plant (the delete check).
  *
  * Each path of the rule is an index range read in catalogue order from `after`, once for the viewer: the group
- * path through the viewer's stored memberships too, as the member grants (one range per user, kept by the
- * triggers of migration 0012), so a user in many groups reads no more than one in a few. Only the groups a JWT's
- * groups claim names, which are no stored memberships, are read once per group. The union of the ranges is cut
- * at `limit`, and only then joined to `plants`: a page costs about (paths + claimed groups) x `limit` index
- * entries whatever the size of the catalogue and however many groups the viewer is in.
+ * path through the viewer's small groups too, as the member grants (one range per user, kept by the triggers of
+ * migrations 0012 and 0014), so a user in many small groups reads no more than one in a few. The groups read
+ * once per group are the viewer's ranged groups (too large for member grants: at most one grant row a member
+ * joins or a plant is shared, see migration 0014) and those a JWT's groups claim names, which are no stored
+ * memberships. The union of the ranges is cut at `limit`, and only then joined to `plants`: a page costs about
+ * (paths + ranged and claimed groups) x `limit` index entries whatever the size of the catalogue and however many
+ * small groups the viewer is in.
  *
  * The dialects differ only where the engines do:
- * - PostgreSQL cuts each branch at `limit` and reads each claimed group's grants with a LATERAL join, in one
- *   prepared statement with the limit as a parameter.
+ * - PostgreSQL cuts each branch at `limit` and reads each ranged or claimed group's grants with a LATERAL join,
+ *   in one prepared statement with the limit as a parameter.
  * - SQLite merges branches that are plain index ranges lazily (its UNION of ordered ranges under `ORDER BY 1
- *   LIMIT n` reads only what the page needs), so each claimed group is a branch of its own, its id a parameter,
- *   read beforehand in the same snapshot (`claimedGroupsSql`). Past SQLITE_GROUP_BRANCHES claimed groups, one
- *   branch joins them all, each group's range bounded by its `limit`-th grant (a correlated `OFFSET limit - 1`
+ *   LIMIT n` reads only what the page needs), so each ranged or claimed group is a branch of its own, its id a
+ *   parameter, read beforehand in the same snapshot (`viewerGroupsSql`). Past SQLITE_GROUP_BRANCHES such groups,
+ *   one branch joins them all, each group's range bounded by its `limit`-th grant (a correlated `OFFSET limit - 1`
  *   lookup, since SQLite has no LATERAL). The limit is a literal, so statements are prepared per limit: SQLite
  *   plans a bound `LIMIT ?` less well.
  */
@@ -120,6 +122,17 @@ function viewerGroups(dialect: Dialect, withClaims: boolean): string {
   return memberGroups(PARAMS[dialect].user, withClaims ? `SELECT id FROM groups WHERE name IN ${PARAMS[dialect].claims}` : undefined);
 }
 
+/**
+ * The groups whose grants a page reads range by range: the viewer's ranged groups (those too large for member
+ * grants, see migration 0014), and with `withClaims` the stored groups a JWT's claim names.
+ */
+function rangedGroups(dialect: Dialect, withClaims: boolean): string {
+  const ranged =
+    `SELECT m.group_id AS id FROM group_members m JOIN ${GROUP_SIZES} s ON s.group_id = m.group_id ` +
+    `WHERE m.user_id = ${PARAMS[dialect].user} AND s.ranged = 1`;
+  return withClaims ? `${ranged} UNION ${claimedGroups(PARAMS[dialect].claims)}` : ranged;
+}
+
 function memberGroups(user: string, claimed: string | undefined): string {
   return `SELECT group_id AS id FROM group_members WHERE user_id = ${user}${claimed === undefined ? '' : ` UNION ${claimed}`}`;
 }
@@ -144,9 +157,8 @@ function existing(table: string, column: string, exact: boolean): string {
 
 /**
  * The ranges for the viewer whose id is the SQL expression `user`: one per path, the group path through the
- * viewer's stored memberships included, read from the member grants the triggers of migration 0012 keep (one
- * range per user, however many groups). Groups a JWT claims are not stored memberships: they are read once per
- * group (GROUP_PATHS).
+ * viewer's small groups included, read from the member grants the triggers keep (one range per user, however
+ * many groups). Ranged groups and those a JWT claims are read once per group (GROUP_PATHS).
  */
 function viewerRanges(user: string, exact = false): Range[] {
   const ranges: Range[] = [];
@@ -193,13 +205,11 @@ export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): st
     ({ column, from, distinct }) =>
       `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
   );
-  if (withClaims) {
-    for (const { table, position: column, key } of GROUP_PATHS) {
-      branches.push(
-        `SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-          `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
-      );
-    }
+  for (const { table, position: column, key } of GROUP_PATHS) {
+    branches.push(
+      `SELECT gg.${column} FROM (${rangedGroups('postgres', withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
+        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
+    );
   }
   const rows = pageRows('page');
   return (
@@ -210,9 +220,10 @@ export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): st
 
 /**
  * SQLite: one page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in
- * id order. With `groups` a number, the ids of the stored groups a JWT claims come as `:g0`… (see `groupParam`);
- * with `joined` they are joined in the statement from `:claims`, the claimed names as a JSON array. With `exact`,
- * ranges skip positions of plants that are gone (see metGonePlant).
+ * id order. The groups read range by range (the viewer's ranged groups and those a JWT claims, read beforehand
+ * by `viewerGroupsSql`) come with `groups` a number as `:g0`… (see `groupParam`); with `joined` they are
+ * joined in the statement from `:ranged`, their ids as a JSON array. With `exact`, ranges skip positions of plants
+ * that are gone (see metGonePlant).
  */
 export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
   const p = PARAMS.sqlite;
@@ -221,7 +232,7 @@ export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined',
   for (const { table, position: column, key } of GROUP_PATHS) {
     if (groups === 'joined') {
       branches.push(
-        `SELECT * FROM (SELECT gg.${column} FROM (${claimedGroups(p.claims)}) g JOIN ${table} gg ` +
+        `SELECT * FROM (SELECT gg.${column} FROM (SELECT value AS id FROM json_each(:ranged)) g JOIN ${table} gg ` +
           `ON gg.${key} = g.id AND gg.${column} > ${p.after}${existing('gg', column, exact)} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
           `WHERE x.${key} = g.id AND x.${column} > ${p.after}${existing('x', column, exact)} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
       );
@@ -237,16 +248,13 @@ export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined',
 }
 
 /**
- * SQLite: the ids of the groups a page counts for `:user` (and `:claims`), read in the page's snapshot, as one JSON
- * array: one value for a user in hundreds of groups, where a row each would cost more than the page.
+ * SQLite: for `:user` (and `:claims`), read in the page's snapshot, one row of two JSON arrays: the ids of the
+ * groups a page counts, and of those it reads range by range (ranged or claimed, see `rangedGroups`). One value
+ * each for a user in hundreds of groups, where a row each would cost more than the page.
  */
 export function viewerGroupsSql(withClaims: boolean): string {
-  return `SELECT json_group_array(id) FROM (${viewerGroups('sqlite', withClaims)})`;
-}
-
-/** SQLite: the ids of the stored groups `:claims` names, the groups a page reads range by range. */
-export function claimedGroupsSql(): string {
-  return claimedGroups(PARAMS.sqlite.claims);
+  const byRange = (ids: string) => `(SELECT json_group_array(id) FROM (${ids}))`;
+  return `SELECT (SELECT json_group_array(id) FROM (${viewerGroups('sqlite', withClaims)})), ${byRange(rangedGroups('sqlite', withClaims))}`;
 }
 
 /**

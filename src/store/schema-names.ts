@@ -18,5 +18,11 @@ export const changeChannel = (schema: string): string => `plantstore_changes_${s
  */
 export const AUTOMATIC_IDS_LOCK = 'plants.api_id';
 
-/** The table of every plant shared with a user through a group, kept by triggers (migration 0012). */
+/** The table of every plant shared with a user through a small group, kept by triggers (migrations 0012, 0014). */
 export const MEMBER_GRANTS = 'plant_member_grants';
+
+/** Each group's counts and whether it is ranged, read range by range instead of through member grants (migration 0014). */
+export const GROUP_SIZES = 'group_sizes';
+
+/** PostgreSQL: the function that brings groups' counts and member grants to what their rows say (migration 0014). */
+export const RESIZE_GROUPS_FUNCTION = 'plantstore_resize_groups';

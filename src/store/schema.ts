@@ -24,6 +24,8 @@ export interface Database {
   plant_group_grants: { group_id: number; plant_id: Position };
   /** Kept by triggers (migration 0012): each plant shared with each user through a group, and the group. */
   plant_member_grants: { user_id: number; plant_id: Position; group_id: number };
+  /** Kept by the same triggers (migration 0014): each group's plants and members, and whether it is read range by range. */
+  group_sizes: { group_id: number; plants: number; members: number; ranged: number };
   /** One row: the largest public id a deleted plant held (see catalogue/plant-ids.ts, nextAutomaticId). */
   plant_id_watermark: { id: number; largest_deleted: number };
   tokens: {

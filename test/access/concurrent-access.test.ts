@@ -5,10 +5,9 @@ import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { DERIVED_DIFFERENCE } from '../helpers/concurrency-checker.js';
 import { heldSessionsSkip, holdTransaction } from '../helpers/held-transaction.js';
 import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
-import { plainQuery } from '../helpers/plain-sql.js';
+import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery } from '../helpers/plain-sql.js';
 
 // Access under two writers at once: one side's transaction is held open in another session (as `begin; …;` in
 // psql or sqlite3), the other side commits meanwhile through the service (HTTP or the store the CLI uses), and then
@@ -33,137 +32,140 @@ async function overlapped<T>(held: Promise<{ commit(): Promise<void> }>, other: 
 const MEMBER_GRANTS_OF_NO_PLANT = 'SELECT * FROM plant_member_grants mg WHERE NOT EXISTS (SELECT 1 FROM plants p WHERE p.id = mg.plant_id)';
 
 for (const backend of BACKENDS) {
-  describe(
-    `access with a transaction held open beside it [${backend.name}]`,
-    { skip: backend.skip || heldSessionsSkip(backend.name) },
-    () => {
-      let db: string;
-      let store: Store;
-      let server: RunningApp;
-      let tokens: Record<string, string>;
-      const ids: Record<string, PlantId> = {};
-      const names = async (user: string): Promise<string[]> => {
-        const res = await rawRequest(server.url, '/plants', bearer(tokens[user]!));
-        assert.equal(res.status, 200, res.text);
-        return (res.body as Array<{ name: string }>).map((p) => p.name);
-      };
-      const as = (user: string, method: string, path: string, body?: unknown): Promise<RawResponse> =>
-        rawRequest(
-          server.url,
-          path,
-          { ...bearer(tokens[user]!), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-          method,
-          body === undefined ? undefined : JSON.stringify(body),
-        );
-      const userId = (name: string) => `(SELECT id FROM users WHERE name = '${name}')`;
-      const groupId = (name: string) => `(SELECT id FROM groups WHERE name = '${name}')`;
-      const plantAt = (name: string) => `(SELECT id FROM plants WHERE name = '${name}')`;
-      const assertDerivedRowsExact = async () => {
-        assert.deepEqual(await plainQuery(db, DERIVED_DIFFERENCE), []);
-        // sqlite3 leaves foreign keys off, so plain SQL there may leave grants of a deleted plant; PostgreSQL cascades.
-        if (backend.name === 'postgres') assert.deepEqual(await plainQuery(db, MEMBER_GRANTS_OF_NO_PLANT), []);
-      };
+  for (const lowGroupBounds of [false, true]) {
+    describe(
+      `access with a transaction held open beside it${lowGroupBounds ? ', groups going ranged and back' : ''} [${backend.name}]`,
+      { skip: backend.skip || heldSessionsSkip(backend.name) },
+      () => {
+        let db: string;
+        let store: Store;
+        let server: RunningApp;
+        let tokens: Record<string, string>;
+        const ids: Record<string, PlantId> = {};
+        const names = async (user: string): Promise<string[]> => {
+          const res = await rawRequest(server.url, '/plants', bearer(tokens[user]!));
+          assert.equal(res.status, 200, res.text);
+          return (res.body as Array<{ name: string }>).map((p) => p.name);
+        };
+        const as = (user: string, method: string, path: string, body?: unknown): Promise<RawResponse> =>
+          rawRequest(
+            server.url,
+            path,
+            { ...bearer(tokens[user]!), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+            method,
+            body === undefined ? undefined : JSON.stringify(body),
+          );
+        const userId = (name: string) => `(SELECT id FROM users WHERE name = '${name}')`;
+        const groupId = (name: string) => `(SELECT id FROM groups WHERE name = '${name}')`;
+        const plantAt = (name: string) => `(SELECT id FROM plants WHERE name = '${name}')`;
+        const assertDerivedRowsExact = async () => {
+          assert.deepEqual(await plainQuery(db, DERIVED_DIFFERENCE), []);
+          // sqlite3 leaves foreign keys off, so plain SQL there may leave grants of a deleted plant; PostgreSQL cascades.
+          if (backend.name === 'postgres') assert.deepEqual(await plainQuery(db, MEMBER_GRANTS_OF_NO_PLANT), []);
+        };
 
-      before(async () => {
-        db = await backend.freshDb();
-        store = await openStore({ db });
-        const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan'];
-        const seeded = await seed(store, {
-          users: users.map((name) => ({ name })),
-          groups: [
-            { name: 'g', members: ['bob', 'erin'] },
-            { name: 'h', members: ['gus'] },
-            { name: 'doomed', members: [] },
-          ],
-          plants: [
-            { name: 'secret', owner: 'alice' },
-            { name: 'unshared', owner: 'alice', sharedWith: [{ group: 'g' }] },
-            { name: 'shared', owner: 'alice' },
-            { name: 'sql-shared', owner: 'alice' },
-            { name: 'deleted', owner: 'alice', sharedWith: [{ group: 'h' }] },
-            { name: 'gone', owner: 'alice' },
-            { name: 'gone-public', owner: 'alice' },
-          ],
+        before(async () => {
+          db = await backend.freshDb();
+          store = await openStore({ db });
+          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan'];
+          const seeded = await seed(store, {
+            users: users.map((name) => ({ name })),
+            groups: [
+              { name: 'g', members: ['bob', 'erin'] },
+              { name: 'h', members: ['gus'] },
+              { name: 'doomed', members: [] },
+            ],
+            plants: [
+              { name: 'secret', owner: 'alice' },
+              { name: 'unshared', owner: 'alice', sharedWith: [{ group: 'g' }] },
+              { name: 'shared', owner: 'alice' },
+              { name: 'sql-shared', owner: 'alice' },
+              { name: 'deleted', owner: 'alice', sharedWith: [{ group: 'h' }] },
+              { name: 'gone', owner: 'alice' },
+              { name: 'gone-public', owner: 'alice' },
+            ],
+          });
+          tokens = seeded.tokens;
+          for (const plant of seeded.plants) ids[plant.name] = plant.id;
+          if (lowGroupBounds) await lowerGroupBounds(db);
+          server = await startApp(store);
         });
-        tokens = seeded.tokens;
-        for (const plant of seeded.plants) ids[plant.name] = plant.id;
-        server = await startApp(store);
-      });
-      after(async () => {
-        await server?.close();
-        await store?.close();
-      });
+        after(async () => {
+          await server?.close();
+          await store?.close();
+        });
 
-      it('a member who leaves while a plant is shared with the group does not keep it', async () => {
-        const res = await overlapped(
-          holdTransaction(db, `DELETE FROM group_members WHERE user_id = ${userId('bob')} AND group_id = ${groupId('g')}`),
-          () => as('alice', 'PUT', `/plants/${ids.secret}/access/groups/g`),
-        );
-        assert.equal(res.status, 204, res.text);
-        assert.ok(!(await names('bob')).includes('secret'), 'bob left the group and still sees its plant');
-        assert.ok((await names('erin')).includes('secret'));
-        await assertDerivedRowsExact();
-      });
+        it('a member who leaves while a plant is shared with the group does not keep it', async () => {
+          const res = await overlapped(
+            holdTransaction(db, `DELETE FROM group_members WHERE user_id = ${userId('bob')} AND group_id = ${groupId('g')}`),
+            () => as('alice', 'PUT', `/plants/${ids.secret}/access/groups/g`),
+          );
+          assert.equal(res.status, 204, res.text);
+          assert.ok(!(await names('bob')).includes('secret'), 'bob left the group and still sees its plant');
+          assert.ok((await names('erin')).includes('secret'));
+          await assertDerivedRowsExact();
+        });
 
-      it('a user who joins while a plant stops being shared with the group does not get it', async () => {
-        const res = await overlapped(
-          holdTransaction(db, `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('carol')})`),
-          () => as('alice', 'DELETE', `/plants/${ids.unshared}/access/groups/g`),
-        );
-        assert.equal(res.status, 204, res.text);
-        assert.ok(!(await names('carol')).includes('unshared'), 'carol joined and sees a plant no longer shared with the group');
-        assert.ok((await names('carol')).includes('secret'), 'carol joined and does not see the group plant');
-        await assertDerivedRowsExact();
-      });
+        it('a user who joins while a plant stops being shared with the group does not get it', async () => {
+          const res = await overlapped(
+            holdTransaction(db, `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('carol')})`),
+            () => as('alice', 'DELETE', `/plants/${ids.unshared}/access/groups/g`),
+          );
+          assert.equal(res.status, 204, res.text);
+          assert.ok(!(await names('carol')).includes('unshared'), 'carol joined and sees a plant no longer shared with the group');
+          assert.ok((await names('carol')).includes('secret'), 'carol joined and does not see the group plant');
+          await assertDerivedRowsExact();
+        });
 
-      it('a user who joins while a plant is shared with the group gets it', async () => {
-        const res = await overlapped(
-          holdTransaction(db, `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('dave')})`),
-          () => as('alice', 'PUT', `/plants/${ids.shared}/access/groups/g`),
-        );
-        assert.equal(res.status, 204, res.text);
-        assert.ok((await names('dave')).includes('shared'), 'dave joined and never gets the plant shared meanwhile');
-        await assertDerivedRowsExact();
-      });
+        it('a user who joins while a plant is shared with the group gets it', async () => {
+          const res = await overlapped(
+            holdTransaction(db, `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('dave')})`),
+            () => as('alice', 'PUT', `/plants/${ids.shared}/access/groups/g`),
+          );
+          assert.equal(res.status, 204, res.text);
+          assert.ok((await names('dave')).includes('shared'), 'dave joined and never gets the plant shared meanwhile');
+          await assertDerivedRowsExact();
+        });
 
-      it('a membership removed by the CLI while plain SQL shares a plant leaves no row behind', async () => {
-        const removed = await overlapped(
-          holdTransaction(db, `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('g')}, ${plantAt('sql-shared')})`),
-          () => store.removeMember('g', 'erin'),
-        );
-        assert.equal(removed, true);
-        assert.ok(!(await names('erin')).includes('sql-shared'), 'erin left the group and sees the plant shared meanwhile');
-        await assertDerivedRowsExact();
-      });
+        it('a membership removed by the CLI while plain SQL shares a plant leaves no row behind', async () => {
+          const removed = await overlapped(
+            holdTransaction(db, `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('g')}, ${plantAt('sql-shared')})`),
+            () => store.removeMember('g', 'erin'),
+          );
+          assert.equal(removed, true);
+          assert.ok(!(await names('erin')).includes('sql-shared'), 'erin left the group and sees the plant shared meanwhile');
+          await assertDerivedRowsExact();
+        });
 
-      it('a plant deleted while a member joins leaves no row for the plant', async () => {
-        await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('deleted')}`), () => store.addMember('h', 'hana'));
-        await assertDerivedRowsExact();
-        assert.ok(!(await names('hana')).includes('deleted'));
-        assert.ok(!(await names('gus')).includes('deleted'));
-      });
+        it('a plant deleted while a member joins leaves no row for the plant', async () => {
+          await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('deleted')}`), () => store.addMember('h', 'hana'));
+          await assertDerivedRowsExact();
+          assert.ok(!(await names('hana')).includes('deleted'));
+          assert.ok(!(await names('gus')).includes('deleted'));
+        });
 
-      it('sharing with a plant, a user or a group deleted meanwhile answers 404, never 500 or 200', async () => {
-        const shareGone = await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('gone')}`), () =>
-          as('alice', 'PUT', `/plants/${ids.gone}/access/groups/g`),
-        );
-        assert.equal(shareGone.status, 404, shareGone.text);
-        const publishGone = await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('gone-public')}`), () =>
-          as('alice', 'PUT', `/plants/${ids['gone-public']}/access`, { public: true, users: ['ivan'], groups: [] }),
-        );
-        assert.equal(publishGone.status, 404, publishGone.text);
-        const userGone = await overlapped(holdTransaction(db, `DELETE FROM users WHERE name = 'frank'`), () =>
-          as('alice', 'PUT', `/plants/${ids.secret}/access/users/frank`),
-        );
-        assert.equal(userGone.status, 404, userGone.text);
-        const groupGone = await overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed'`), () =>
-          as('alice', 'PUT', `/plants/${ids.secret}/access/groups/doomed`),
-        );
-        assert.equal(groupGone.status, 404, groupGone.text);
-        await assertDerivedRowsExact();
-      });
-    },
-  );
+        it('sharing with a plant, a user or a group deleted meanwhile answers 404, never 500 or 200', async () => {
+          const shareGone = await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('gone')}`), () =>
+            as('alice', 'PUT', `/plants/${ids.gone}/access/groups/g`),
+          );
+          assert.equal(shareGone.status, 404, shareGone.text);
+          const publishGone = await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('gone-public')}`), () =>
+            as('alice', 'PUT', `/plants/${ids['gone-public']}/access`, { public: true, users: ['ivan'], groups: [] }),
+          );
+          assert.equal(publishGone.status, 404, publishGone.text);
+          const userGone = await overlapped(holdTransaction(db, `DELETE FROM users WHERE name = 'frank'`), () =>
+            as('alice', 'PUT', `/plants/${ids.secret}/access/users/frank`),
+          );
+          assert.equal(userGone.status, 404, userGone.text);
+          const groupGone = await overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed'`), () =>
+            as('alice', 'PUT', `/plants/${ids.secret}/access/groups/doomed`),
+          );
+          assert.equal(groupGone.status, 404, groupGone.text);
+          await assertDerivedRowsExact();
+        });
+      },
+    );
+  }
 
   describe(`rows that point at no plant [${backend.name}]`, { skip: backend.skip || heldSessionsSkip(backend.name) }, () => {
     it('neither cut a page short nor end the paging', async () => {

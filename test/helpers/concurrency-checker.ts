@@ -8,7 +8,7 @@ import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { holdFor } from './held-transaction.js';
 import { bearer, mintToken, rawRequest, startApp, type RunningApp } from './http-app.js';
-import { plainQuery } from './plain-sql.js';
+import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery } from './plain-sql.js';
 import { runCli } from './processes.js';
 
 /**
@@ -30,6 +30,8 @@ export interface CheckerOptions {
   durationMs: number;
   /** Seeds the random choices, so that a failure can be run again. */
   seed: number;
+  /** Lower the bounds past which groups are ranged (see lowerGroupBounds), so that groups move between both kinds. */
+  lowGroupBounds?: boolean;
   /** CLI processes run, one after another, in each round. */
   cliRuns?: number;
   /** Rounds the run is cut into, each ending in a check at quiescence (3 by default). */
@@ -84,13 +86,6 @@ async function oracle(db: string): Promise<Map<string, string[]>> {
   return visible;
 }
 
-/** Member grants that no membership and group share accounts for, and pairs without one. */
-export const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg
-  WHERE NOT EXISTS (SELECT 1 FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
-    WHERE m.user_id = mg.user_id AND g.plant_id = mg.plant_id AND g.group_id = mg.group_id)
-  UNION ALL SELECT 'missing', m.user_id, g.plant_id, g.group_id FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
-  WHERE NOT EXISTS (SELECT 1 FROM plant_member_grants mg WHERE mg.user_id = m.user_id AND mg.plant_id = g.plant_id AND mg.group_id = g.group_id)`;
-
 /** A full listing read slowly (paused between reads); ends however the server ends it. */
 function slowListing(url: string, token: string, failures: string[]): Promise<void> {
   const { hostname, port } = new URL(url);
@@ -115,6 +110,7 @@ export async function runConcurrencyChecker(options: CheckerOptions): Promise<Ch
   const rnd = prng(options.seed);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)]!;
   const stores: Store[] = [await openStore({ db }), await openStore({ db })];
+  if (options.lowGroupBounds) await lowerGroupBounds(db);
   const servers: RunningApp[] = [];
   const failures: string[] = [];
   let operations = 0;

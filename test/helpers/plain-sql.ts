@@ -41,3 +41,31 @@ async function run<R>(db: string, statement: string, returnsRows: boolean): Prom
     await client.end();
   }
 }
+
+/**
+ * Lowers the bounds past which a group is ranged (migration 0014) on `db`, a migrated database whose groups are
+ * within the new bounds (they count from the next change of each group): at 3 plants and 2
+ * members, groups of a few users and plants go ranged and back all through a test, so that both ways of reading
+ * group access, and the moves between them, meet every write.
+ */
+export function lowerGroupBounds(db: string): Promise<void> {
+  return plainSql(db, 'UPDATE group_access_bounds SET plants = 3, members = 2');
+}
+
+/**
+ * Member grants and group counts against the memberships and group grants: member grants of ranged groups or that
+ * no pair accounts for, pairs of small groups without one, and groups whose counts or kind do not match their rows.
+ */
+export const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg
+  WHERE NOT EXISTS (SELECT 1 FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
+    JOIN group_sizes s ON s.group_id = g.group_id AND s.ranged = 0
+    WHERE m.user_id = mg.user_id AND g.plant_id = mg.plant_id AND g.group_id = mg.group_id)
+  UNION ALL SELECT 'missing', m.user_id, g.plant_id, g.group_id FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
+  WHERE NOT EXISTS (SELECT 1 FROM group_sizes s WHERE s.group_id = g.group_id AND s.ranged = 1)
+    AND NOT EXISTS (SELECT 1 FROM plant_member_grants mg WHERE mg.user_id = m.user_id AND mg.plant_id = g.plant_id AND mg.group_id = g.group_id)
+  UNION ALL SELECT 'size', gr.id, s.plants, s.members FROM groups gr CROSS JOIN group_access_bounds b
+  LEFT JOIN group_sizes s ON s.group_id = gr.id
+  WHERE coalesce(s.plants, 0) <> (SELECT count(*) FROM plant_group_grants WHERE group_id = gr.id)
+     OR coalesce(s.members, 0) <> (SELECT count(*) FROM group_members WHERE group_id = gr.id)
+     OR (s.ranged = 1 AND s.plants <= b.plants / 2 AND s.members <= b.members / 2)
+     OR (coalesce(s.ranged, 0) = 0 AND (s.plants > b.plants OR s.members > b.members))`;

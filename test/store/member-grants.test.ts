@@ -16,89 +16,121 @@ after(() => cleanupBackends());
 
 type Row = [user: number, plant: number, group: number];
 
-const PAIRS = `SELECT m.user_id, g.plant_id, g.group_id FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id`;
+/** The pairs of the memberships and grants of the groups that keep member grants (small ones, migration 0014). */
+const PAIRS =
+  'SELECT m.user_id, g.plant_id, g.group_id FROM plant_group_grants g JOIN group_members m ON m.group_id = g.group_id ' +
+  'JOIN group_sizes s ON s.group_id = g.group_id WHERE s.ranged = 0';
+
+/** Groups whose counts are not their rows', or that are ranged (or not) against the bounds. */
+const WRONG_SIZES = `SELECT g.id, s.plants, s.members, s.ranged FROM groups g CROSS JOIN group_access_bounds b
+  LEFT JOIN group_sizes s ON s.group_id = g.id
+  WHERE coalesce(s.plants, 0) <> (SELECT count(*) FROM plant_group_grants WHERE group_id = g.id)
+     OR coalesce(s.members, 0) <> (SELECT count(*) FROM group_members WHERE group_id = g.id)
+     OR (s.ranged = 1 AND s.plants <= b.plants / 2 AND s.members <= b.members / 2)
+     OR (coalesce(s.ranged, 0) = 0 AND (s.plants > b.plants OR s.members > b.members))`;
+
+/** The bounds of migration 0014 as released, and bounds so low that groups go ranged and back all through the test. */
+const BOUNDS = [
+  { name: 'bounds as released', set: undefined },
+  { name: 'groups ranged past 2 plants or 1 member', set: 'UPDATE group_access_bounds SET plants = 2, members = 1' },
+];
 
 for (const backend of BACKENDS) {
-  describe(`member grants follow memberships and group grants [${backend.name}]`, { skip: backend.skip }, () => {
-    it('after the store, cascades, an import and plain SQL', async () => {
-      const db = await backend.freshDb();
-      const store = await openStore({ db });
-      const rows = async (sqlText: string): Promise<Row[]> => {
-        if (backend.name === 'sqlite') {
-          const sqlite = new BetterSqlite3(db, { readonly: true });
-          try {
-            return sqlite.prepare(sqlText).raw(true).all() as Row[];
-          } finally {
-            sqlite.close();
+  for (const bounds of BOUNDS) {
+    describe(`member grants follow memberships and group grants, ${bounds.name} [${backend.name}]`, { skip: backend.skip }, () => {
+      it('after the store, cascades, an import and plain SQL', async () => {
+        const db = await backend.freshDb();
+        const store = await openStore({ db });
+        const plainSql = async (text: string) => {
+          if (backend.name === 'sqlite') {
+            const sqlite = new BetterSqlite3(db);
+            try {
+              sqlite.exec(text);
+            } finally {
+              sqlite.close();
+            }
+          } else {
+            const schema = new URL(db).searchParams.get('schema')!;
+            await adminQuery(text.replace(/\b(group_members|groups|users|group_access_bounds)\b/g, `${schema}.$1`));
           }
-        }
-        const schema = new URL(db).searchParams.get('schema')!;
-        const found = await adminQuery<Record<string, string>>(
-          sqlText.replaceAll(/\b(plant_group_grants|group_members|plant_member_grants)\b/g, `${schema}.$1`),
-        );
-        return found.map((r) => Object.values(r).map(Number) as Row);
-      };
-      const sorted = (list: Row[]) => list.map((r) => r.join(' ')).sort();
-      const check = async (after: string, size?: number) => {
-        const kept = await rows(`SELECT user_id, plant_id, group_id FROM ${MEMBER_GRANTS}`);
-        assert.deepEqual(sorted(kept), sorted(await rows(PAIRS)), `after ${after}`);
-        if (size !== undefined) assert.equal(kept.length, size, `after ${after}: ${JSON.stringify(kept)}`);
-      };
-      try {
-        for (const user of ['ann', 'ben', 'cat']) await store.addUser(user, false);
-        for (const group of ['g1', 'g2']) await store.addGroup(group);
-        const plant = async (name: string) => (await store.createPlant(OPERATOR, { name, owner: 'cat' })).id;
-        const [p1, p2, p3] = [await plant('p1'), await plant('p2'), await plant('p3')];
-        await store.addMember('g1', 'ann');
-        await store.addGrant(p1, { group: 'g1' });
-        await check('a membership, then a grant', 1);
-        await store.addGrant(p2, { group: 'g1' });
-        await store.addMember('g1', 'ben');
-        await check('a grant, then a membership', 4);
-        // A plant shared with two of ann's groups: taking one away keeps it through the other.
-        await store.addMember('g2', 'ann');
-        await store.addGrant(p1, { group: 'g2' });
-        await store.removeGrant(p1, { group: 'g1' });
-        await check('one of two grants taken away', 3);
-        await store.removeMember('g1', 'ben');
-        await check('a membership taken away', 2);
-        await store.addGrant(p3, { group: 'g1' });
-        await store.deletePlant(OPERATOR, p2);
-        await check('a plant deleted', 2);
-        await store.removeGroup('g2');
-        await check('a group removed', 1);
-        await store.addMember('g1', 'ben');
-        await store.removeUser('ann', { withPlants: false });
-        await check('a user removed', 1);
-        await store.importRecords(
-          recordBatch([
-            { type: 'user', name: 'dan' },
-            { type: 'group', name: 'g1', members: ['dan'] },
-            { type: 'group', name: 'g3', members: ['ben', 'dan'] },
-            { type: 'plant', name: 'p4', owner: 'cat', sharedWith: ['group:g3', 'group:g1'] },
-          ]),
-        );
-        await check('an import into groups old and new', 6);
-        // Plain SQL on a connection of its own, as another tool would write: ben's membership moved to another group.
-        await store.addGroup('g5');
-        await store.addGrant(p3, { group: 'g5' });
-        const move = `UPDATE group_members SET group_id = (SELECT id FROM groups WHERE name = 'g5')
-          WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
-        if (backend.name === 'sqlite') {
-          const sqlite = new BetterSqlite3(db);
-          try {
-            sqlite.exec(move);
-          } finally {
-            sqlite.close();
+        };
+        if (bounds.set) await plainSql(bounds.set);
+        const rows = async (sqlText: string): Promise<Row[]> => {
+          if (backend.name === 'sqlite') {
+            const sqlite = new BetterSqlite3(db, { readonly: true });
+            try {
+              return sqlite.prepare(sqlText).raw(true).all() as Row[];
+            } finally {
+              sqlite.close();
+            }
           }
-        } else {
           const schema = new URL(db).searchParams.get('schema')!;
-          await adminQuery(move.replace(/\b(group_members|groups|users)\b/g, `${schema}.$1`));
+          const found = await adminQuery<Record<string, string>>(
+            sqlText.replaceAll(
+              /\b(plant_group_grants|group_members|plant_member_grants|group_sizes|group_access_bounds|groups)\b/g,
+              `${schema}.$1`,
+            ),
+          );
+          return found.map((r) => Object.values(r).map(Number) as Row);
+        };
+        const sorted = (list: Row[]) => list.map((r) => r.join(' ')).sort();
+        const check = async (after: string, size?: number) => {
+          const kept = await rows(`SELECT user_id, plant_id, group_id FROM ${MEMBER_GRANTS}`);
+          assert.deepEqual(sorted(kept), sorted(await rows(PAIRS)), `after ${after}`);
+          assert.deepEqual(await rows(WRONG_SIZES), [], `after ${after}`);
+          if (size !== undefined && bounds.set === undefined) assert.equal(kept.length, size, `after ${after}: ${JSON.stringify(kept)}`);
+        };
+        try {
+          for (const user of ['ann', 'ben', 'cat']) await store.addUser(user, false);
+          for (const group of ['g1', 'g2']) await store.addGroup(group);
+          const plant = async (name: string) => (await store.createPlant(OPERATOR, { name, owner: 'cat' })).id;
+          const [p1, p2, p3] = [await plant('p1'), await plant('p2'), await plant('p3')];
+          await store.addMember('g1', 'ann');
+          await store.addGrant(p1, { group: 'g1' });
+          await check('a membership, then a grant', 1);
+          await store.addGrant(p2, { group: 'g1' });
+          await store.addMember('g1', 'ben');
+          await check('a grant, then a membership', 4);
+          // A plant shared with two of ann's groups: taking one away keeps it through the other.
+          await store.addMember('g2', 'ann');
+          await store.addGrant(p1, { group: 'g2' });
+          await store.removeGrant(p1, { group: 'g1' });
+          await check('one of two grants taken away', 3);
+          await store.removeMember('g1', 'ben');
+          await check('a membership taken away', 2);
+          await store.addGrant(p3, { group: 'g1' });
+          await store.deletePlant(OPERATOR, p2);
+          await check('a plant deleted', 2);
+          await store.removeGroup('g2');
+          await check('a group removed', 1);
+          await store.addMember('g1', 'ben');
+          await store.removeUser('ann', { withPlants: false });
+          await check('a user removed', 1);
+          await store.importRecords(
+            recordBatch([
+              { type: 'user', name: 'dan' },
+              { type: 'group', name: 'g1', members: ['dan'] },
+              { type: 'group', name: 'g3', members: ['ben', 'dan'] },
+              { type: 'plant', name: 'p4', owner: 'cat', sharedWith: ['group:g3', 'group:g1'] },
+            ]),
+          );
+          await check('an import into groups old and new', 6);
+          // Plain SQL on a connection of its own, as another tool would write: ben's membership moved to another group.
+          await store.addGroup('g5');
+          await store.addGrant(p3, { group: 'g5' });
+          const move = `UPDATE group_members SET group_id = (SELECT id FROM groups WHERE name = 'g5')
+          WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
+          await plainSql(move);
+          await check('plain SQL moving a membership', 6);
+          // Members leave one by one, and plants stop being shared, until every group is small again.
+          for (const user of ['ben', 'cat', 'dan']) await store.removeMember('g1', user).catch(() => {});
+          await check('members leaving');
+          await store.removeGrant(p3, { group: 'g1' });
+          await check('a grant taken away');
+        } finally {
+          await store.close();
         }
-        await check('plain SQL moving a membership', 6);
-      } finally {
-        await store.close();
-      }
+      });
     });
-  });
+  }
 }

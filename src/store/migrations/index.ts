@@ -12,6 +12,7 @@ import { webhookMessageIds } from './0010-webhook-message-ids.js';
 import { webhookDueByEndpoint } from './0011-webhook-due-by-endpoint.js';
 import { memberGrants } from './0012-member-grants.js';
 import { memberGrantsLocked } from './0013-member-grants-locked.js';
+import { groupSizes } from './0014-group-sizes.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -31,6 +32,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0011-webhook-due-by-endpoint': webhookDueByEndpoint(),
     '0012-member-grants': memberGrants(dialect),
     '0013-member-grants-locked': memberGrantsLocked(dialect),
+    '0014-group-sizes': groupSizes(dialect),
   };
 }
 

@@ -2,11 +2,11 @@ import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../import-format/records.js';
-import { importedMemberGrantsSql, KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { KnownNames, touchedGroupsSql, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
-import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, MEMBER_GRANTS, PLANT_API_ID_INDEX } from '../schema-names.js';
+import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
@@ -40,7 +40,7 @@ const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), userGrants: [], g
  * other statement waits for that write first.
  */
 /** The tables an import fills, analyzed once it has committed. */
-const ANALYZE_IMPORTED = `ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, ${MEMBER_GRANTS}, webhook_events, webhook_deliveries`;
+const ANALYZE_IMPORTED = `ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, ${MEMBER_GRANTS}, ${GROUP_SIZES}, webhook_events, webhook_deliveries`;
 
 export class PostgresImport implements ImportTarget {
   readonly names = new KnownNames((what, name) =>
@@ -60,8 +60,8 @@ export class PostgresImport implements ImportTarget {
   private addBack: string[] = [];
   /** The first catalogue position this import reserved: its plants are at it and after. */
   private firstPosition: number | undefined;
-  /** The groups the import wrote (new ones, and existing ones it may have given members). */
-  private readonly importedGroups: number[] = [];
+  /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
+  private readonly touchedGroups = new Set<number>();
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -101,7 +101,10 @@ export class PostgresImport implements ImportTarget {
     const { rows, userGrants, groupGrants } = this.plants;
     const index = rows.count;
     for (const id of plant.userIds) userGrants.push(index, id);
-    for (const id of plant.groupIds) groupGrants.push(index, id);
+    for (const id of plant.groupIds) {
+      groupGrants.push(index, id);
+      this.touchedGroups.add(id);
+    }
     const tag = plant.tag === null ? '\\N' : copyText(plant.tag);
     // A plant's COPY row is built when it is read, all but the id.
     rows.add(`\t${plant.id}\t${copyText(plant.name)}\t${tag}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
@@ -113,8 +116,7 @@ export class PostgresImport implements ImportTarget {
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
-    const imported = [(this.firstPosition ?? Number.MAX_SAFE_INTEGER) - 1, this.importedGroups];
-    await this.client.query(importedMemberGrantsSql('postgres'), imported);
+    for (const statement of touchedGroupsSql('postgres')) await this.client.query(statement, [[...this.touchedGroups]]);
     for (const statement of this.addBack) await this.client.query(statement);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
@@ -178,7 +180,7 @@ export class PostgresImport implements ImportTarget {
     );
     const ids = new Map(rows.map(({ id, name }) => [name, id]));
     for (const [name, id] of ids) this.names.learn('group', name, id);
-    this.importedGroups.push(...ids.values());
+    for (const id of ids.values()) this.touchedGroups.add(id);
     if (memberCount === 0) return;
     const groupColumn: number[] = [];
     const userColumn: number[] = [];

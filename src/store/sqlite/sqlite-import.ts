@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { nameKey } from '../../catalogue/names.js';
-import { importedMemberGrantsSql, KnownNames, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import { KnownNames, touchedGroupsSql, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
@@ -34,8 +34,8 @@ export class SqliteImport implements ImportTarget {
   private plants: PlantWriter | undefined;
   private lastUserBefore = 0;
   private lastPlantBefore = 0;
-  /** The groups the import wrote (new ones, and existing ones it may have given members). */
-  private readonly importedGroups: number[] = [];
+  /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
+  private readonly touchedGroups = new Set<number>();
   private triggers: Array<{ name: string; sql: string }> = [];
   private readonly cacheSize: unknown;
 
@@ -100,17 +100,21 @@ export class SqliteImport implements ImportTarget {
   group(name: string, memberIds: readonly number[]): void {
     const { id } = this.statements.upsertGroup.get({ name, now: this.now })!;
     this.names.learn('group', name, id);
-    this.importedGroups.push(id);
+    this.touchedGroups.add(id);
     for (const userId of memberIds) this.statements.addMember.run(id, userId);
   }
 
   plant(plant: ImportedPlant): void {
+    for (const id of plant.groupIds) this.touchedGroups.add(id);
     this.plants!.add(plant);
   }
 
   async commit(): Promise<void> {
     const { db } = this;
-    this.plants!.finish(() => db.prepare(importedMemberGrantsSql('sqlite')).run(this.lastPlantBefore, JSON.stringify(this.importedGroups)));
+    const touched = JSON.stringify([...this.touchedGroups]);
+    this.plants!.finish(() => {
+      for (const statement of touchedGroupsSql('sqlite')) db.prepare(statement).run(touched);
+    });
     const lookalike = db.prepare(importedLookalikeSql('sqlite', this.lastUserBefore)).get() as { name: string; other: string } | undefined;
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;

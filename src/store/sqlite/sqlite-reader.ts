@@ -2,7 +2,6 @@ import BetterSqlite3 from 'better-sqlite3';
 import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
 import {
   allPlantsSql,
-  claimedGroupsSql,
   groupParam,
   metGonePlant,
   pageColumnsSql,
@@ -144,9 +143,8 @@ export class SqliteReader implements ChangeFeed {
       ),
       findUser: raw('SELECT id, is_admin FROM users WHERE name = ?'),
       listings: new PreparedListings(db),
-      groups: db.prepare(viewerGroupsSql(false)).pluck(true),
-      groupsWithClaims: db.prepare(viewerGroupsSql(true)).pluck(true),
-      claimedGroups: db.prepare(claimedGroupsSql()).pluck(true),
+      groups: raw(viewerGroupsSql(false)),
+      groupsWithClaims: raw(viewerGroupsSql(true)),
       // A row with seq -1 first says the log was pruned past what this process has seen.
       changes: raw(
         `SELECT -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM change_log_state WHERE pruned_through > :seen
@@ -212,17 +210,18 @@ export class SqliteReader implements ChangeFeed {
     const { listings } = this.statements;
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
-    const groupIds = JSON.parse((claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as string) as number[];
-    // Stored memberships are one range (the member grants); a claimed group is read range by range.
-    const claimedIds = claimed ? (this.statements.claimedGroups.all(viewer) as number[]) : [];
-    if (claimedIds.length <= SQLITE_GROUP_BRANCHES) {
+    const [counted, byRange] = (claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as [string, string];
+    const groupIds = JSON.parse(counted) as number[];
+    // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
+    const rangedIds = byRange === '[]' ? [] : (JSON.parse(byRange) as number[]);
+    if (rangedIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
-      for (const [i, id] of claimedIds.entries()) params[groupParam(i)] = id;
-      const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, claimedIds.length, exact);
-      return listings.page(`${limit} ${claimedIds.length}`, limit, rows, params, groupIds);
+      for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
+      const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, rangedIds.length, exact);
+      return listings.page(`${limit} ${rangedIds.length}`, limit, rows, params, groupIds);
     }
     const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, 'joined', exact);
-    return listings.page(`${limit} joined`, limit, rows, { ...viewer, after }, groupIds);
+    return listings.page(`${limit} joined`, limit, rows, { user, after, ranged: byRange }, groupIds);
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
