@@ -15,6 +15,7 @@ import { loadGenerator, type LoadResult } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
 import { measureEvents, renderEvents, type EventResults } from './events.js';
 import { measureWrites, renderWrites, type WriteResults } from './writes.js';
+import { measureLargeGroups, renderLargeGroups, type LargeGroupResults } from './large-groups.js';
 
 // `npm run bench`: the ceiling (bare node:http) and Plant Store measured side by side in one run.
 // Every figure is printed, written to docs/benchmarks.json and, as a table, to docs/benchmarks.md.
@@ -34,6 +35,9 @@ const { values: args } = parseArgs({
     /** Skip the rows of users in many groups (and PostgreSQL's plan at 10^7), or run nothing else. */
     'no-groups': { type: 'boolean', default: false },
     'groups-only': { type: 'boolean', default: false },
+    /** Plants of the large-group rows' catalogues (joins of a group given all of them, imports with groups). */
+    'large-group-plants': { type: 'string', default: '1000000' },
+    'large-groups-only': { type: 'boolean', default: false },
     /** Skip the write rows, or run nothing else (a quick look at writes). */
     'no-writes': { type: 'boolean', default: false },
     'writes-only': { type: 'boolean', default: false },
@@ -676,6 +680,35 @@ async function benchGroups(dir: string, plants: number, withPostgres: boolean, l
   return results;
 }
 
+/** The large-group rows (bench/large-groups.ts), on SQLite and, when it answers, PostgreSQL. */
+async function benchLargeGroups(dir: string): Promise<LargeGroupResults> {
+  const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
+  return measureLargeGroups(
+    {
+      root: ROOT,
+      dir,
+      plants: Number(args['large-group-plants']),
+      log,
+      startService,
+      importFile: (db, file) => {
+        const started = process.hrtime.bigint();
+        const result = spawnSync(process.execPath, [CLI, '--db', db, 'import', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        if (result.status !== 0) throw new Error(`import failed: ${String(result.stderr)}`);
+        spawnSync('sync');
+        return seconds;
+      },
+      tokensFor,
+    },
+    pgSkip
+      ? pgSkip
+      : {
+          url: (schema) => `${args.pg}${args.pg.includes('?') ? '&' : '?'}schema=${schema}`,
+          drop: (schema) => dropSchema(args.pg, schema),
+        },
+  );
+}
+
 /**
  * Vacuums and analyzes a freshly imported PostgreSQL catalogue, as autovacuum soon would: otherwise autovacuum
  * takes it up during the rounds, and index-only scans still visit the heap.
@@ -760,6 +793,15 @@ async function main(): Promise<void> {
     try {
       const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
       const { section, targets } = renderGroups(await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']));
+      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return;
+  }
+  if (args['large-groups-only']) {
+    try {
+      const { section, targets } = renderLargeGroups(await benchLargeGroups(dir), Number(args['large-group-plants']));
       process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -927,6 +969,12 @@ async function main(): Promise<void> {
 
     // 9. Users in many groups, and PostgreSQL's page at 10^7 (with --with-1e7).
     if (!args['no-groups']) results.groups = await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']);
+
+    // 10. Large groups: imports with groups, joins of a group given every plant, shares with 10^5 members.
+    if (!args['no-groups']) {
+      results.largeGroups = await benchLargeGroups(dir);
+      results.largeGroupPlants = Number(args['large-group-plants']);
+    }
   } finally {
     await ceiling.stop();
     await rm(dir, { recursive: true, force: true });
@@ -1093,6 +1141,9 @@ function renderReport(r: Record<string, unknown>): string {
   if (events) lines.push('', ...events.section);
   const groups = r.groups === undefined ? undefined : renderGroups(r.groups as GroupResults);
   if (groups) lines.push('', ...groups.section);
+  const largeGroups =
+    r.largeGroups === undefined ? undefined : renderLargeGroups(r.largeGroups as LargeGroupResults, r.largeGroupPlants as number);
+  if (largeGroups) lines.push('', ...largeGroups.section);
 
   const p50At = (n: number, cached: boolean) => {
     const s = scale.find((x) => x.plants === n);
@@ -1163,6 +1214,7 @@ function renderReport(r: Record<string, unknown>): string {
   if (writes) lines.push(...writes.targets);
   if (events) lines.push(...events.targets);
   if (groups) lines.push(...groups.targets);
+  if (largeGroups) lines.push(...largeGroups.targets);
   return lines.join('\n');
 }
 
