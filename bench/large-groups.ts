@@ -224,7 +224,7 @@ async function measureBackend(ctx: LargeGroupContext, fresh: (name: string) => P
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let out = '';
-    child.stdout!.on('data', (chunk) => (out += String(chunk)));
+    child.stdout.on('data', (chunk) => (out += String(chunk)));
     await once(child, 'exit');
     const changes = JSON.parse(out) as { join: number[]; leave: number[]; failures: string[] };
     result.join = changes.join;

@@ -16,6 +16,7 @@ import { serverCpuSeconds } from './process-cpu.js';
 import { measureEvents, renderEvents, type EventResults } from './events.js';
 import { measureWrites, renderWrites, type WriteResults } from './writes.js';
 import { measureLargeGroups, renderLargeGroups, type LargeGroupResults } from './large-groups.js';
+import { measureWorstBodies, renderWorstBodies, type WorstBodyResults } from './worst-bodies.js';
 
 // `npm run bench`: the ceiling (bare node:http) and Plant Store measured side by side in one run.
 // Every figure is printed, written to docs/benchmarks.json and, as a table, to docs/benchmarks.md.
@@ -38,6 +39,8 @@ const { values: args } = parseArgs({
     /** Plants of the large-group rows' catalogues (joins of a group given all of them, imports with groups). */
     'large-group-plants': { type: 'string', default: '1000000' },
     'large-groups-only': { type: 'boolean', default: false },
+    /** Only the worst body of each route, and /healthz meanwhile. */
+    'worst-bodies-only': { type: 'boolean', default: false },
     /** Skip the write rows, or run nothing else (a quick look at writes). */
     'no-writes': { type: 'boolean', default: false },
     'writes-only': { type: 'boolean', default: false },
@@ -680,6 +683,14 @@ async function benchGroups(dir: string, plants: number, withPostgres: boolean, l
   return results;
 }
 
+/** The worst-bodies rows (bench/worst-bodies.ts), on SQLite. */
+function benchWorstBodies(dir: string): Promise<WorstBodyResults> {
+  return measureWorstBodies(
+    { log, startService, tokensFor, importRecords: (db, records) => importRecords(db, dir, records) },
+    join(dir, 'worst-bodies.db'),
+  );
+}
+
 /** The large-group rows (bench/large-groups.ts), on SQLite and, when it answers, PostgreSQL. */
 async function benchLargeGroups(dir: string): Promise<LargeGroupResults> {
   const pgSkip = args['no-postgres'] ? 'disabled with --no-postgres' : await postgresReachable(args.pg);
@@ -793,6 +804,15 @@ async function main(): Promise<void> {
     try {
       const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
       const { section, targets } = renderGroups(await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']));
+      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return;
+  }
+  if (args['worst-bodies-only']) {
+    try {
+      const { section, targets } = renderWorstBodies(await benchWorstBodies(dir));
       process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -970,7 +990,10 @@ async function main(): Promise<void> {
     // 9. Users in many groups, and PostgreSQL's page at 10^7 (with --with-1e7).
     if (!args['no-groups']) results.groups = await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']);
 
-    // 10. Large groups: imports with groups, joins of a group given every plant, shares with 10^5 members.
+    // 10. The worst body of each route.
+    results.worstBodies = await benchWorstBodies(dir);
+
+    // 11. Large groups: imports with groups, joins of a group given every plant, shares with 10^5 members.
     if (!args['no-groups']) {
       results.largeGroups = await benchLargeGroups(dir);
       results.largeGroupPlants = Number(args['large-group-plants']);
@@ -1141,6 +1164,8 @@ function renderReport(r: Record<string, unknown>): string {
   if (events) lines.push('', ...events.section);
   const groups = r.groups === undefined ? undefined : renderGroups(r.groups as GroupResults);
   if (groups) lines.push('', ...groups.section);
+  const worstBodies = r.worstBodies === undefined ? undefined : renderWorstBodies(r.worstBodies as WorstBodyResults);
+  if (worstBodies) lines.push('', ...worstBodies.section);
   const largeGroups =
     r.largeGroups === undefined ? undefined : renderLargeGroups(r.largeGroups as LargeGroupResults, r.largeGroupPlants as number);
   if (largeGroups) lines.push('', ...largeGroups.section);
@@ -1214,6 +1239,7 @@ function renderReport(r: Record<string, unknown>): string {
   if (writes) lines.push(...writes.targets);
   if (events) lines.push(...events.targets);
   if (groups) lines.push(...groups.targets);
+  if (worstBodies) lines.push(...worstBodies.targets);
   if (largeGroups) lines.push(...largeGroups.targets);
   return lines.join('\n');
 }

@@ -151,6 +151,20 @@ for (const backend of BACKENDS) {
       assertError(await access('alice', 0), 400, 40001);
     });
 
+    it('bounds the work of a body of many names: over 1,000 refused by their count, a repeat named', async () => {
+      await create('alice', 7006, 'Sorrel');
+      // 16,000 repeats of one name fit in 64 KiB; reporting every repeat once cost seconds of the event loop.
+      const counted = assertError(await replace('alice', 7006, { public: false, users: Array(16_000).fill('a'), groups: [] }), 400, 40005);
+      assert.equal(counted.message, 'field "users" must not have more than 1000 items (it has 16000)');
+      const names = [...Array.from({ length: 999 }, (_, i) => `u${i}`), 'u7'];
+      const repeated = assertError(await replace('alice', 7006, { public: false, users: [], groups: names }), 400, 40005);
+      assert.equal(repeated.message, 'field "groups" must not have duplicate items: "u7" is given more than once');
+      // Arrays nested 5,000 deep where names belong: hashing them for repeats overflowed the stack (500).
+      const nested = `{"public":false,"users":${'['.repeat(5000)}${']'.repeat(5000)},"groups":[]}`;
+      const deep = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', nested);
+      assert.equal(assertError(deep, 400, 40005).message, 'field "users.0" must be string');
+    });
+
     it('changes the access only while it is at the version If-Match names (412 otherwise, with the current ETag)', async () => {
       await create('alice', 7005, 'Thyme');
       const read = await access('alice', 7005);
