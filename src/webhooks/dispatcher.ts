@@ -15,7 +15,7 @@ export interface DispatcherOptions {
   pollMs: number;
   /** How long a claimed delivery is this process's: past it (a crash), another process delivers it. */
   leaseMs: number;
-  /** A receiver that has not answered with a status in this long has failed this attempt. */
+  /** An attempt's deadline: without a status by then it has failed; a body still arriving then is cut off (see WebhookSender). */
   timeoutMs: number;
   /** Deliveries in flight at once, per process. */
   concurrency: number;

@@ -18,6 +18,9 @@ interface Target {
 /** Targets kept at most: endpoints are few, and a URL never changes under its endpoint. */
 const MAX_TARGETS = 1_000;
 
+/** The most of a receiver's answer body read to keep its connection (undici's default). */
+const DUMPED_BYTES = 256 * 1024;
+
 /** undici's timeouts, which the dispatcher's log and `webhooks deliveries` name as the receiver's silence. */
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
@@ -34,25 +37,33 @@ export class WebhookSender {
 
   constructor(
     private readonly allowPrivate: boolean,
-    /** How long a receiver has to connect, to answer with a status, and to send the rest of its answer. */
+    /** How long an attempt may take, from connecting to the end of the answer (see `post`). */
     private readonly timeoutMs: number,
   ) {
     this.lookup = checkedLookup(allowPrivate);
   }
 
-  /** Posts `body`; fails with ETIMEDOUT if the receiver has not answered with a status within the timeout. */
+  /**
+   * Posts `body`; fails with ETIMEDOUT if the receiver has not answered with a status within the timeout. The
+   * attempt has one deadline, from connecting to the end of the answer's body: the status decides the outcome, and a
+   * body still arriving at the deadline is cut off (its connection closed) without changing it, so a receiver that
+   * trickles its body after a 2xx neither holds the attempt past its lease nor gets the event again.
+   */
   async post(url: string, headers: Record<string, string>, body: string): Promise<ReceiverAnswer> {
     const target = this.targetOf(url);
     // A literal address is connected to without a lookup: judged here.
     if (target.refused !== undefined) throw Object.assign(new Error(`refused: ${target.refused}`), { code: 'EWEBHOOKADDRESS' });
+    const deadline = AbortSignal.timeout(this.timeoutMs);
+    let res: Awaited<ReturnType<Pool['request']>>;
     try {
-      const res = await target.pool.request({ path: target.path, method: 'POST', headers, body });
-      // Read to the end, so that the connection can carry the next delivery.
-      await res.body.dump();
-      return { status: res.statusCode, headers: res.headers };
+      res = await target.pool.request({ path: target.path, method: 'POST', headers, body, signal: deadline });
     } catch (err) {
-      throw this.named(err as NodeJS.ErrnoException);
+      throw this.named(err as NodeJS.ErrnoException, deadline);
     }
+    // Read to the end, so that the connection can carry the next delivery; past the deadline or a body of more
+    // than DUMPED_BYTES, it is dropped instead.
+    await res.body.dump({ limit: DUMPED_BYTES, signal: deadline }).catch(() => {});
+    return { status: res.statusCode, headers: res.headers };
   }
 
   /** Cuts off every request in flight and closes every kept-alive connection (the process is stopping). */
@@ -92,8 +103,8 @@ export class WebhookSender {
   }
 
   /** undici's errors as an operator reads them: a timeout is ETIMEDOUT; a connection's failure, its own code. */
-  private named(err: NodeJS.ErrnoException): Error {
-    if (err.code !== undefined && TIMEOUT_CODES.has(err.code)) {
+  private named(err: NodeJS.ErrnoException, deadline: AbortSignal): Error {
+    if (deadline.aborted || (err.code !== undefined && TIMEOUT_CODES.has(err.code))) {
       return Object.assign(new Error(`no answer within ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' });
     }
     const cause = (err as { cause?: NodeJS.ErrnoException }).cause;

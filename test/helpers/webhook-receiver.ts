@@ -12,7 +12,10 @@ export interface Received {
  * How the receiver answers its n-th request (1 first): a status (after `delayMs`, if given), or 'hold' to leave it
  * unanswered (in flight).
  */
-export type Answer = { status: number; headers?: Record<string, string>; delayMs?: number } | 'hold';
+export type Answer = { status: number; headers?: Record<string, string>; delayMs?: number; trickleMs?: number } | 'hold';
+
+/** The body a trickling answer sends a byte at a time. */
+const TRICKLED_BYTES = 1_000;
 
 export interface Receiver {
   /** Where the receiver listens; `url` is `${base}/hooks`. */
@@ -34,7 +37,17 @@ export async function startReceiver(respond: (n: number, path: string) => Answer
       received.push({ path: req.url ?? '', headers: req.headers, body });
       const answer = respond(received.length, req.url ?? '');
       if (answer === 'hold') held.push(res);
-      else if (answer.delayMs === undefined) res.writeHead(answer.status, answer.headers).end();
+      else if (answer.trickleMs !== undefined) {
+        // The status at once, then the body a byte every trickleMs.
+        res.writeHead(answer.status, { ...answer.headers, 'content-length': String(TRICKLED_BYTES) });
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (res.destroyed || sent >= TRICKLED_BYTES) return clearInterval(timer);
+          res.write('x');
+          if (++sent === TRICKLED_BYTES) res.end();
+        }, answer.trickleMs);
+        res.on('close', () => clearInterval(timer));
+      } else if (answer.delayMs === undefined) res.writeHead(answer.status, answer.headers).end();
       else setTimeout(() => res.writeHead(answer.status, answer.headers).end(), answer.delayMs);
     });
   });

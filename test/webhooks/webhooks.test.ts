@@ -342,6 +342,31 @@ for (const backend of BACKENDS) {
       },
     );
 
+    it(
+      'a receiver that answers 2xx and then trickles its body has the event once: the attempt ends at its deadline',
+      { timeout: 30_000 },
+      async () => {
+        const store = await backend.open();
+        await seed(store, { users: [{ name: 'alice' }] });
+        const receiver = await startReceiver(() => ({ status: 200, trickleMs: 100 }));
+        await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+        // Each chunk within the timeout: only a deadline for the whole answer ends the attempt before its lease.
+        const server = await startApp(store, { webhooks: { ...FAST, leaseMs: 2_000, timeoutMs: 1_000 } });
+        try {
+          await addPlant(store, { id: 1, name: 'Trickled', owner: 'alice', public: false });
+          await until(() => receiver.received.length >= 1, 'the delivery');
+          // Three leases: long enough for a delivery still being read to be claimed and sent again.
+          await new Promise((resolve) => setTimeout(resolve, 6_000));
+          assert.equal(receiver.received.length, 1, 'the same event sent again');
+          const [delivery] = await store.webhooks.listDeliveries({ limit: 1 });
+          assert.deepEqual([delivery?.status, delivery?.attempts], ['delivered', 1]);
+        } finally {
+          await server.close();
+          await receiver.close();
+        }
+      },
+    );
+
     it('an endpoint that keeps failing rests as a whole, then a probe brings it back', { timeout: 60_000 }, async () => {
       const store = await backend.open();
       await seed(store, { users: [{ name: 'alice' }] });
