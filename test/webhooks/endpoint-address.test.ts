@@ -30,6 +30,16 @@ describe('webhook receiver addresses', () => {
       '100.100.100.200',
       '168.63.129.16',
       '::ffff:169.254.169.254',
+      // Carried by IPv6: IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo server and client, ISATAP.
+      '::a9fe:a9fe',
+      '::ffff:0:a9fe:a9fe',
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b:1:a9fe:a9:fe00::',
+      '2002:a9fe:a9fe::1',
+      '2001:0:a9fe:a9fe::1',
+      '2001:0:4136:e378:8000:63bf:5601:5601',
+      '2001:db8::200:5efe:a9fe:a9fe',
+      '2001:db8::5efe:a9fe:a9fe',
     ];
     for (const address of publicOnes) assert.equal(addressRefusal(address, false), undefined, address);
     for (const address of privateOnes) {

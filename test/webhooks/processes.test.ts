@@ -113,11 +113,21 @@ for (const backend of BACKENDS) {
         ['add', 'http://169.254.169.254/latest/meta-data', '--webhook-allow-private'],
         ['add', 'http://[fe80::1]/hooks', '--webhook-allow-private'],
         ['add', 'http://[fd00:ec2::254]/latest', '--webhook-allow-private'],
+        // 169.254.169.254 carried by IPv6: IPv4-compatible (refused by default too), IPv4-translated, NAT64 (well-known
+        // and local-use prefixes), 6to4, Teredo (the client's address inverted) and ISATAP.
+        ['add', 'http://[::a9fe:a9fe]/latest'],
+        ['add', 'http://[::a9fe:a9fe]/latest', '--webhook-allow-private'],
+        ['add', 'http://[::ffff:0:a9fe:a9fe]/latest', '--webhook-allow-private'],
+        ['add', 'http://[64:ff9b::a9fe:a9fe]/latest', '--webhook-allow-private'],
+        ['add', 'http://[64:ff9b:1:a9fe:a9:fe00::]/latest', '--webhook-allow-private'],
+        ['add', 'http://[2002:a9fe:a9fe::1]/latest', '--webhook-allow-private'],
+        ['add', 'http://[2001:0:4136:e378:8000:63bf:5601:5601]/latest', '--webhook-allow-private'],
+        ['add', 'http://[2001:db8::200:5efe:a9fe:a9fe]/latest', '--webhook-allow-private'],
       ]) {
         const run = await runCli(db, ['webhooks', ...bad]);
         assert.equal(run.code, 1, `${bad.join(' ')}: ${run.stderr}`);
         assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
-        if (bad[1]!.includes('169.254')) assert.match(run.stderr, /link-local or cloud metadata/);
+        if (bad[1]!.endsWith('/latest') || bad[1]!.includes('169.254')) assert.match(run.stderr, /link-local or cloud metadata/, bad[1]);
       }
       const allowed = await runCli(db, ['webhooks', 'add', 'http://10.0.0.7:3000/hooks', '--webhook-allow-private']);
       assert.equal(allowed.code, 0, allowed.stderr);
