@@ -12,7 +12,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund && npm rebuild better-sqlite3
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev --ignore-scripts
+# The service only: the typed client (npm run build builds it too) is not part of the image.
+RUN npm run build:service && npm prune --omit=dev --ignore-scripts
 
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
