@@ -712,7 +712,7 @@ export interface operations {
                     "application/json": components["schemas"]["PlantAccess"];
                 };
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -994,7 +994,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1119,7 +1119,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1244,7 +1244,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1369,7 +1369,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];

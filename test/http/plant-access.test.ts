@@ -173,7 +173,7 @@ for (const backend of BACKENDS) {
       // Another editor changes it first.
       assert.equal((await grantee('alice', 7005, 'PUT', 'users/bob')).status, 204);
       const stale = await replace('alice', 7005, { public: true, users: [], groups: [] }, { 'if-match': tag });
-      assertError(stale, 412, 41201);
+      assert.match(assertError(stale, 412, 41201).message, /read it again \(GET \/plants\/7005\/access, or this answer's ETag\)/);
       const current = stale.headers.etag!;
       assert.notEqual(current, tag);
       assert.deepEqual((await access('alice', 7005)).body, { public: false, users: ['bob'], groups: [] }, 'nothing changed');
@@ -183,6 +183,11 @@ for (const backend of BACKENDS) {
       const ok = await replace('alice', 7005, { public: true, users: ['bob'], groups: [] }, { 'if-match': `"x", ${current}` });
       assert.equal(ok.status, 200, ok.text);
       assert.equal((await grantee('alice', 7005, 'PUT', 'users/carol', { 'if-match': '*' })).status, 204);
+      // Not entity tags at all: the request is malformed (400), not a precondition that failed.
+      for (const malformed of ['v1', current.slice(1, -1), `${current} x`, 'W/abc', '"a""b"']) {
+        const refused = assertError(await grantee('alice', 7005, 'PUT', 'users/dave', { 'if-match': malformed }), 400, 40003);
+        assert.match(refused.message, /^If-Match must be \* or entity tags in double quotes/, malformed);
+      }
       assert.equal((await access('alice', 7005)).headers.etag, (await access('root', 7005)).headers.etag, 'one version whoever reads');
     });
 

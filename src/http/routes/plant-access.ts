@@ -43,7 +43,9 @@ const ifMatch = Type.Object({
 
 const accessErrors = {
   ...commonErrors,
-  400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or a name cannot be one of a user or group'),
+  400: errorResponse(
+    'unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003)',
+  ),
   403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
   404: errorResponse('No plant with this id that the caller can see'),
 };
@@ -200,8 +202,17 @@ function sendAccess(reply: FastifyReply, access: PlantAccess): PlantAccess {
  */
 export function ifMatchVersions(header: string | undefined): string[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
+  if (!ENTITY_TAGS.test(header)) {
+    throw new ApiError(
+      'bad_request',
+      `If-Match must be * or entity tags in double quotes, as the ETag header gives them (such as "v1"), not ${JSON.stringify(header.slice(0, 40))}`,
+    );
+  }
   return [...header.matchAll(/(W\/)?"([^"]*)"/g)].filter((m) => m[1] === undefined).map((m) => m[2]!);
 }
+
+/** An If-Match list of entity tags (RFC 9110, 8.8.3 and 13.1.1): strong or weak, comma-separated. */
+const ENTITY_TAGS = /^[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*(?:,[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*)*$/;
 
 /** Makes one change of the caller's, and turns every refusal into its Error answer. */
 async function change(
@@ -226,9 +237,11 @@ async function change(
     case 'unchanged':
       return written.access;
     case 'stale':
-      throw new ApiError('access_changed', `the access of plant ${id} is no longer at the version If-Match names`, {
-        etag: tagOf(written.access),
-      });
+      throw new ApiError(
+        'access_changed',
+        `the access of plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}/access, or this answer's ETag) and send the change with that version`,
+        { etag: tagOf(written.access) },
+      );
     case 'unknown': {
       const message = written.grantees.map(noSuchGrantee).join('; ');
       if (namesFrom === 'body') throw new ApiError('unknown_grantee', message);
