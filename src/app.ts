@@ -128,8 +128,38 @@ function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' && request.method === 'DELETE') return done(null, undefined);
-    void parseJson(request, body as string, done);
+    void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
   });
+}
+
+/**
+ * Why a body is not JSON the service takes, in its own words, with where it breaks. Fastify's parser keeps no
+ * position, so a refused body is parsed again here, on the refusal's path only: if it parses, what was refused is
+ * a `__proto__` or `constructor` key.
+ */
+function notJson(body: string): ApiError {
+  if (body.trim() === '') return new ApiError('invalid_body', 'the request body is empty: send a JSON object');
+  let message: string;
+  try {
+    JSON.parse(body);
+    return new ApiError('invalid_body', 'the request body has a "__proto__" or "constructor" key, which the service does not take');
+  } catch (err) {
+    message = (err as Error).message;
+  }
+  const at = /at position (\d+)/.exec(message);
+  let where: string;
+  if (at) {
+    const position = Number(at[1]);
+    const before = body.slice(0, position);
+    const near = body.slice(Math.max(0, position - 10), position + 10);
+    where = `it breaks at line ${before.split('\n').length}, column ${position - before.lastIndexOf('\n')}, near ${JSON.stringify(near)}`;
+  } else if (/Unexpected end/.test(message)) {
+    where = 'it ends too soon';
+  } else {
+    // V8 names the token and the text around it when it gives no position.
+    where = message.replace(/^Unexpected token/, 'unexpected');
+  }
+  return new ApiError('invalid_body', `the request body is not valid JSON: ${where}`);
 }
 
 /**

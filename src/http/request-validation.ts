@@ -8,7 +8,22 @@ import { sharedSchemas } from './schemas.js';
 const context = Object.fromEntries(sharedSchemas.map((schema) => [(schema as { $id?: string }).$id!, schema as TSchema]));
 
 /** A body's first problem, in words: the field it is about and what is wrong with it. */
-function bodyProblem(errors: ReturnType<ReturnType<typeof Compile>['Errors']>): string {
+/** What a body field's schema says of it, for a message that names a missing field. */
+interface FieldSchema {
+  description?: string;
+  minimum?: number;
+  maximum?: number;
+}
+
+/** A missing field, with what it is and the values it takes, from its schema. */
+function missingField(name: string, field: FieldSchema | undefined): string {
+  const range =
+    field?.minimum !== undefined && field.maximum !== undefined ? `, a whole number from ${field.minimum} to ${field.maximum}` : '';
+  const what = field?.description === undefined ? '' : `: ${field.description[0]!.toLowerCase()}${field.description.slice(1)}`;
+  return `${JSON.stringify(name)}${what}${range}`;
+}
+
+function bodyProblem(errors: ReturnType<ReturnType<typeof Compile>['Errors']>, fields: Map<string, FieldSchema> | undefined): string {
   const unknown = errors.find((e) => e.keyword === 'unevaluatedProperties' || e.keyword === 'additionalProperties');
   const first = errors.find((e) => e !== unknown) ?? unknown;
   if (first === undefined) return 'the request body is invalid';
@@ -18,7 +33,7 @@ function bodyProblem(errors: ReturnType<ReturnType<typeof Compile>['Errors']>): 
   }
   if (first.keyword === 'required') {
     const missing = (first.params as { requiredProperties?: string[] }).requiredProperties ?? [];
-    return `the request body is missing ${missing.map((f) => JSON.stringify(f)).join(', ')}`;
+    return `the request body is missing ${missing.map((f) => missingField(f, fields?.get(f))).join('; ')}`;
   }
   const where = first.instancePath ? `field "${first.instancePath.slice(1).replaceAll('/', '.')}"` : 'the request body';
   return `${where} ${first.message}`;
@@ -129,12 +144,12 @@ function paramsValidation(validator: Validator, properties: Properties): Validat
  * that has fields besides them is refused by naming them, without the validator's list of every error, which grows
  * with a body of thousands of fields.
  */
-function bodyFields(schema: unknown): Set<string> | undefined {
-  const fields = new Set<string>();
+function bodyFields(schema: unknown): Map<string, FieldSchema> | undefined {
+  const fields = new Map<string, FieldSchema>();
   const visit = (node: unknown): boolean => {
-    const s = node as { $ref?: string; allOf?: unknown[]; properties?: Record<string, unknown> };
+    const s = node as { $ref?: string; allOf?: unknown[]; properties?: Record<string, FieldSchema> };
     if (s.$ref !== undefined) return s.$ref in context && visit(context[s.$ref]);
-    for (const name of Object.keys(s.properties ?? {})) fields.add(name);
+    for (const [name, field] of Object.entries(s.properties ?? {})) fields.set(name, field);
     return (s.allOf ?? []).every(visit);
   };
   const closed = (schema as { unevaluatedProperties?: unknown; additionalProperties?: unknown; $ref?: string }) ?? {};
@@ -204,7 +219,7 @@ function arrayProblem(data: Record<string, unknown>, arrays: readonly ArrayField
   return undefined;
 }
 
-function bodyValidation(validator: Validator, fields: Set<string> | undefined, arrays: readonly ArrayField[]): Validation {
+function bodyValidation(validator: Validator, fields: Map<string, FieldSchema> | undefined, arrays: readonly ArrayField[]): Validation {
   return (data: unknown) => {
     if (arrays.length > 0 && typeof data === 'object' && data !== null && !Array.isArray(data)) {
       const problem = arrayProblem(data as Record<string, unknown>, arrays);
@@ -219,6 +234,6 @@ function bodyValidation(validator: Validator, fields: Set<string> | undefined, a
       const named = unknown.slice(0, 5).map(shown).join(', ') + (unknown.length > 5 ? ` and ${unknown.length - 5} more` : '');
       return { error: new ApiError('invalid_body', `the request body has fields this operation does not take: ${named}`) };
     }
-    return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data))) };
+    return { error: new ApiError('invalid_body', bodyProblem(validator.Errors(data), fields)) };
   };
 }

@@ -94,7 +94,11 @@ for (const backend of BACKENDS) {
       const cases: Array<[unknown, RegExp]> = [
         [{ id: 5003, name: 'X', owner: 'bob' }, /owner/],
         [{ id: 5003, name: 'X', public: true }, /public/],
-        [{ name: 'X' }, /"id"/],
+        // A missing id says how to choose one.
+        [
+          { name: 'X' },
+          /^the request body is missing "id": identification number of the plant, chosen by the client; unique in the store, a whole number from 1 to 9007199254740991$/,
+        ],
         [{ id: 5003 }, /"name"/],
         [{ id: 0, name: 'X' }, /id/],
         [{ id: 1.5, name: 'X' }, /id/],
@@ -103,7 +107,12 @@ for (const backend of BACKENDS) {
         [{ id: 5003, name: 'X', tag: 7 }, /tag/],
         [{ id: 5003, name: '' }, /name/],
         [[{ id: 5003, name: 'X' }], /object/],
-        ['{"id": 5003,', /JSON/],
+        // Not JSON: the service's words, with where it breaks.
+        ['{"id": 5003,', /^the request body is not valid JSON: /],
+        ['{"id": 5003, "name": "X",}', /^the request body is not valid JSON: it breaks at line 1, column 26, near /],
+        ['{"id": 5003,\n "name": X}', /^the request body is not valid JSON: unexpected 'X'/],
+        ['', /^the request body is empty: send a JSON object$/],
+        ['{"id": 5003, "name": "X", "__proto__": {"x": 1}}', /"__proto__" or "constructor" key/],
       ];
       for (const [body, message] of cases) {
         const { message: said } = assertError(await create('alice', body), 400, 40005);
