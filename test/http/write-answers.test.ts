@@ -31,7 +31,7 @@ for (const backend of BACKENDS) {
     before(async () => {
       db = await backend.freshDb();
       store = await openStore({ db });
-      tokens = (await seed(store, { users: [{ name: 'alice' }, { name: 'bob' }, { name: 'writer' }] })).tokens;
+      tokens = (await seed(store, { users: [{ name: 'alice' }, { name: 'bob' }, { name: 'writer' }, { name: 'refused' }] })).tokens;
       server = await startApp(store, { config: { corsOrigins: 'https://app.example' } });
     });
     after(async () => {
@@ -95,6 +95,26 @@ for (const backend of BACKENDS) {
         assert.equal((await rawRequest(limited.url, '/plants', bearer(tokens.writer!))).status, 200, 'reads keep their own budget');
         const bobs = await create('bob', { id: nextId++, name: "bob's" }, JSON_BODY, '/plants', limited);
         assert.equal(bobs.status, 200, "another user's budget is his own");
+      } finally {
+        await limited.close();
+      }
+    });
+
+    it('spends no write budget on a write refused as malformed (400, 415)', async () => {
+      const limited = await startApp(store, { config: { writeRateLimit: '2/1m' } });
+      try {
+        for (let i = 0; i < 5; i++) {
+          assertError(await create('refused', { name: 'no id' }, JSON_BODY, '/plants', limited), 400, 40005);
+          assertError(
+            await create('refused', 'id=1', { 'content-type': 'application/x-www-form-urlencoded' }, '/plants', limited),
+            415,
+            41501,
+          );
+          assertError(await remove('refused', '/plants/0', {}, limited), 400, 40001);
+        }
+        assert.equal((await create('refused', { id: nextId++, name: 'first' }, JSON_BODY, '/plants', limited)).status, 200);
+        assert.equal((await create('refused', { id: nextId++, name: 'second' }, JSON_BODY, '/plants', limited)).status, 200);
+        assertError(await create('refused', { id: nextId++, name: 'third' }, JSON_BODY, '/plants', limited), 429, 42903);
       } finally {
         await limited.close();
       }

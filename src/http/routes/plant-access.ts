@@ -110,7 +110,8 @@ export async function plantAccessRoutes(
   routes.put(
     '/plants/:id/access',
     {
-      onRequest: [authenticate, budget, requireJsonAcceptable],
+      onRequest: [authenticate, requireJsonAcceptable],
+      preHandler: budget,
       schema: {
         operationId: 'putPlantAccess',
         summary: 'Replace who has access to a plant',
@@ -166,7 +167,8 @@ export async function plantAccessRoutes(
       routes.route({
         method,
         url: path,
-        onRequest: [authenticate, budget],
+        onRequest: authenticate,
+        preHandler: budget,
         schema: {
           operationId: `${kind}PlantWith${what === 'user' ? 'User' : 'Group'}`,
           summary: sharing ? `Share a plant with a ${what}` : `Stop sharing a plant with a ${what}`,

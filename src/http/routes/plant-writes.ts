@@ -75,7 +75,7 @@ export async function plantWriteRoutes(
 
   routes.post(
     '/plants',
-    { onRequest: [authenticate, budget, requireJsonAcceptable], bodyLimit: NEW_PLANT_BODY_LIMIT, schema: createPlantSchema },
+    { onRequest: [authenticate, requireJsonAcceptable], preHandler: budget, bodyLimit: NEW_PLANT_BODY_LIMIT, schema: createPlantSchema },
     async (request) => {
       const plant = request.body as NewPlant;
       try {
@@ -88,7 +88,7 @@ export async function plantWriteRoutes(
     },
   );
 
-  routes.delete('/plants/:id', { onRequest: [authenticate, budget], schema: deletePlantSchema }, async (request, reply) => {
+  routes.delete('/plants/:id', { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
     switch (await store.deletePlant(request.viewer!, id as PlantId)) {
       case 'deleted':

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, preHandlerHookHandler } from 'fastify';
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
@@ -80,8 +80,11 @@ export const commonErrors = {
   ),
 };
 
-/** The per-user budget of writes, after authentication: the user's, whichever token or JWT the request carries. */
-export function userWriteBudget(writeBudget: RateLimiter | undefined): onRequestHookHandler {
+/**
+ * The per-user budget of writes: the user's, whichever token or JWT the request carries. A preHandler, after the
+ * request's body and parameters are validated: a write refused as malformed (400, 413, 415) spends none of it.
+ */
+export function userWriteBudget(writeBudget: RateLimiter | undefined): preHandlerHookHandler {
   return (request, reply, done) =>
     writeBudget === undefined ? done() : writeBudget.checkKey(`user:${request.viewer!.userId}`, reply, done);
 }
