@@ -245,7 +245,7 @@ export const SETTINGS = {
     default: '600/1m',
     summary: 'writes (creates, deletes, access changes) per user per window, e.g. 600/1m, or off',
     meaning:
-      'Writes per window per user (creates, deletes and changes of a plant\'s access; one refused as malformed, 400, 413 or 415, counts for nothing), every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).',
+      "Writes per window per user (creates, deletes and changes of a plant's access; one refused as malformed, 400, 413 or 415, counts for nothing), every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).",
     table: 'service',
     parse: (text) => parseRateLimit(text ?? ''),
   }),
