@@ -126,6 +126,19 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     );
   });
 
+  it('warns about an endpoint every delivery will refuse: a loopback one, unless private receivers are allowed', async () => {
+    const db = join(dir, 'refused-webhooks.db');
+    await prepare(
+      () => openStore({ db: db }),
+      (store) => store.webhooks.addEndpoint('http://127.0.0.1:9/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw').then(() => {}),
+    );
+    const refused = byName((await doctor(db)).checks, 'webhooks');
+    assert.equal(refused.status, 'warn');
+    assert.match(refused.detail, /every delivery will be refused: http:\/\/127\.0\.0\.1:9\/hooks \(127\.0\.0\.1 is a loopback address/);
+    assert.match(refused.fix ?? '', /--webhook-allow-private/);
+    assert.equal(byName((await doctor(db, ['--webhook-allow-private'])).checks, 'webhooks').status, 'ok');
+  });
+
   it('fails with exit 1 and one clear line on an invalid configuration', async () => {
     const run = await runCli(join(dir, 'any.db'), ['doctor', '--port', '99999']);
     assert.equal(run.code, 1);

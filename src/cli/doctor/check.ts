@@ -2,6 +2,7 @@ import { DEFAULT_MIGRATION_TABLE } from 'kysely';
 import { activeTokenSql } from '../../catalogue/tokens.js';
 import { knownMigrationNames } from '../../store/migrations/index.js';
 import { WAITING_DELIVERY } from '../../store/webhook-outbox.js';
+import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { VERSION } from '../../version.js';
 
 export type Status = 'ok' | 'warn' | 'fail' | 'skip';
@@ -27,7 +28,7 @@ export interface Inspector {
 }
 
 /** Compares the migrations a database records with the ones this version knows; never migrates. */
-export async function schemaChecks(db: Inspector): Promise<Check[]> {
+export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean): Promise<Check[]> {
   if (!(await db.tableExists(DEFAULT_MIGRATION_TABLE))) {
     return [
       warn(
@@ -62,11 +63,18 @@ export async function schemaChecks(db: Inspector): Promise<Check[]> {
       skip('counts', 'schema not up to date'),
     ];
   }
-  return [ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`), await countCheck(db), await webhookCheck(db)];
+  return [
+    ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`),
+    await countCheck(db),
+    await webhookCheck(db, webhookAllowPrivate),
+  ];
 }
 
-/** Webhook endpoints that are disabled (410) or whose deliveries fail: a receiver someone should look at. */
-async function webhookCheck(db: Inspector): Promise<Check> {
+/**
+ * Webhook endpoints that are disabled (410), whose deliveries fail, or whose address every delivery will refuse
+ * (a loopback or private one without private receivers allowed): a receiver someone should look at.
+ */
+async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check> {
   const count = async (sql: string) => Number((await db.column(sql))[0]);
   const endpoints = await count('SELECT count(*) FROM webhook_endpoints');
   if (endpoints === 0) return ok('webhooks', 'no endpoints registered');
@@ -77,8 +85,14 @@ async function webhookCheck(db: Inspector): Promise<Check> {
          WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`,
     )
   ).map(String);
+  const enabled = (await db.column('SELECT url FROM webhook_endpoints WHERE disabled_at IS NULL ORDER BY id')).map(String);
+  const refused = enabled.flatMap((url) => {
+    const why = urlRefusal(new URL(url), allowPrivate);
+    return why === undefined ? [] : [`${url} (${why})`];
+  });
   const backlog = await count(`SELECT count(*) FROM webhook_deliveries d WHERE ${WAITING_DELIVERY}`);
   const problems = [
+    ...(refused.length > 0 ? [`every delivery will be refused: ${refused.join(', ')}`] : []),
     ...(disabled.length > 0 ? [`disabled (answered 410): ${disabled.join(', ')}`] : []),
     ...(failing.length > 0 ? [`failing: ${failing.join(', ')}`] : []),
   ];
@@ -87,7 +101,9 @@ async function webhookCheck(db: Inspector): Promise<Check> {
   return warn(
     'webhooks',
     detail,
-    'see "plantstore webhooks deliveries"; then "webhooks enable ID" or "webhooks retry" once the receiver works',
+    refused.length > 0
+      ? 'serve with --webhook-allow-private if the receiver is inside your network, or remove the endpoint ("plantstore webhooks remove ID")'
+      : 'see "plantstore webhooks deliveries"; then "webhooks enable ID" or "webhooks retry" once the receiver works',
   );
 }
 

@@ -45,7 +45,7 @@ async function withClient<T>(settings: pg.ClientConfig, run: (client: pg.Client)
 const UNREACHABLE_FIX = 'start PostgreSQL there, or correct the host, port, user, password and database in --db / PLANTSTORE_DB';
 
 /** Reachability, version, a pool connection the way serve opens them, the replica, schema and counts. */
-export async function postgresChecks(config: StoreConfig, workers: number): Promise<Check[]> {
+export async function postgresChecks(config: StoreConfig, workers: number, webhookAllowPrivate: boolean): Promise<Check[]> {
   let parsed: ReturnType<typeof connectionSettings>;
   try {
     parsed = connectionSettings(config.db);
@@ -81,12 +81,15 @@ export async function postgresChecks(config: StoreConfig, workers: number): Prom
         return;
       }
       checks.push(
-        ...(await schemaChecks({
-          // to_regclass follows the search_path, so this finds the table in the URL's schema.
-          tableExists: async (name) =>
-            (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
-          column: async (sql) => (await client.query({ text: sql, rowMode: 'array' })).rows.map((row: unknown[]) => row[0]),
-        })),
+        ...(await schemaChecks(
+          {
+            // to_regclass follows the search_path, so this finds the table in the URL's schema.
+            tableExists: async (name) =>
+              (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
+            column: async (sql) => (await client.query({ text: sql, rowMode: 'array' })).rows.map((row: unknown[]) => row[0]),
+          },
+          webhookAllowPrivate,
+        )),
       );
     });
   } catch (err) {

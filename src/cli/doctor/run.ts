@@ -29,7 +29,12 @@ export async function runChecks(command: Command, flags: Omit<ConfigInput, 'db'>
   }
   const checks = [configCheck(config), ...(await listenChecks(config.server)), ...(await jwtChecks(config.app.jwt))];
   const { store } = config;
-  checks.push(...(isPostgresUrl(store.db) ? await postgresChecks(store, config.server.workers) : await sqliteChecks(store.db)));
+  const allowPrivate = config.app.webhookAllowPrivate;
+  checks.push(
+    ...(isPostgresUrl(store.db)
+      ? await postgresChecks(store, config.server.workers, allowPrivate)
+      : await sqliteChecks(store.db, allowPrivate)),
+  );
   return checks;
 }
 

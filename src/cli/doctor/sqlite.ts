@@ -13,7 +13,7 @@ function canAccess(path: string, mode: number): boolean {
 }
 
 /** File, permissions, journal mode, integrity, schema and counts of a SQLite database, without changing it. */
-export async function sqliteChecks(path: string): Promise<Check[]> {
+export async function sqliteChecks(path: string, webhookAllowPrivate: boolean): Promise<Check[]> {
   if (path === ':memory:') {
     return [warn('database', 'SQLite in memory: everything is lost when the process exits', 'give --db a file path for data that lasts')];
   }
@@ -43,7 +43,7 @@ export async function sqliteChecks(path: string): Promise<Check[]> {
     ];
   }
   try {
-    return [...permissions, ...(await openDatabaseChecks(sqlite, file))];
+    return [...permissions, ...(await openDatabaseChecks(sqlite, file, webhookAllowPrivate))];
   } catch (err) {
     return [
       ...permissions,
@@ -95,7 +95,7 @@ function permissionCheck(file: string, mode: number, shown: string, size: number
 }
 
 /** Journal mode, integrity and schema of an open database. */
-async function openDatabaseChecks(sqlite: BetterSqlite3.Database, file: string): Promise<Check[]> {
+async function openDatabaseChecks(sqlite: BetterSqlite3.Database, file: string, webhookAllowPrivate: boolean): Promise<Check[]> {
   let journal: string;
   try {
     journal = String(sqlite.pragma('journal_mode', { simple: true }));
@@ -116,9 +116,13 @@ async function openDatabaseChecks(sqlite: BetterSqlite3.Database, file: string):
           `quick_check: ${messages.join('; ')}`,
           'stop the service and restore from a backup (or export what can be read and import it into a new file)',
         ),
-    ...(await schemaChecks({
-      tableExists: async (name) => sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
-      column: async (sql) => sqlite.prepare(sql).pluck().all(),
-    })),
+    ...(await schemaChecks(
+      {
+        tableExists: async (name) =>
+          sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
+        column: async (sql) => sqlite.prepare(sql).pluck().all(),
+      },
+      webhookAllowPrivate,
+    )),
   ];
 }
