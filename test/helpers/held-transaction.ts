@@ -16,8 +16,16 @@ export interface HeldTransaction {
 export async function holdTransaction(db: string, statements: string): Promise<HeldTransaction> {
   if (db.startsWith('postgres')) {
     const client = await connectPostgres(db);
-    await client.query('BEGIN');
-    await client.query(statements);
+    try {
+      await client.query('BEGIN');
+      await client.query(statements);
+    } catch (err) {
+      // Lost a deadlock or a key: rolled back and closed, as psql's session would be; an open client would keep the
+      // test's process alive after its last test.
+      await client.query('ROLLBACK').catch(() => {});
+      await client.end().catch(() => {});
+      throw err;
+    }
     const end = async (how: string) => {
       try {
         await client.query(how);
