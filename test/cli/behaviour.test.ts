@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { PG_URL, requirePostgres } from '../helpers/postgres.js';
+import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
 import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
@@ -187,6 +187,25 @@ describe('plantstore CLI: the database named by --db', () => {
       /PostgreSQL has no database "plantstore_no_such_database" at .*: create it \(createdb\), or check --db/,
     );
   });
+
+  it(
+    'a command that only reads, on a PostgreSQL database Plant Store never used, says so and creates nothing',
+    { skip: skipPostgres },
+    async () => {
+      const { schema, url } = freshSchema();
+      await adminQuery(`CREATE SCHEMA ${schema}`);
+      try {
+        for (const args of [['users', 'list'], ['export'], ['webhooks', 'list']]) {
+          await fails(url, args, /^plantstore: no Plant Store tables in schema ".*" of that database: .*"plantstore migrate"\n$/);
+        }
+        assert.deepEqual(await adminQuery('SELECT tablename FROM pg_tables WHERE schemaname = $1', [schema]), [], 'nothing was created');
+        await ok(url, ['users', 'add', 'alice']);
+        assert.match((await ok(url, ['users', 'list'])).stdout, /alice/);
+      } finally {
+        await dropSchema(schema);
+      }
+    },
+  );
 
   it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {
     const db = join(dir, 'pipe.db');

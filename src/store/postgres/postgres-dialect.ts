@@ -33,6 +33,16 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
       if (rows.length === 0)
         throw notFound(`no schema "${schema}" in that database: check --db (or PLANTSTORE_DB), or create it with "plantstore migrate"`);
     }
+    if (options.create === false) {
+      // A command that only reads (users list) on a database Plant Store never used says so, instead of creating
+      // the tables there (a --db naming the wrong database).
+      const { rows } = await pool.query<{ found: boolean }>("SELECT to_regclass('kysely_migration') IS NOT NULL AS found");
+      if (!rows[0]!.found) {
+        throw notFound(
+          `no Plant Store tables in ${schema ? `schema "${schema}" of ` : ''}that database: check --db (or PLANTSTORE_DB), or create them with "plantstore migrate"`,
+        );
+      }
+    }
     if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
