@@ -800,46 +800,25 @@ function renderGroups(g: GroupResults): { section: string[]; targets: string[] }
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'plantstore-bench-'));
-  if (args['groups-only']) {
+  // One part of the bench alone: its rows and targets, printed.
+  type Rendered = { section: string[]; targets: string[] };
+  const parts: Array<[boolean | undefined, () => Promise<Rendered>]> = [
+    [
+      args['groups-only'],
+      async () => {
+        const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
+        return renderGroups(await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']));
+      },
+    ],
+    [args['worst-bodies-only'], async () => renderWorstBodies(await benchWorstBodies(dir))],
+    [args['large-groups-only'], async () => renderLargeGroups(await benchLargeGroups(dir), Number(args['large-group-plants']))],
+    [args['events-only'], async () => renderEvents(await benchEvents(dir))],
+    [args['writes-only'], async () => renderWrites(await benchWrites(dir))],
+  ];
+  const only = parts.find(([wanted]) => wanted === true);
+  if (only) {
     try {
-      const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
-      const { section, targets } = renderGroups(await benchGroups(dir, 1_000_000, !pgSkip, !pgSkip && args['with-1e7']));
-      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    return;
-  }
-  if (args['worst-bodies-only']) {
-    try {
-      const { section, targets } = renderWorstBodies(await benchWorstBodies(dir));
-      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    return;
-  }
-  if (args['large-groups-only']) {
-    try {
-      const { section, targets } = renderLargeGroups(await benchLargeGroups(dir), Number(args['large-group-plants']));
-      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    return;
-  }
-  if (args['events-only']) {
-    try {
-      const { section, targets } = renderEvents(await benchEvents(dir));
-      process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    return;
-  }
-  if (args['writes-only']) {
-    try {
-      const { section, targets } = renderWrites(await benchWrites(dir));
+      const { section, targets } = await only[1]();
       process.stdout.write(`\n${[...section, '', '| target | measured | verdict |', '|---|---|---|', ...targets].join('\n')}\n`);
     } finally {
       await rm(dir, { recursive: true, force: true });
