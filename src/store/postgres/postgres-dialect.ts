@@ -43,7 +43,6 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
         );
       }
     }
-    if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
     await migrateWithoutTimeout(options, schema);
@@ -68,9 +67,11 @@ async function migrateWithoutTimeout(options: PostgresOptions, schema: string | 
   const { pool } = createPool(options.url, { ...options, poolSize: 1, statementTimeoutMs: 0 });
   const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
   try {
+    if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await migrateToLatest(db, 'postgres', schema);
   } finally {
     await db.destroy();
+    if (!pool.ending) await pool.end();
   }
 }
 
