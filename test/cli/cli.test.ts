@@ -499,7 +499,9 @@ for (const backend of BACKENDS)
                 )
               ).map((r) => r.rel);
             },
-            { until: (rels) => rels !== undefined, timeoutMs: 2_000 },
+            // Until the CLI, started on a loaded machine, gets as far as the lock: polled all along, its one second of
+            // waiting is seen whenever it comes.
+            { until: (rels) => rels !== undefined, timeoutMs: 20_000 },
           ))!;
           assert.deepEqual(
             held.filter((rel) => /grants/.test(rel)),
