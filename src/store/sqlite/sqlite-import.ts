@@ -33,7 +33,6 @@ export class SqliteImport implements ImportTarget {
   private readonly statements;
   private plants: PlantWriter | undefined;
   private lastUserBefore = 0;
-  private lastPlantBefore = 0;
   /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
   private readonly touchedGroups = new Set<number>();
   private triggers: Array<{ name: string; sql: string }> = [];
@@ -81,7 +80,6 @@ export class SqliteImport implements ImportTarget {
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
     this.plants = new PlantWriter(db, this.now);
     this.lastUserBefore = db.prepare(LAST_USER_SQL).pluck().get() as number;
-    this.lastPlantBefore = db.prepare('SELECT coalesce(max(id), 0) FROM plants').pluck().get() as number;
     return Number(db.prepare(LARGEST_USED_PLANT_ID_SQL).pluck().get() ?? 0);
   }
 
