@@ -111,12 +111,69 @@ export function touchedGroupsSql(dialect: Dialect): string[] {
 }
 
 /**
- * What an import reports when the unique index on public ids refuses a plant's id, with the id when the
- * backend can name it: the same file line by line would have been refused at the plant, but a bulk import
- * only finds out when it builds the index.
+ * A plant id the unique index on public ids refused, with where the backend found it, as places among the
+ * import's plants (1 for its first): `place` is the plant refused; `earlier` the one that had the id first, another
+ * of the import's plants, `'stored'` for a plant stored before the import, or undefined when the backend cannot
+ * tell which of the import's earlier plants it was. The flow turns places into lines (PlantLines).
  */
-export function plantIdTaken(id: number | string | undefined): Error {
-  return invalidInput(`${id === undefined ? 'a plant id' : `plant id ${id}`} is given twice in the file or is already taken`);
+export class TakenPlantId extends Error {
+  constructor(
+    readonly id: number,
+    readonly place: number,
+    readonly earlier: number | 'stored' | undefined,
+  ) {
+    super(`plant id ${id} is taken`);
+  }
+}
+
+/**
+ * The first plant whose public id an earlier plant (by catalogue position) already has, and that earlier plant's
+ * position: what a bulk import reports when building the unique index again fails. One sort of the table, on the
+ * error's path only.
+ */
+export const FIRST_REPEATED_PLANT_ID_SQL = `SELECT api_id AS id, position, earlier FROM (
+  SELECT api_id, id AS position, lag(id) OVER (PARTITION BY api_id ORDER BY id) AS earlier FROM plants
+) repeats WHERE earlier IS NOT NULL ORDER BY position LIMIT 1`;
+
+/**
+ * The file lines of an import's plants by place, kept as runs of consecutive lines: they grow with the lines
+ * between plants (users, groups, blank lines), never with plants, so memory stays flat on big imports.
+ */
+export class PlantLines {
+  private readonly firstPlaces: number[] = [];
+  private readonly firstLines: number[] = [];
+  private places = 0;
+  private lastLine = -1;
+
+  add(line: number): void {
+    this.places++;
+    if (line !== this.lastLine + 1) {
+      this.firstPlaces.push(this.places);
+      this.firstLines.push(line);
+    }
+    this.lastLine = line;
+  }
+
+  /** The line of the plant at `place` (1 for the import's first plant). */
+  line(place: number): number {
+    let low = 0;
+    let high = this.firstPlaces.length - 1;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if (this.firstPlaces[middle]! <= place) low = middle;
+      else high = middle - 1;
+    }
+    return this.firstLines[low]! + place - this.firstPlaces[low]!;
+  }
+}
+
+/** The file's error for a taken plant id, naming the lines where it was given. */
+function takenIdError({ id, place, earlier }: TakenPlantId, lines: PlantLines): Error {
+  const given =
+    earlier === 'stored'
+      ? 'is already taken by a stored plant'
+      : `is already given on ${earlier === undefined ? 'an earlier line' : `line ${lines.line(earlier)}`}`;
+  return invalidInput(`line ${lines.line(place)}: plant id ${id} ${given}`);
 }
 
 const NONE: readonly number[] = Object.freeze([]);
@@ -130,7 +187,7 @@ export async function importCatalogue(
 ): Promise<ImportSummary> {
   const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
   let done = 0;
-  const flow: Flow = { target, summary, largestUsed: await target.begin() };
+  const flow: Flow = { target, summary, largestUsed: await target.begin(), lines: new PlantLines() };
   try {
     for await (const batch of batches) {
       for (let pending = writeRecords(flow, batch, 0); pending; pending = writeRecords(flow, batch, pending.resume)) {
@@ -141,7 +198,8 @@ export async function importCatalogue(
     }
     await target.commit();
   } catch (err) {
-    throw await target.rollback(err);
+    const reported = await target.rollback(err);
+    throw reported instanceof TakenPlantId ? takenIdError(reported, flow.lines) : reported;
   }
   progress?.(done);
   return summary;
@@ -168,6 +226,8 @@ interface Flow {
   readonly target: ImportTarget;
   readonly summary: ImportSummary;
   largestUsed: number;
+  /** The lines of the plants handed to the target so far, in the order it got them. */
+  readonly lines: PlantLines;
 }
 
 /** The id of a plant record: its own, or the next automatic one (catalogue/plant-ids.ts), counting ids given before it. */
@@ -202,7 +262,11 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
       summary.plants++;
       summary.grants += record.sharedWith?.length ?? 0;
       const plant = importedPlant(target.names, record, plantIdOf(flow, record, line), line);
-      return plant instanceof Promise ? plant.then((resolved) => target.plant(resolved)) : target.plant(plant);
+      const write = (resolved: ImportedPlant) => {
+        flow.lines.add(line);
+        return target.plant(resolved);
+      };
+      return plant instanceof Promise ? plant.then(write) : write(plant);
     }
   }
 }

@@ -229,23 +229,49 @@ for (const backend of BACKENDS)
       assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
     });
 
-    it('refuses a plant id given twice or already taken, naming it, and writes nothing', async () => {
+    it('refuses a plant id given twice or already taken, naming it and its lines, and writes nothing', async () => {
       const db = await freshDb();
       const plant = (id: number, name: string) => ({ type: 'plant', id, name, owner: 'alice' });
+      const line = (id: number, name: string) => JSON.stringify(plant(id, name));
       // A first load (written in bulk on both backends): found when the index is built at the end.
       await fails(
         db,
         ['import', '-'],
-        /^plantstore: plant id 5 is given twice in the file or is already taken$/,
+        /^plantstore: line 4: plant id 5 is already given on line 2$/,
         ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b'), plant(5, 'c')]),
       );
       await ok(db, ['import', '-'], ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b')]));
       const stored = (await ok(db, ['export'])).stdout;
       // Smaller than what is stored (written row by row), then larger (SQLite writes it in bulk).
-      for (const records of [[plant(6, 'c')], [plant(7, 'd'), plant(8, 'e'), plant(9, 'f'), plant(6, 'g')]]) {
-        await fails(db, ['import', '-'], /^plantstore: plant id 6 is given twice in the file or is already taken$/, ndjson(records));
+      for (const [records, at] of [
+        [[plant(6, 'c')], 1],
+        [[plant(7, 'd'), plant(8, 'e'), plant(9, 'f'), plant(6, 'g')], 4],
+      ] as const) {
+        await fails(
+          db,
+          ['import', '-'],
+          new RegExp(`^plantstore: line ${at}: plant id 6 is already taken by a stored plant$`),
+          ndjson(records),
+        );
         assert.equal((await ok(db, ['export'])).stdout, stored);
       }
+      // Both in the file, past blank lines: lines are counted in the file, not among plants.
+      await fails(
+        db,
+        ['import', '-'],
+        /^plantstore: line 6: plant id 10 is already given on line 2$/,
+        ['', line(10, 'h'), '', '', line(11, 'i'), line(10, 'j')].join('\n'),
+      );
+      assert.equal((await ok(db, ['export'])).stdout, stored);
+      // PostgreSQL writes the plants before a user in an earlier batch, and its rollback takes them away.
+      const earlier = backend.name === 'sqlite' ? 'line 1' : 'an earlier line';
+      await fails(
+        db,
+        ['import', '-'],
+        new RegExp(`^plantstore: line 4: plant id 10 is already given on ${earlier}$`),
+        ndjson([plant(10, 'h'), { type: 'user', name: 'bob' }, plant(11, 'i'), plant(10, 'j')]),
+      );
+      assert.equal((await ok(db, ['export'])).stdout, stored);
     });
 
     it('imports and exports a catalogue that takes longer than the statement timeout, which bounds requests, not bulk commands', async () => {

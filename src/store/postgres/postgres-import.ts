@@ -2,7 +2,14 @@ import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../catalogue/names.js';
 import type { CatalogueRecord } from '../../import-format/records.js';
-import { KnownNames, touchedGroupsSql, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import {
+  FIRST_REPEATED_PLANT_ID_SQL,
+  KnownNames,
+  TakenPlantId,
+  touchedGroupsSql,
+  type ImportedPlant,
+  type ImportTarget,
+} from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
@@ -26,10 +33,18 @@ const RESERVE_PLANT_IDS = `
   ) reserved GROUP BY run ORDER BY first`;
 type Range = { first: number; last: number };
 
-/** A batch of plants: their COPY rows (ids come later) and grants as (plant index, grantee id) pairs. */
-type PlantBatch = { rows: PlantRows; userGrants: number[]; groupGrants: number[] };
+/**
+ * A batch of plants: their COPY rows (ids come later), their public ids (to name the earlier of two plants with
+ * one, should COPY refuse it) and grants as (plant index, grantee id) pairs.
+ */
+type PlantBatch = { rows: PlantRows; publicIds: number[]; userGrants: number[]; groupGrants: number[] };
 
-const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), userGrants: [], groupGrants: [] });
+const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), publicIds: [], userGrants: [], groupGrants: [] });
+
+type Reported = { code?: string; constraint?: string; detail?: string; where?: string };
+
+/** Whether `err` is the refusal of a public id already taken, by COPY or by building the index again. */
+const isTakenId = (err: Reported): boolean => classifyPostgresError(err) === 'unique_violation' && err.constraint === PLANT_API_ID_INDEX;
 
 /**
  * An import into PostgreSQL (see catalogue-import.ts for the flow), on one connection in one transaction.
@@ -60,6 +75,8 @@ export class PostgresImport implements ImportTarget {
   private addBack: string[] = [];
   /** The first catalogue position this import reserved: its plants are at it and after. */
   private firstPosition: number | undefined;
+  /** The catalogue positions reserved for the import's plants, in the order of its plants: a run a batch, or a few. */
+  private readonly reserved: Range[] = [];
   /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
   private readonly touchedGroups = new Set<number>();
 
@@ -98,8 +115,9 @@ export class PostgresImport implements ImportTarget {
   }
 
   plant(plant: ImportedPlant): Awaitable<void> {
-    const { rows, userGrants, groupGrants } = this.plants;
+    const { rows, publicIds, userGrants, groupGrants } = this.plants;
     const index = rows.count;
+    publicIds.push(plant.id);
     for (const id of plant.userIds) userGrants.push(index, id);
     for (const id of plant.groupIds) {
       groupGrants.push(index, id);
@@ -117,7 +135,7 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of touchedGroupsSql('postgres')) await this.client.query(statement, [[...this.touchedGroups]]);
-    for (const statement of this.addBack) await this.client.query(statement);
+    await this.addBackFirstLoadDeferrals();
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
@@ -141,12 +159,44 @@ export class PostgresImport implements ImportTarget {
       (e: unknown) => e,
     );
     await this.client.query('ROLLBACK').catch(() => {});
-    const reported = (earlier ?? err) as { code?: string; constraint?: string; detail?: string };
-    if (classifyPostgresError(reported) === 'unique_violation' && reported.constraint === PLANT_API_ID_INDEX) {
-      // "Key (api_id)=(5) already exists." row by row, "… is duplicated." from a first load's index build.
-      return plantIdTaken(/\(api_id\)=\((\d+)\)/.exec(reported.detail ?? '')?.[1]);
+    const reported = earlier ?? err;
+    if (reported instanceof TakenPlantId && reported.earlier === undefined) {
+      // Not an earlier plant of the same batch: a stored plant has it, or a plant of an earlier batch.
+      const { rowCount } = await this.client.query('SELECT FROM plants WHERE api_id = $1', [reported.id]);
+      if (rowCount !== 0) return new TakenPlantId(reported.id, reported.place, 'stored');
     }
     return reported;
+  }
+
+  /** The place among the import's plants (1 for its first) of the plant at catalogue position `position`. */
+  private placeOf(position: number): number | 'stored' {
+    let before = 0;
+    for (const { first, last } of this.reserved) {
+      if (position >= first && position <= last) return before + position - first + 1;
+      before += last - first + 1;
+    }
+    return 'stored';
+  }
+
+  /**
+   * Adds back what a first load dropped. Building the unique index of public ids again is where a first load finds
+   * an id given twice: under a savepoint, so that the plants that have it can still be read to name their lines.
+   */
+  private async addBackFirstLoadDeferrals(): Promise<void> {
+    if (this.addBack.length === 0) return;
+    await this.client.query('SAVEPOINT add_back');
+    try {
+      for (const statement of this.addBack) await this.client.query(statement);
+    } catch (err) {
+      if (!isTakenId(err as Reported)) throw err;
+      await this.client.query('ROLLBACK TO SAVEPOINT add_back');
+      const { rows } = await this.client.query<{ id: string; position: string; earlier: string }>(FIRST_REPEATED_PLANT_ID_SQL);
+      const { id, position, earlier } = rows[0]!;
+      const place = this.placeOf(Number(position));
+      if (place === 'stored') throw err;
+      throw new TakenPlantId(Number(id), place, this.placeOf(Number(earlier)));
+    }
+    await this.client.query('RELEASE SAVEPOINT add_back');
   }
 
   private async run<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
@@ -213,7 +263,7 @@ export class PostgresImport implements ImportTarget {
   }
 
   private async writePlants(
-    { rows, userGrants, groupGrants }: PlantBatch,
+    { rows, publicIds, userGrants, groupGrants }: PlantBatch,
     reservation: Promise<pg.QueryResult<Range>>,
     previous: Promise<void>,
   ) {
@@ -227,14 +277,33 @@ export class PostgresImport implements ImportTarget {
     }
     if (this.firstPosition === undefined && runs[0] !== undefined) this.firstPosition = Number(runs[0].first);
     const ids: number[] = [];
-    for (const { first, last } of runs) for (let id = first; id <= last; id++) ids.push(id);
+    for (const { first, last } of runs) {
+      this.reserved.push({ first: Number(first), last: Number(last) });
+      for (let id = Number(first); id <= Number(last); id++) ids.push(id);
+    }
     const plantRows = rows.withIds(ids);
     const userGrantText = grantRows(userGrants, ids);
     const groupGrantText = grantRows(groupGrants, ids);
     await previous;
     // COPY writes the reserved ids into the identity column as given (like OVERRIDING SYSTEM VALUE).
-    await copyInto(this.client, 'COPY plants (id, api_id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
+    try {
+      await copyInto(this.client, 'COPY plants (id, api_id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
+    } catch (err) {
+      throw this.takenInBatch(err as Reported, publicIds, ids) ?? err;
+    }
     await copyInto(this.client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantText);
     await copyInto(this.client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantText);
+  }
+
+  /**
+   * COPY's refusal of a public id as the import's plants that have it: the row it names ("COPY plants, line 3")
+   * and an earlier row of the batch with the same id, when there is one.
+   */
+  private takenInBatch(err: Reported, publicIds: number[], ids: number[]): TakenPlantId | undefined {
+    const row = Number(/COPY plants, line (\d+)/.exec(err.where ?? '')?.[1]);
+    if (!isTakenId(err) || !(row >= 1)) return undefined;
+    const place = this.placeOf(ids[row - 1]!) as number;
+    const repeated = row === 1 ? -1 : publicIds.lastIndexOf(publicIds[row - 1]!, row - 2);
+    return new TakenPlantId(publicIds[row - 1]!, place, repeated === -1 ? undefined : this.placeOf(ids[repeated]!));
   }
 }

@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { BULK_IMPORT_INDEXES, plantIdTaken, type ImportedPlant } from '../catalogue-import.js';
+import { BULK_IMPORT_INDEXES, TakenPlantId, type ImportedPlant } from '../catalogue-import.js';
 import { isUniqueViolationOf } from './sqlite-errors.js';
 
 /** Rows per INSERT statement once an import writes in bulk, and per INSERT into the grants queued in TEMP. */
@@ -78,12 +78,19 @@ export class PlantWriter {
       try {
         this.one.run(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
       } catch (err) {
-        throw isTakenId(err) ? plantIdTaken(plant.id) : err;
+        if (!isTakenId(err)) throw err;
+        const earlier = this.db.prepare('SELECT id FROM plants WHERE api_id = ?').pluck().get(plant.id) as number;
+        throw new TakenPlantId(plant.id, id - this.before, this.placeOf(earlier));
       }
     }
     for (const userId of plant.userIds) this.grants.user.add(userId, id);
     for (const groupId of plant.groupIds) this.grants.group.add(groupId, id);
     return id;
+  }
+
+  /** The place among the import's plants (1 for its first) of the plant at catalogue position `position`. */
+  placeOf(position: number): number | 'stored' {
+    return position > this.before ? position - this.before : 'stored';
   }
 
   /**

@@ -1,6 +1,13 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { nameKey } from '../../catalogue/names.js';
-import { KnownNames, touchedGroupsSql, plantIdTaken, type ImportedPlant, type ImportTarget } from '../catalogue-import.js';
+import {
+  FIRST_REPEATED_PLANT_ID_SQL,
+  KnownNames,
+  TakenPlantId,
+  touchedGroupsSql,
+  type ImportedPlant,
+  type ImportTarget,
+} from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
@@ -128,7 +135,10 @@ export class SqliteImport implements ImportTarget {
     let reported = err;
     if (isTakenId(err) && db.inTransaction) {
       // Found when the index was built again after writing in bulk: both plants are in the table.
-      reported = plantIdTaken(db.prepare('SELECT api_id FROM plants GROUP BY api_id HAVING count(*) > 1 LIMIT 1').pluck().get() as number);
+      const { id, position, earlier } = db.prepare(FIRST_REPEATED_PLANT_ID_SQL).get() as { id: number; position: number; earlier: number };
+      const place = this.plants!.placeOf(position);
+      // A repeat among stored plants alone is not the file's doing: the index was built from them before.
+      if (place !== 'stored') reported = new TakenPlantId(id, place, this.plants!.placeOf(earlier));
     }
     if (db.inTransaction) db.exec('ROLLBACK');
     this.restorePragmas();
