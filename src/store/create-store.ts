@@ -72,6 +72,7 @@ export function createStore(d: StoreDialect): Store {
     },
     exportRecords: (): AsyncGenerator<CatalogueRecord> => exportCatalogue(d.backend, () => d.bulk.exportSnapshot()),
     counts: () => counts(d),
+    backup: (file) => d.bulk.backup(file),
 
     close: () => d.close(),
   };

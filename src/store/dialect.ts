@@ -39,6 +39,8 @@ export interface BulkDialect {
   importing<T>(run: (target: ImportTarget) => Promise<T>): Promise<T>;
   /** A consistent snapshot to export from. */
   exportSnapshot(): Awaitable<ExportSnapshot>;
+  /** Writes a copy of the whole database to a new file (see BulkStore.backup). */
+  backup(file: string): Promise<void>;
 }
 
 /** What one writing statement changed, and the transaction it ran in (as its `tx` column returned it). */

@@ -278,6 +278,12 @@ export interface BulkStore {
   exportRecords(): AsyncIterable<CatalogueRecord>;
   /** Row counts, for `doctor` and for sizing the export progress bar. */
   counts(): Promise<CatalogueCounts>;
+  /**
+   * Writes a copy of the whole database, tokens, webhook endpoints and their secrets included, to `file`, where
+   * there must be nothing yet: the database as it was at one commit, made while writers go on. SQLite only; on
+   * PostgreSQL an invalid_input error says what to use instead.
+   */
+  backup(file: string): Promise<void>;
 }
 
 /** The new-plant webhook's endpoints and outbox: the CLI registers endpoints, serving processes deliver. */

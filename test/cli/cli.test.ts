@@ -55,7 +55,7 @@ async function storedSchema(db: string): Promise<string[]> {
   return rows.map((r) => r.line);
 }
 
-const ndjson = (records: object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+const ndjson = (records: readonly object[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
 
 after(() => cleanupBackends());
 

@@ -60,6 +60,21 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
         '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n',
     )
     .action(exportCatalogue);
+
+  program
+    .command('backup <file>')
+    .description('copy the whole SQLite database (tokens, webhook endpoints and secrets included) to a new file, while it serves')
+    .addHelpText(
+      'after',
+      examples('plantstore backup /var/backups/plants-$(date +%F).db', 'plantstore --db /var/backups/plants-2026-11-27.db users list') +
+        `
+The copy is the database as it was at one commit, and writers go on meanwhile. <file> must not exist yet.
+Restore by serving the copy (--db FILE), or move it into the database's place (see docs/deployment.md).
+\`export\` writes users, groups, plants and grants only: no tokens, webhook endpoints, secrets or deliveries.
+On PostgreSQL, use pg_dump: the command's error says how.
+`,
+    )
+    .action(backupDatabase);
 }
 
 /** `import <file>`: every record in one transaction, with a progress bar by bytes read. */
@@ -113,4 +128,12 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
     await once(out, 'finish');
   }
   process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
+}
+
+/** `backup <file>`: SQLite's online backup of the whole database, and a summary line. */
+async function backupDatabase(file: string, _opts: unknown, cmd: Command): Promise<void> {
+  const started = process.hrtime.bigint();
+  await withBulk(cmd, (bulk) => bulk.backup(file));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  process.stderr.write(`backed up to ${file} (${(statSync(file).size / 1e6).toFixed(1)} MB) in ${seconds.toFixed(1)} s\n`);
 }

@@ -1,7 +1,7 @@
 import { CompiledQuery, Kysely, type Transaction } from 'kysely';
 import pg from 'pg';
 import Cursor from 'pg-cursor';
-import { notFound, unavailable } from '../../catalogue/errors.js';
+import { invalidInput, notFound, unavailable } from '../../catalogue/errors.js';
 import type { ExportSnapshot } from '../catalogue-export.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
@@ -125,8 +125,17 @@ class PostgresDialect implements StoreDialect {
     );
     this.reads = new PostgresReads(pool, readPool, replica, () => this.changes.walPosition);
     this.announcer = new ChangeAnnouncer(pool);
-    this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot() };
+    this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot(), backup: () => this.backup() };
     this.health = { poolStats: () => this.poolStats() };
+  }
+
+  /** PostgreSQL's own tool makes the copy: the error says which, with this store's schema. */
+  private async backup(): Promise<never> {
+    const { rows } = await this.pool.query<{ schema: string }>('SELECT current_schema() AS schema');
+    throw invalidInput(
+      `backup copies a SQLite database; for PostgreSQL use pg_dump, which copies one snapshot while writers go on: ` +
+        `pg_dump --format=custom --schema=${rows[0]!.schema} --file=FILE DATABASE_URL (restore with pg_restore --dbname=DATABASE_URL FILE)`,
+    );
   }
 
   classify(err: unknown): ErrorKind | undefined {

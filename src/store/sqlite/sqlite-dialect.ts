@@ -14,6 +14,7 @@ import { FileFollower } from './file-follower.js';
 import { openDatabase, pruneChangeLog } from './sqlite-file.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReader } from './sqlite-reader.js';
+import { backupSqlite } from './sqlite-backup.js';
 import { exportSnapshot } from './sqlite-export.js';
 
 export interface SqliteOptions {
@@ -87,6 +88,7 @@ class SqliteDialect implements StoreDialect {
       // Holding Kysely's connection: no transaction of its own can be open on it while the import's runs.
       importing: (run) => this.kysely.connection().execute(() => run(new SqliteImport(this.sqlite))),
       exportSnapshot: () => exportSnapshot(this.sqlite),
+      backup: (file) => backupSqlite(this.sqlite, file),
     };
     this.health = {
       ...(this.follower ? { followFile: this.follower.follow.bind(this.follower) } : {}),
