@@ -92,6 +92,7 @@ function combine(results: WriteMeasure[]): WriteMeasure {
     seconds,
     rps: requests / seconds,
     p50Ms: p50[Math.floor(p50.length / 2)]!,
+    p95Ms: Math.max(...results.map((r) => r.p95Ms)),
     p99Ms: Math.max(...results.map((r) => r.p99Ms)),
     errors: results.reduce((n, r) => n + r.errors, 0),
     non2xx: results.reduce((n, r) => n + r.non2xx, 0),
