@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
+import { recordBatch, type NumberedRecord } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
@@ -67,7 +68,7 @@ for (const backend of BACKENDS) {
         before(async () => {
           db = await backend.freshDb();
           store = await openStore({ db });
-          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan'];
+          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan', 'jim', 'kim'];
           const seeded = await seed(store, {
             users: users.map((name) => ({ name })),
             groups: [
@@ -142,6 +143,50 @@ for (const backend of BACKENDS) {
           await assertDerivedRowsExact();
           assert.ok(!(await names('hana')).includes('deleted'));
           assert.ok(!(await names('gus')).includes('deleted'));
+        });
+
+        it('an import that shares plants with a group while its members change gives them to the members it ends with', async () => {
+          // g is {carol, dave} here. The membership change is held open while the import runs and commits.
+          await overlapped(
+            holdTransaction(
+              db,
+              `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('jim')});
+               DELETE FROM group_members WHERE group_id = ${groupId('g')} AND user_id = ${userId('carol')}`,
+            ),
+            () => store.importRecords(recordBatch([{ type: 'plant', name: 'imported-1', owner: 'alice', sharedWith: ['group:g'] }])),
+          );
+          assert.ok((await names('jim')).includes('imported-1'), 'jim joined while the import shared a plant with the group');
+          assert.ok(!(await names('carol')).includes('imported-1'), 'carol left while the import shared a plant with the group');
+          assert.ok((await names('dave')).includes('imported-1'));
+          await assertDerivedRowsExact();
+
+          // The import is held open, its plants written, while the CLI adds a member and commits (on SQLite the
+          // member waits for the import's write lock instead).
+          let release!: () => void;
+          const gate = new Promise<void>((resolve) => (release = resolve));
+          let reached!: () => void;
+          const atGate = new Promise<void>((resolve) => (reached = resolve));
+          async function* held(): AsyncGenerator<NumberedRecord[]> {
+            yield [
+              { line: 1, record: { type: 'plant', name: 'imported-2', owner: 'alice', sharedWith: ['group:g'] } },
+              // A user after the plant: the plants so far are written now, not at the commit.
+              { line: 2, record: { type: 'user', name: 'lee' } },
+            ];
+            reached();
+            await gate;
+          }
+          const importing = store.importRecords(held());
+          await atGate;
+          await sleep(OVERLAP_MS / 2);
+          const joining = store.addMember('g', 'kim');
+          await sleep(OVERLAP_MS / 2);
+          release();
+          await importing;
+          assert.equal(await joining, true);
+          assert.ok((await names('kim')).includes('imported-2'), 'kim joined while an import was open and never gets its plant');
+          assert.ok((await names('kim')).includes('imported-1'));
+          assert.ok(!(await names('carol')).includes('imported-2'));
+          await assertDerivedRowsExact();
         });
 
         it('sharing with a plant, a user or a group deleted meanwhile answers 404, never 500 or 200', async () => {
