@@ -1,7 +1,7 @@
 import { CompiledQuery, Kysely, type Transaction } from 'kysely';
 import pg from 'pg';
 import Cursor from 'pg-cursor';
-import { invalidInput, notFound, unavailable } from '../../catalogue/errors.js';
+import { notFound, unavailable } from '../../catalogue/errors.js';
 import type { ExportSnapshot } from '../catalogue-export.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
@@ -9,6 +9,7 @@ import type { BulkDialect, ErrorKind, OwnChanges, StoreDialect, WritingStatement
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PoolStats, Store } from '../store.js';
+import { backupPostgres } from './postgres-backup.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
 import { PostgresImport } from './postgres-import.js';
@@ -125,17 +126,12 @@ class PostgresDialect implements StoreDialect {
     );
     this.reads = new PostgresReads(pool, readPool, replica, () => this.changes.walPosition);
     this.announcer = new ChangeAnnouncer(pool);
-    this.bulk = { importing: (run) => this.importing(run), exportSnapshot: () => this.exportSnapshot(), backup: () => this.backup() };
+    this.bulk = {
+      importing: (run) => this.importing(run),
+      exportSnapshot: () => this.exportSnapshot(),
+      backup: () => backupPostgres(this.pool),
+    };
     this.health = { poolStats: () => this.poolStats() };
-  }
-
-  /** PostgreSQL's own tool makes the copy: the error says which, with this store's schema. */
-  private async backup(): Promise<never> {
-    const { rows } = await this.pool.query<{ schema: string }>('SELECT current_schema() AS schema');
-    throw invalidInput(
-      `backup copies a SQLite database; for PostgreSQL use pg_dump, which copies one snapshot while writers go on: ` +
-        `pg_dump --format=custom --schema=${rows[0]!.schema} --file=FILE DATABASE_URL (restore with pg_restore --dbname=DATABASE_URL FILE)`,
-    );
   }
 
   classify(err: unknown): ErrorKind | undefined {

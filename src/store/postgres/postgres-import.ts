@@ -75,8 +75,8 @@ export class PostgresImport implements ImportTarget {
   private addBack: string[] = [];
   /** The first catalogue position this import reserved: its plants are at it and after. */
   private firstPosition: number | undefined;
-  /** The catalogue positions reserved for the import's plants, in the order of its plants: a run a batch, or a few. */
-  private readonly reserved: Range[] = [];
+  /** The catalogue positions reserved for the import's plants. */
+  private readonly positions = new ReservedPositions();
   /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
   private readonly touchedGroups = new Set<number>();
 
@@ -135,7 +135,7 @@ export class PostgresImport implements ImportTarget {
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
     for (const statement of touchedGroupsSql('postgres')) await this.client.query(statement, [[...this.touchedGroups]]);
-    await this.addBackFirstLoadDeferrals();
+    await addBackDeferrals(this.client, this.addBack, this.positions);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
@@ -166,37 +166,6 @@ export class PostgresImport implements ImportTarget {
       if (rowCount !== 0) return new TakenPlantId(reported.id, reported.place, 'stored');
     }
     return reported;
-  }
-
-  /** The place among the import's plants (1 for its first) of the plant at catalogue position `position`. */
-  private placeOf(position: number): number | 'stored' {
-    let before = 0;
-    for (const { first, last } of this.reserved) {
-      if (position >= first && position <= last) return before + position - first + 1;
-      before += last - first + 1;
-    }
-    return 'stored';
-  }
-
-  /**
-   * Adds back what a first load dropped. Building the unique index of public ids again is where a first load finds
-   * an id given twice: under a savepoint, so that the plants that have it can still be read to name their lines.
-   */
-  private async addBackFirstLoadDeferrals(): Promise<void> {
-    if (this.addBack.length === 0) return;
-    await this.client.query('SAVEPOINT add_back');
-    try {
-      for (const statement of this.addBack) await this.client.query(statement);
-    } catch (err) {
-      if (!isTakenId(err as Reported)) throw err;
-      await this.client.query('ROLLBACK TO SAVEPOINT add_back');
-      const { rows } = await this.client.query<{ id: string; position: string; earlier: string }>(FIRST_REPEATED_PLANT_ID_SQL);
-      const { id, position, earlier } = rows[0]!;
-      const place = this.placeOf(Number(position));
-      if (place === 'stored') throw err;
-      throw new TakenPlantId(Number(id), place, this.placeOf(Number(earlier)));
-    }
-    await this.client.query('RELEASE SAVEPOINT add_back');
   }
 
   private async run<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
@@ -278,7 +247,7 @@ export class PostgresImport implements ImportTarget {
     if (this.firstPosition === undefined && runs[0] !== undefined) this.firstPosition = Number(runs[0].first);
     const ids: number[] = [];
     for (const { first, last } of runs) {
-      this.reserved.push({ first: Number(first), last: Number(last) });
+      this.positions.add(Number(first), Number(last));
       for (let id = Number(first); id <= Number(last); id++) ids.push(id);
     }
     const plantRows = rows.withIds(ids);
@@ -289,21 +258,62 @@ export class PostgresImport implements ImportTarget {
     try {
       await copyInto(this.client, 'COPY plants (id, api_id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
     } catch (err) {
-      throw this.takenInBatch(err as Reported, publicIds, ids) ?? err;
+      throw takenInBatch(err as Reported, publicIds, ids, this.positions) ?? err;
     }
     await copyInto(this.client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantText);
     await copyInto(this.client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantText);
   }
+}
 
-  /**
-   * COPY's refusal of a public id as the import's plants that have it: the row it names ("COPY plants, line 3")
-   * and an earlier row of the batch with the same id, when there is one.
-   */
-  private takenInBatch(err: Reported, publicIds: number[], ids: number[]): TakenPlantId | undefined {
-    const row = Number(/COPY plants, line (\d+)/.exec(err.where ?? '')?.[1]);
-    if (!isTakenId(err) || !(row >= 1)) return undefined;
-    const place = this.placeOf(ids[row - 1]!) as number;
-    const repeated = row === 1 ? -1 : publicIds.lastIndexOf(publicIds[row - 1]!, row - 2);
-    return new TakenPlantId(publicIds[row - 1]!, place, repeated === -1 ? undefined : this.placeOf(ids[repeated]!));
+/** The catalogue positions reserved for an import's plants, in the order of its plants: a run a batch, or a few. */
+class ReservedPositions {
+  private readonly runs: Range[] = [];
+
+  add(first: number, last: number): void {
+    this.runs.push({ first, last });
   }
+
+  /** The place among the import's plants (1 for its first) of the plant at catalogue position `position`. */
+  placeOf(position: number): number | 'stored' {
+    let before = 0;
+    for (const { first, last } of this.runs) {
+      if (position >= first && position <= last) return before + position - first + 1;
+      before += last - first + 1;
+    }
+    return 'stored';
+  }
+}
+
+/**
+ * COPY's refusal of a public id as the import's plants that have it: the row it names ("COPY plants, line 3")
+ * and an earlier row of the batch with the same id, when there is one.
+ */
+function takenInBatch(err: Reported, publicIds: number[], ids: number[], positions: ReservedPositions): TakenPlantId | undefined {
+  const row = Number(/COPY plants, line (\d+)/.exec(err.where ?? '')?.[1]);
+  if (!isTakenId(err) || !(row >= 1)) return undefined;
+  const place = positions.placeOf(ids[row - 1]!) as number;
+  const repeated = row === 1 ? -1 : publicIds.lastIndexOf(publicIds[row - 1]!, row - 2);
+  return new TakenPlantId(publicIds[row - 1]!, place, repeated === -1 ? undefined : positions.placeOf(ids[repeated]!));
+}
+
+/**
+ * Adds back what a first load dropped (`statements`). Building the unique index of public ids again is where a first
+ * load finds an id given twice: under a savepoint, so that the plants that have it can still be read to name their
+ * lines.
+ */
+async function addBackDeferrals(client: pg.PoolClient, statements: string[], positions: ReservedPositions): Promise<void> {
+  if (statements.length === 0) return;
+  await client.query('SAVEPOINT add_back');
+  try {
+    for (const statement of statements) await client.query(statement);
+  } catch (err) {
+    if (!isTakenId(err as Reported)) throw err;
+    await client.query('ROLLBACK TO SAVEPOINT add_back');
+    const { rows } = await client.query<{ id: string; position: string; earlier: string }>(FIRST_REPEATED_PLANT_ID_SQL);
+    const { id, position, earlier } = rows[0]!;
+    const place = positions.placeOf(Number(position));
+    if (place === 'stored') throw err;
+    throw new TakenPlantId(Number(id), place, positions.placeOf(Number(earlier)));
+  }
+  await client.query('RELEASE SAVEPOINT add_back');
 }
