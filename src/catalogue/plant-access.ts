@@ -63,6 +63,13 @@ export function checkGrantee(grantee: Grantee): void {
   else checkGroupName(grantee.group);
 }
 
+/** Refuses (invalid_input) a change that names a grantee no user or group can have, before anything is looked up. */
+export function checkAccessChange(change: AccessChange): void {
+  for (const grantee of change.kind === 'replace' ? granteesOf(change.access) : change.kind === 'public' ? [] : [change.grantee]) {
+    checkGrantee(grantee);
+  }
+}
+
 /** Every grantee an access names. */
 export const granteesOf = (access: PlantAccess): Grantee[] => [
   ...access.users.map((user) => ({ user })),

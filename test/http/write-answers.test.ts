@@ -100,7 +100,7 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('spends no write budget on a write refused as malformed (400, 415)', async () => {
+    it('spends no write budget on a write refused as malformed (400, 415), by the schema or by the rules of names and If-Match', async () => {
       const limited = await startApp(store, { config: { writeRateLimit: '2/1m' } });
       try {
         for (let i = 0; i < 5; i++) {
@@ -111,6 +111,20 @@ for (const backend of BACKENDS) {
             41501,
           );
           assertError(await remove('refused', '/plants/0', {}, limited), 400, 40001);
+          // Refused by the rules of names and of If-Match rather than by the schema: malformed all the same.
+          assertError(await create('refused', { id: 424_242, name: 'bell\u0007' }, JSON_BODY, '/plants', limited), 400, 40005);
+          const share = (path: string, headers: Record<string, string> = {}) =>
+            rawRequest(limited.url, path, { ...bearer(tokens.refused!), ...headers }, 'PUT');
+          assert.equal((await share('/plants/424242/access/users/%20spaced')).status, 400);
+          assertError(await share('/plants/424242/access/users/bob', { 'if-match': 'v1' }), 400, 40003);
+          const replaced = await rawRequest(
+            limited.url,
+            '/plants/424242/access',
+            { ...bearer(tokens.refused!), ...JSON_BODY },
+            'PUT',
+            JSON.stringify({ public: false, users: ['group:x'], groups: [] }),
+          );
+          assert.equal(replaced.status, 400, replaced.text);
         }
         assert.equal((await create('refused', { id: nextId++, name: 'first' }, JSON_BODY, '/plants', limited)).status, 200);
         assert.equal((await create('refused', { id: nextId++, name: 'second' }, JSON_BODY, '/plants', limited)).status, 200);

@@ -4,7 +4,14 @@ import { Type } from 'typebox';
 import type { Viewer } from '../../catalogue/access-rule.js';
 import { DomainError } from '../../catalogue/errors.js';
 import { MAX_NAME_LENGTH } from '../../catalogue/names.js';
-import { accessVersion, noSuchGrantee, type AccessChange, type Grantee, type PlantAccess } from '../../catalogue/plant-access.js';
+import {
+  accessVersion,
+  checkAccessChange,
+  noSuchGrantee,
+  type AccessChange,
+  type Grantee,
+  type PlantAccess,
+} from '../../catalogue/plant-access.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessWrite, PlantAccessStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
@@ -111,7 +118,10 @@ export async function plantAccessRoutes(
     '/plants/:id/access',
     {
       onRequest: [authenticate, requireJsonAcceptable],
-      preHandler: budget,
+      preHandler: [
+        async (request) => refuseMalformed({ kind: 'replace', access: request.body as PlantAccess }, request.headers['if-match'], 'body'),
+        budget,
+      ],
       schema: {
         operationId: 'putPlantAccess',
         summary: 'Replace who has access to a plant',
@@ -168,7 +178,13 @@ export async function plantAccessRoutes(
         method,
         url: path,
         onRequest: authenticate,
-        preHandler: budget,
+        preHandler: [
+          async (request) => {
+            const { name } = request.params as { name: string };
+            refuseMalformed({ kind, grantee: grantee(name) }, request.headers['if-match'], 'path');
+          },
+          budget,
+        ],
         schema: {
           operationId: `${kind}PlantWith${what === 'user' ? 'User' : 'Group'}`,
           summary: sharing ? `Share a plant with a ${what}` : `Stop sharing a plant with a ${what}`,
@@ -216,6 +232,27 @@ export function ifMatchVersions(header: string | undefined): string[] | undefine
 /** An If-Match list of entity tags (RFC 9110, 8.8.3 and 13.1.1): strong or weak, comma-separated. */
 const ENTITY_TAGS = /^[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*(?:,[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*)*$/;
 
+/**
+ * Refuses (400) a change with a malformed If-Match or a name nobody can have, before the write budget is spent
+ * on it: a malformed request counts for nothing, whatever it is refused for.
+ */
+function refuseMalformed(accessChange: AccessChange, ifMatchHeader: string | undefined, namesFrom: 'body' | 'path'): void {
+  ifMatchVersions(ifMatchHeader);
+  try {
+    checkAccessChange(accessChange);
+  } catch (err) {
+    throw invalidNames(err, namesFrom);
+  }
+}
+
+/** A store's or a rule's refusal of the names a change gives, as the API names it by where they were given. */
+function invalidNames(err: unknown, namesFrom: 'body' | 'path'): unknown {
+  if (err instanceof DomainError && err.kind === 'invalid_input') {
+    return new ApiError(namesFrom === 'body' ? 'invalid_body' : 'invalid_parameter', err.message);
+  }
+  return err;
+}
+
 /** Makes one change of the caller's, and turns every refusal into its Error answer. */
 async function change(
   store: PlantAccessStore,
@@ -229,10 +266,7 @@ async function change(
   try {
     written = await store.changeAccess(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
   } catch (err) {
-    if (err instanceof DomainError && err.kind === 'invalid_input') {
-      throw new ApiError(namesFrom === 'body' ? 'invalid_body' : 'invalid_parameter', err.message);
-    }
-    throw err;
+    throw invalidNames(err, namesFrom);
   }
   switch (written.outcome) {
     case 'changed':

@@ -2,6 +2,7 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { DomainError } from '../../catalogue/errors.js';
+import { checkClientPlant } from '../../catalogue/names.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantWriteStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
@@ -19,8 +20,8 @@ const createPlantSchema = {
   operationId: 'createPlant',
   summary: 'Create a plant',
   description:
-    'Creates a new plant in the store. The caller owns it; it is private and shared with nobody (an operator ' +
-    'makes it public or shares it with the CLI). The id is chosen by the client and must be unused: repeating ' +
+    'Creates a new plant in the store. The caller owns it; it is private and shared with nobody until its owner ' +
+    '(or an admin) shares it or makes it public (`PUT /plants/{id}/access`), or an operator does with the CLI. The id is chosen by the client and must be unused: repeating ' +
     'the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of ' +
     'another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant ' +
     "is in the caller's next `GET /plants` on any instance.",
@@ -75,7 +76,22 @@ export async function plantWriteRoutes(
 
   routes.post(
     '/plants',
-    { onRequest: [authenticate, requireJsonAcceptable], preHandler: budget, bodyLimit: NEW_PLANT_BODY_LIMIT, schema: createPlantSchema },
+    {
+      onRequest: [authenticate, requireJsonAcceptable],
+      // A name or tag the rules refuse is a 400 before the write budget is spent on it.
+      preHandler: [
+        async (request) => {
+          try {
+            checkClientPlant(request.body as NewPlant);
+          } catch (err) {
+            throw asApiError(err);
+          }
+        },
+        budget,
+      ],
+      bodyLimit: NEW_PLANT_BODY_LIMIT,
+      schema: createPlantSchema,
+    },
     async (request) => {
       const plant = request.body as NewPlant;
       try {

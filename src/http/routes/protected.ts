@@ -82,7 +82,8 @@ export const commonErrors = {
 
 /**
  * The per-user budget of writes: the user's, whichever token or JWT the request carries. A preHandler, after the
- * request's body and parameters are validated: a write refused as malformed (400, 413, 415) spends none of it.
+ * request's body and parameters are validated (by the schema, and by the rules of names and If-Match in the route's
+ * preHandlers before it): a write refused as malformed (400, 413, 415) spends none of it.
  */
 export function userWriteBudget(writeBudget: RateLimiter | undefined): preHandlerHookHandler {
   return (request, reply, done) =>

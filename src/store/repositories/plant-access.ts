@@ -3,7 +3,7 @@ import { mayChangePlant, type Actor, type Viewer } from '../../catalogue/access-
 import {
   accessVersion,
   changedAccess,
-  checkGrantee,
+  checkAccessChange,
   granteesOf,
   type AccessChange,
   type Grantee,
@@ -29,7 +29,7 @@ interface ChangeablePlant {
 
 /**
  * The plant with public id `id`, when `actor` may change it (the rule of delete, access-rule.ts): 'hidden' when
- * there is none or the actor may not see it, so that ids of others' private plants cannot be probed; 'forbidden'
+ * there is none or the actor may not see it, so that a change tells nothing of a plant the actor cannot see; 'forbidden'
  * when the actor sees it but may not change it. In a writing transaction, `lock` (StoreDialect's rowLocks.change)
  * holds the plant until the commit: a delete under way is waited for, and then there is none.
  */
@@ -97,9 +97,7 @@ export async function changeAccess(
   change: AccessChange,
   ifVersion?: readonly string[],
 ): Promise<AccessWrite> {
-  for (const grantee of change.kind === 'replace' ? granteesOf(change.access) : change.kind === 'public' ? [] : [change.grantee]) {
-    checkGrantee(grantee);
-  }
+  checkAccessChange(change);
   return writing(d, () =>
     d.writeTransaction(async (trx): Promise<AccessWrite> => {
       const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
