@@ -54,7 +54,7 @@ export interface paths {
         put?: never;
         /**
          * Create a plant
-         * @description Creates a new plant in the store. The caller owns it; it is private and shared with nobody (an operator makes it public or shares it with the CLI). The id is chosen by the client and must be unused: repeating the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant is in the caller's next `GET /plants` on any instance.
+         * @description Creates a new plant in the store. The caller owns it; it is private and shared with nobody until its owner (or an admin) shares it or makes it public (`PUT /plants/{id}/access`), or an operator does with the CLI. The id is chosen by the client and must be unused: repeating the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant is in the caller's next `GET /plants` on any instance.
          */
         post: operations["createPlant"];
         delete?: never;

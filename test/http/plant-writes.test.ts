@@ -165,7 +165,7 @@ for (const backend of BACKENDS) {
       for (const id of ['abc', '0', '-1', '1.5', '1e3', '99999999999999999999']) assertError(await remove('alice', id), 400, 40001);
     });
 
-    it('numbers a plant added without an id after the largest id in use', async () => {
+    it('numbers a plant added without an id after the largest id ever used', async () => {
       assert.equal((await create('alice', { id: 900_000, name: 'Big' })).status, 200);
       const added = await addPlant(store, { name: 'Next', owner: 'alice', public: false });
       assert.equal(added.id, 900_001);

@@ -23,7 +23,10 @@ export function registerPlantCommands(program: Command): void {
     .command('add')
     .description('add a plant; prints its id (the id of DELETE /plants/{id})')
     .requiredOption('--name <name>', 'the name of the plant')
-    .option('--id <id>', 'its id (default: the largest id in use plus one)')
+    .option(
+      '--id <id>',
+      "its id, 1 to 2^53 - 1 (default: one more than the largest id ever used, deleted plants included, so it is never a deleted plant's)",
+    )
     .requiredOption('--owner <user>', 'the user who owns it')
     .option('--tag <tag>', 'tag that specifies the type of the plant')
     .option('--public', 'every user sees it', false)

@@ -270,8 +270,8 @@ async function create(
 /**
  * Deletes the plant with public id `id` when `actor` may change it, in the batch of deletes, whose condition is the
  * rule (catalogue/access-rule.ts, changeablePlants). When nothing was deleted, the plant as it stands says why:
- * none, or one the actor may not see, is `hidden`, so that ids of others' private plants cannot be probed; one the
- * actor sees but may not change is `forbidden`. Of concurrent deletes of one plant, one is `deleted`.
+ * none, or one the actor may not see, is `hidden`, so that a delete tells nothing of a plant the actor cannot see
+ * (docs/security.md says what a create's 409 tells); one the actor sees but may not change is `forbidden`. Of concurrent deletes of one plant, one is `deleted`.
  */
 async function remove(
   d: StoreDialect,
