@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DomainError } from '../../src/catalogue/errors.js';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { recordBatch, type NumberedRecord } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
@@ -25,6 +26,8 @@ const OVERLAP_MS = 400;
 async function overlapped<T>(held: Promise<{ commit(): Promise<void> }>, other: () => Promise<T>): Promise<T> {
   const transaction = await held;
   const answer = other();
+  // A refusal may come while the commit is still under way: the caller handles it once this returns.
+  answer.catch(() => {});
   await sleep(OVERLAP_MS);
   await transaction.commit();
   return answer;
@@ -68,13 +71,14 @@ for (const backend of BACKENDS) {
         before(async () => {
           db = await backend.freshDb();
           store = await openStore({ db });
-          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan', 'jim', 'kim'];
+          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan', 'jim', 'kim', 'mia', 'ned'];
           const seeded = await seed(store, {
             users: users.map((name) => ({ name })),
             groups: [
               { name: 'g', members: ['bob', 'erin'] },
               { name: 'h', members: ['gus'] },
               { name: 'doomed', members: [] },
+              { name: 'doomed-too', members: ['ned'] },
             ],
             plants: [
               { name: 'secret', owner: 'alice' },
@@ -186,6 +190,28 @@ for (const backend of BACKENDS) {
           assert.ok((await names('kim')).includes('imported-2'), 'kim joined while an import was open and never gets its plant');
           assert.ok((await names('kim')).includes('imported-1'));
           assert.ok(!(await names('carol')).includes('imported-2'));
+          await assertDerivedRowsExact();
+        });
+
+        it('a member added or removed by the CLI in a group or for a user deleted meanwhile is not found, never a key error', async () => {
+          const notFound = (name: string) => (err: unknown) =>
+            err instanceof DomainError && err.kind === 'not_found' && err.message.includes(name);
+          await assert.rejects(
+            overlapped(holdTransaction(db, `DELETE FROM users WHERE name = 'mia'`), () => store.addMember('g', 'mia')),
+            notFound('"mia"'),
+          );
+          await assert.rejects(
+            overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed-too'`), () => store.addMember('doomed-too', 'ivan')),
+            notFound('"doomed-too"'),
+          );
+          await store.addGroup('doomed-three');
+          await store.addMember('doomed-three', 'ned');
+          await assert.rejects(
+            overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed-three'`), () =>
+              store.removeMember('doomed-three', 'ned'),
+            ),
+            notFound('"doomed-three"'),
+          );
           await assertDerivedRowsExact();
         });
 

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { notFound } from '../../catalogue/errors.js';
 import { checkGroupName } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
@@ -12,8 +12,17 @@ import { userIdByName } from './users.js';
 type Db = Kysely<Database> | Transaction<Database>;
 
 /** The id of the group named `name`; a name no group has is not found. */
-export async function groupIdByName(db: Db, name: string): Promise<number> {
-  const row = await db.selectFrom('groups').select('id').where('name', '=', name).executeTakeFirst();
+/**
+ * The id of group `name`, or not_found. In a writing transaction, `lock` (StoreDialect's rowLocks.keep) holds the
+ * row until the commit: a delete of the group under way is waited for, and then there is none.
+ */
+export async function groupIdByName(db: Db, name: string, lock = ''): Promise<number> {
+  const row = await db
+    .selectFrom('groups')
+    .select('id')
+    .where('name', '=', name)
+    .$if(lock !== '', (query) => query.modifyEnd(sql.raw(lock)))
+    .executeTakeFirst();
   if (!row) throw notFound(`no group named "${name}"`);
   return Number(row.id);
 }
@@ -38,8 +47,10 @@ export async function removeGroup(d: StoreDialect, name: string): Promise<void> 
 /** Resolves to false when the user was already a member (nothing changed). */
 export async function addMember(d: StoreDialect, group: string, user: string): Promise<boolean> {
   const added = d.writeTransaction(async (trx) => {
-    const groupId = await groupIdByName(trx, group);
-    const userId = await userIdByName(trx, user);
+    // Both held until the commit: a member added to a group or of a user deleted meanwhile is a not_found, never
+    // a foreign-key error, as in either order one after the other.
+    const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
+    const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
     const result = await trx
       .insertInto('group_members')
       .values({ group_id: groupId, user_id: userId })
@@ -53,8 +64,8 @@ export async function addMember(d: StoreDialect, group: string, user: string): P
 /** Resolves to false when the user was not a member. */
 export async function removeMember(d: StoreDialect, group: string, user: string): Promise<boolean> {
   const removed = d.writeTransaction(async (trx) => {
-    const groupId = await groupIdByName(trx, group);
-    const userId = await userIdByName(trx, user);
+    const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
+    const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
     const result = await trx.deleteFrom('group_members').where('group_id', '=', groupId).where('user_id', '=', userId).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
   });

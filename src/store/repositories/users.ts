@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
@@ -11,8 +11,14 @@ import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 type Db = Kysely<Database> | Transaction<Database>;
 
 /** The id of the user named `name`; a name nobody has is not found. */
-export async function userIdByName(db: Db, name: string): Promise<number> {
-  const row = await db.selectFrom('users').select('id').where('name', '=', name).executeTakeFirst();
+/** The id of user `name`, or not_found; `lock` as for groupIdByName. */
+export async function userIdByName(db: Db, name: string, lock = ''): Promise<number> {
+  const row = await db
+    .selectFrom('users')
+    .select('id')
+    .where('name', '=', name)
+    .$if(lock !== '', (query) => query.modifyEnd(sql.raw(lock)))
+    .executeTakeFirst();
   if (!row) throw notFound(`no user named "${name}"`);
   return Number(row.id);
 }
