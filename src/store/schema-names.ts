@@ -23,6 +23,3 @@ export const MEMBER_GRANTS = 'plant_member_grants';
 
 /** Each group's counts and whether it is ranged, read range by range instead of through member grants (migration 0014). */
 export const GROUP_SIZES = 'group_sizes';
-
-/** PostgreSQL: the function that brings groups' counts and member grants to what their rows say (migration 0014). */
-export const RESIZE_GROUPS_FUNCTION = 'plantstore_resize_groups';

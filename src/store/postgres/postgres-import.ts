@@ -6,7 +6,8 @@ import {
   FIRST_REPEATED_PLANT_ID_SQL,
   KnownNames,
   TakenPlantId,
-  touchedGroupsSql,
+  GroupGrowth,
+  grownGroupsSql,
   type ImportedPlant,
   type ImportTarget,
 } from '../catalogue-import.js';
@@ -77,8 +78,8 @@ export class PostgresImport implements ImportTarget {
   private firstPosition: number | undefined;
   /** The catalogue positions reserved for the import's plants. */
   private readonly positions = new ReservedPositions();
-  /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
-  private readonly touchedGroups = new Set<number>();
+  /** What the import added to each group it wrote or shared plants with. */
+  private readonly growth = new GroupGrowth();
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -121,7 +122,7 @@ export class PostgresImport implements ImportTarget {
     for (const id of plant.userIds) userGrants.push(index, id);
     for (const id of plant.groupIds) {
       groupGrants.push(index, id);
-      this.touchedGroups.add(id);
+      this.growth.add(id, 1, 0);
     }
     const tag = plant.tag === null ? '\\N' : copyText(plant.tag);
     // A plant's COPY row is built when it is read, all but the id.
@@ -134,7 +135,7 @@ export class PostgresImport implements ImportTarget {
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
-    for (const statement of touchedGroupsSql('postgres')) await this.client.query(statement, [[...this.touchedGroups]]);
+    for (const { sql, values } of grownGroupsSql('postgres', this.growth)) await this.client.query(sql, values);
     await addBackDeferrals(this.client, this.addBack, this.positions);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
@@ -199,7 +200,7 @@ export class PostgresImport implements ImportTarget {
     );
     const ids = new Map(rows.map(({ id, name }) => [name, id]));
     for (const [name, id] of ids) this.names.learn('group', name, id);
-    for (const id of ids.values()) this.touchedGroups.add(id);
+    for (const id of ids.values()) this.growth.add(id, 0, 0);
     if (memberCount === 0) return;
     const groupColumn: number[] = [];
     const userColumn: number[] = [];
@@ -209,10 +210,14 @@ export class PostgresImport implements ImportTarget {
         userColumn.push(userId);
       }
     }
-    await this.run(
-      'INSERT INTO group_members (group_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING',
+    // Counted as inserted: a member already there (or given twice) is no new row.
+    const added = await this.run<{ group_id: string; members: string }>(
+      `WITH added AS (
+         INSERT INTO group_members (group_id, user_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING RETURNING group_id
+       ) SELECT group_id, count(*) AS members FROM added GROUP BY group_id`,
       [groupColumn, userColumn],
     );
+    for (const { group_id: id, members } of added) this.growth.add(Number(id), 0, Number(members));
   }
 
   private async flushPlants(): Promise<void> {

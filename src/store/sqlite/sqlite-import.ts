@@ -4,7 +4,8 @@ import {
   FIRST_REPEATED_PLANT_ID_SQL,
   KnownNames,
   TakenPlantId,
-  touchedGroupsSql,
+  GroupGrowth,
+  grownGroupsSql,
   type ImportedPlant,
   type ImportTarget,
 } from '../catalogue-import.js';
@@ -41,7 +42,7 @@ export class SqliteImport implements ImportTarget {
   private plants: PlantWriter | undefined;
   private lastUserBefore = 0;
   /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
-  private readonly touchedGroups = new Set<number>();
+  private readonly growth = new GroupGrowth();
   private triggers: Array<{ name: string; sql: string }> = [];
   private readonly cacheSize: unknown;
 
@@ -105,20 +106,20 @@ export class SqliteImport implements ImportTarget {
   group(name: string, memberIds: readonly number[]): void {
     const { id } = this.statements.upsertGroup.get({ name, now: this.now })!;
     this.names.learn('group', name, id);
-    this.touchedGroups.add(id);
-    for (const userId of memberIds) this.statements.addMember.run(id, userId);
+    let added = 0;
+    for (const userId of memberIds) added += this.statements.addMember.run(id, userId).changes;
+    this.growth.add(id, 0, added);
   }
 
   plant(plant: ImportedPlant): void {
-    for (const id of plant.groupIds) this.touchedGroups.add(id);
+    for (const id of plant.groupIds) this.growth.add(id, 1, 0);
     this.plants!.add(plant);
   }
 
   async commit(): Promise<void> {
     const { db } = this;
-    const touched = JSON.stringify([...this.touchedGroups]);
     this.plants!.finish(() => {
-      for (const statement of touchedGroupsSql('sqlite')) db.prepare(statement).run(touched);
+      for (const { sql, values } of grownGroupsSql('sqlite', this.growth)) db.prepare(sql).run(...values);
     });
     const lookalike = db.prepare(importedLookalikeSql('sqlite', this.lastUserBefore)).get() as { name: string; other: string } | undefined;
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
