@@ -1,7 +1,7 @@
 import { loadJwtConfig, type JwtConfig } from './auth/jwt-config.js';
 import { invalidInput } from './catalogue/errors.js';
 import { readSettings, type ConfigInput, type LogLevel, type RateLimitConfig } from './settings.js';
-import type { StoreConfig } from './store/open-store.js';
+import { isPostgresUrl, type StoreConfig } from './store/open-store.js';
 
 export type { StoreConfig };
 
@@ -93,7 +93,7 @@ export type { ConfigInput, RateLimitConfig };
 
 export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {}): Config {
   const v = readSettings(input, env);
-  if (v.readDb && !/^postgres(ql)?:\/\//i.test(v.db)) {
+  if (v.readDb && !isPostgresUrl(v.db)) {
     throw invalidInput('a read replica (--read-db) needs a PostgreSQL primary (--db postgres://...)');
   }
   // Node refuses a headers timeout longer than the request timeout (the headers are part of the request).

@@ -1,4 +1,5 @@
 import { DomainError, invalidInput } from './catalogue/errors.js';
+import { isPostgresUrl } from './store/open-store.js';
 
 /**
  * Every setting of the service, once: its flag, its environment variable, its default, how its text is read,
@@ -124,7 +125,7 @@ export const SETTINGS = {
     meaning: 'PostgreSQL read replica for listings (see Deployment).',
     table: 'service',
     parse: (text) => {
-      if (text !== undefined && text !== '' && !/^postgres(ql)?:\/\//i.test(text)) {
+      if (text !== undefined && text !== '' && !isPostgresUrl(text)) {
         throw invalidInput('invalid read database: PLANTSTORE_READ_DB / --read-db must be a postgres:// URL');
       }
       return optionalText(text);
