@@ -48,10 +48,26 @@ function checkIdentifier(what: string, name: string): void {
   if (name.trim() !== name) throw invalidInput(`${what} must not start or end with white space`);
 }
 
+/** How an import's `sharedWith` and the CLI mark a grantee's kind: `group:NAME`, and `user:NAME` or a bare name. */
+const GROUP_MARK = 'group:';
+const USER_MARK = 'user:';
+
+/** A grantee written as `sharedWith` and the CLI write one. */
+export function granteeFromText(text: string): { user: string } | { group: string } {
+  if (text.startsWith(GROUP_MARK)) return { group: text.slice(GROUP_MARK.length) };
+  return { user: text.startsWith(USER_MARK) ? text.slice(USER_MARK.length) : text };
+}
+
+/** A grantee as text: `group:NAME`, and a user's bare name, or `user:NAME` when `marked`. */
+export function granteeText(grantee: { user: string } | { group: string }, { marked = false } = {}): string {
+  if ('group' in grantee) return `${GROUP_MARK}${grantee.group}`;
+  return marked ? `${USER_MARK}${grantee.user}` : grantee.user;
+}
+
 export function checkUserName(name: string): void {
   checkIdentifier('user name', name);
-  if (name.startsWith('group:') || name.startsWith('user:')) {
-    throw invalidInput(`user name must not start with "group:" or "user:" (they mark grantees in sharedWith)`);
+  if (name.startsWith(GROUP_MARK) || name.startsWith(USER_MARK)) {
+    throw invalidInput(`user name must not start with "${GROUP_MARK}" or "${USER_MARK}" (they mark grantees in sharedWith)`);
   }
 }
 

@@ -1,13 +1,13 @@
 import { invalidInput } from '../catalogue/errors.js';
+import { granteeFromText } from '../catalogue/names.js';
 
 // Runtime helpers of the catalogue format that need no validator: the stores load this, not TypeBox, so a
 // CLI command that never reads a file starts without it.
 
 /** An entry of a plant record's `sharedWith`: a user name, `user:NAME` or `group:NAME`. */
 export function parseSharedWith(entry: string): { kind: 'user' | 'group'; name: string } {
-  if (entry.startsWith('group:')) return { kind: 'group', name: entry.slice('group:'.length) };
-  if (entry.startsWith('user:')) return { kind: 'user', name: entry.slice('user:'.length) };
-  return { kind: 'user', name: entry };
+  const grantee = granteeFromText(entry);
+  return 'group' in grantee ? { kind: 'group', name: grantee.group } : { kind: 'user', name: grantee.user };
 }
 
 /** The import error for a reference to a user or group that is neither earlier in the file nor stored. */

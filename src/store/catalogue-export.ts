@@ -1,4 +1,5 @@
 import type { Awaitable } from '../awaitable.js';
+import { granteeText } from '../catalogue/names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
 import type { Dialect } from './schema.js';
 
@@ -54,7 +55,7 @@ const exportRecord = {
     return members.length > 0 ? { type: 'group', name: g.name, members } : { type: 'group', name: g.name };
   },
   plant(p: PlantRow): PlantRecord {
-    const sharedWith = [...names(p.users), ...names(p.groups).map((g) => `group:${g}`)];
+    const sharedWith = [...names(p.users), ...names(p.groups).map((group) => granteeText({ group }))];
     return {
       type: 'plant',
       id: Number(p.api_id),

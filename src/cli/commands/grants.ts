@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
+import { granteeText } from '../../catalogue/names.js';
 import type { Grantee } from '../../store/store.js';
 import { parsePlantId } from '../../catalogue/plant-ids.js';
 import { withAdmin } from '../context.js';
@@ -57,7 +58,7 @@ export function registerGrantCommands(program: Command): void {
         [
           { header: 'plant', value: (g) => String(g.plantId) },
           { header: 'name', value: (g) => g.plantName },
-          { header: 'grantee', value: (g) => ('user' in g.grantee ? `user:${g.grantee.user}` : `group:${g.grantee.group}`) },
+          { header: 'grantee', value: (g) => granteeText(g.grantee, { marked: true }) },
         ],
         opts.json,
       );
