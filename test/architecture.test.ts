@@ -75,6 +75,20 @@ describe('the layout', () => {
     }
   });
 
+  it('no module imports itself through others (no import circle)', () => {
+    // Module paths end in .js in imports and .ts on disk.
+    const graph = new Map(FILES.map((f) => [f.name.replace(/\.ts$/, '.js'), importsOf(f).filter(local)]));
+    const done = new Set<string>();
+    const visit = (name: string, path: string[]): void => {
+      const at = path.indexOf(name);
+      assert.ok(at === -1, `import circle: ${[...path.slice(at), name].join(' -> ')}`);
+      if (done.has(name)) return;
+      for (const next of graph.get(name) ?? []) visit(next, [...path, name]);
+      done.add(name);
+    };
+    for (const name of graph.keys()) visit(name, []);
+  });
+
   it('no class has more than 25 members, and the store has no abstract class', () => {
     for (const file of FILES) {
       const visit = (node: ts.Node) => {

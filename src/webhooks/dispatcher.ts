@@ -1,14 +1,9 @@
 import type { AttemptOutcome, ClaimedDelivery, WebhookOutbox } from '../store/webhook-outbox.js';
 import { EndpointShares, type EndpointShare } from './endpoint-share.js';
-import { OutcomeRecorder } from './outcome-recorder.js';
+import { OutcomeRecorder, type WarningLog } from './outcome-recorder.js';
 import { nextAttemptAt } from './retry-schedule.js';
 import { WebhookSender } from './sender.js';
 import { signatureHeader } from './signing.js';
-
-/** Where the dispatcher reports what it cannot do (the app's logger). */
-export interface WarningLog {
-  warn(details: object, message: string): void;
-}
 
 export interface DispatcherOptions {
   /** How often the outbox is looked at, whatever the commits (see nudge): what another process wrote is found so. */

@@ -1,5 +1,9 @@
 import type { FinishedAttempt, WebhookOutbox } from '../store/webhook-outbox.js';
-import type { WarningLog } from './dispatcher.js';
+
+/** Where the dispatcher and its recorder report what they cannot do (the app's logger). */
+export interface WarningLog {
+  warn(details: object, message: string): void;
+}
 
 /** Outcomes recorded in one statement at most. */
 const OUTCOMES_PER_STATEMENT = 500;
