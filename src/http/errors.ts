@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { DomainError } from '../catalogue/errors.js';
+import { DomainError, type DomainErrorKind } from '../catalogue/errors.js';
 import { COMMON_HEADERS, JSON_TYPE } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-codes.js';
 
@@ -32,6 +32,29 @@ const serviceUnavailable = (): ApiError =>
   new ApiError('unavailable', 'The service is temporarily unavailable; retry later', {
     'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
   });
+
+/**
+ * The answers a route gives to the store's refusals (DomainError) it can meet, by kind: each route names its own
+ * codes (a create's conflict is plant_id_taken, an access change's invalid name invalid_parameter). A kind it
+ * does not name keeps toApiError's answer: 503 for unavailable, 500 (a bug) for the others.
+ */
+export type RefusalAnswers = Partial<Record<Exclude<DomainErrorKind, 'unavailable'>, ErrorName>>;
+
+/** `err` as the route's answer when it is a store refusal the route names an answer for; anything else unchanged. */
+export function answerRefusal(err: unknown, answers: RefusalAnswers): unknown {
+  const name = err instanceof DomainError && err.kind !== 'unavailable' ? answers[err.kind] : undefined;
+  return name === undefined ? err : new ApiError(name, (err as Error).message);
+}
+
+/**
+ * The refusal of a plant the caller may not change (the rule of catalogue/access-rule.ts): 403 to one who sees it,
+ * saying what only its owner or an admin may do; to anyone else 404, the answer of no plant, which tells nothing.
+ */
+export function plantRefusal(outcome: 'hidden' | 'forbidden', id: number, onlyOwnerMay: string): ApiError {
+  return outcome === 'forbidden'
+    ? new ApiError('not_owner', `only the owner of plant ${id} or an admin may ${onlyOwnerMay}`)
+    : new ApiError('plant_not_found', `no plant with id ${id}`);
+}
 
 /** Maps anything thrown while handling a request to exactly one catalogue entry. 5xx details stay in the log. */
 export function toApiError(err: unknown): ApiError {

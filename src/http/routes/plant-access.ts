@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Viewer } from '../../catalogue/access-rule.js';
-import { DomainError } from '../../catalogue/errors.js';
 import { MAX_NAME_LENGTH } from '../../catalogue/names.js';
 import {
   accessVersion,
@@ -15,6 +14,7 @@ import {
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessWrite, PlantAccessStore } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
+import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, PlantAccessRef } from '../schemas.js';
 import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
@@ -109,7 +109,7 @@ export async function plantAccessRoutes(
     async (request, reply) => {
       const { id } = request.params;
       const read = await store.readAccess(request.viewer!, id as PlantId);
-      if (read.outcome !== 'read') throw refusal(read.outcome, id);
+      if (read.outcome !== 'read') throw plantRefusal(read.outcome, id, ONLY_OWNER_MAY);
       return sendAccess(reply, read.access);
     },
   );
@@ -241,17 +241,15 @@ function refuseMalformed(accessChange: AccessChange, ifMatchHeader: string | und
   try {
     checkAccessChange(accessChange);
   } catch (err) {
-    throw invalidNames(err, namesFrom);
+    throw answerRefusal(err, NAME_REFUSALS[namesFrom]);
   }
 }
 
 /** A store's or a rule's refusal of the names a change gives, as the API names it by where they were given. */
-function invalidNames(err: unknown, namesFrom: 'body' | 'path'): unknown {
-  if (err instanceof DomainError && err.kind === 'invalid_input') {
-    return new ApiError(namesFrom === 'body' ? 'invalid_body' : 'invalid_parameter', err.message);
-  }
-  return err;
-}
+const NAME_REFUSALS = { body: { invalid_input: 'invalid_body' }, path: { invalid_input: 'invalid_parameter' } } as const;
+
+/** What a 403 of the access routes says only the owner or an admin may do. */
+const ONLY_OWNER_MAY = 'see or change who has access to it';
 
 /** Makes one change of the caller's, and turns every refusal into its Error answer. */
 async function change(
@@ -266,7 +264,7 @@ async function change(
   try {
     written = await store.changeAccess(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
   } catch (err) {
-    throw invalidNames(err, namesFrom);
+    throw answerRefusal(err, NAME_REFUSALS[namesFrom]);
   }
   switch (written.outcome) {
     case 'changed':
@@ -284,12 +282,6 @@ async function change(
       throw new ApiError('user' in written.grantees[0]! ? 'user_not_found' : 'group_not_found', message);
     }
     default:
-      throw refusal(written.outcome, id);
+      throw plantRefusal(written.outcome, id, ONLY_OWNER_MAY);
   }
-}
-
-function refusal(outcome: 'hidden' | 'forbidden', id: number): ApiError {
-  return outcome === 'forbidden'
-    ? new ApiError('not_owner', `only the owner of plant ${id} or an admin may see or change who has access to it`)
-    : new ApiError('plant_not_found', `no plant with id ${id}`);
 }

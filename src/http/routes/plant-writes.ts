@@ -1,11 +1,10 @@
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { DomainError } from '../../catalogue/errors.js';
 import { checkClientPlant } from '../../catalogue/names.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantWriteStore } from '../../store/store.js';
-import { ApiError } from '../error-codes.js';
+import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
@@ -84,7 +83,7 @@ export async function plantWriteRoutes(
           try {
             checkClientPlant(request.body as NewPlant);
           } catch (err) {
-            throw asApiError(err);
+            throw answerRefusal(err, CREATE_REFUSALS);
           }
         },
         budget,
@@ -97,7 +96,7 @@ export async function plantWriteRoutes(
       try {
         await store.createPlant(request.viewer!, plant);
       } catch (err) {
-        throw asApiError(err);
+        throw answerRefusal(err, CREATE_REFUSALS);
       }
       const answer: Plant = plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
       return answer;
@@ -106,21 +105,16 @@ export async function plantWriteRoutes(
 
   routes.delete('/plants/:id', { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
-    switch (await store.deletePlant(request.viewer!, id as PlantId)) {
+    const outcome = await store.deletePlant(request.viewer!, id as PlantId);
+    switch (outcome) {
       case 'deleted':
         return reply.code(204).send();
       case 'forbidden':
-        throw new ApiError('not_owner', `plant ${id} can only be deleted by its owner or an admin`);
       case 'hidden':
-        throw new ApiError('plant_not_found', `no plant with id ${id}`);
+        throw plantRefusal(outcome, id, 'delete it');
     }
   });
 }
 
 /** The store's refusals of a create, as the API names them. */
-function asApiError(err: unknown): unknown {
-  if (!(err instanceof DomainError)) return err;
-  if (err.kind === 'conflict') return new ApiError('plant_id_taken', err.message);
-  if (err.kind === 'invalid_input') return new ApiError('invalid_body', err.message);
-  return err;
-}
+const CREATE_REFUSALS: RefusalAnswers = { conflict: 'plant_id_taken', invalid_input: 'invalid_body' };
