@@ -8,7 +8,7 @@ import { addGroup, addMember, listGroups, removeGroup, removeMember } from './re
 import { listPlants, plantWrites } from './repositories/plants.js';
 import { addToken, listTokens, revokeToken } from './repositories/tokens.js';
 import { addUser, listUsers, provisionUser, removeUser, setAdmin } from './repositories/users.js';
-import { RequestPath } from './request-path.js';
+import { TimedReads } from './timed-reads.js';
 import type { Database } from './schema.js';
 import type { CatalogueCounts, Store } from './store.js';
 import { WebhookOutbox } from './webhook-outbox.js';
@@ -18,7 +18,7 @@ import { WebhookOutbox } from './webhook-outbox.js';
  * store.ts, each a plain function of the dialect. Nothing here differs between SQLite and PostgreSQL.
  */
 export function createStore(d: StoreDialect): Store {
-  const requests = new RequestPath(d);
+  const requests = new TimedReads(d);
   const plants = plantWrites(d);
   return {
     backend: d.backend,

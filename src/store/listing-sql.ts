@@ -45,7 +45,7 @@ const NEXT_PLANT = ',{"name":';
 /**
  * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects, in id
  * order), from `sql`, a query of rows (id, name, tag) in id order. SQLite does not promise to aggregate rows in
- * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReader). On
+ * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReadsAndChanges). On
  * PostgreSQL the aggregates always sort, and the columns follow from the query's other columns (`extra`).
  */
 export function pageColumnsSql(dialect: Dialect, sql: string, { ordered = false, extra = '' } = {}): string {

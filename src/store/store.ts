@@ -59,7 +59,7 @@ export interface PageRequest {
 export interface VisiblePage {
   /**
    * The plants as the response body lists them: a JSON array of the contract's Plant objects (`name`, and `tag`
-   * when the plant has one), in catalogue order, built by the database (see visible-plants-sql.ts).
+   * when the plant has one), in catalogue order, built by the database (see listing-sql.ts).
    */
   json: string;
   /** Their catalogue positions, in the same order: how many there are, and where the next page starts. */

@@ -12,7 +12,7 @@ const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false
  * means the database cannot be reached turned into "unavailable" (503). Synchronous when the backend's read is: no
  * promise on SQLite's request path.
  */
-export class RequestPath {
+export class TimedReads {
   private timer: QueryTimer | undefined;
 
   private readonly reads: RequestReads;

@@ -36,10 +36,13 @@ export function storeErrorOf(d: StoreDialect, err: unknown): unknown {
   }
 }
 
-/** Runs a request's write or read of the primary: a database that cannot be reached, or is locked too long, is "unavailable" (503). */
-export async function writing<T>(d: StoreDialect, write: () => Promise<T>): Promise<T> {
+/**
+ * Runs `work` (a request's write, or its read of the primary) with the database's failures as the store's errors:
+ * one that cannot be reached, or is locked too long, is "unavailable" (503); see storeErrorOf.
+ */
+export async function withStoreErrors<T>(d: StoreDialect, work: () => Promise<T>): Promise<T> {
   try {
-    return await write();
+    return await work();
   } catch (err) {
     throw storeErrorOf(d, err);
   }

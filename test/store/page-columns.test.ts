@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { pageColumnsSql, pageFromColumns } from '../../src/store/listing-sql.js';
 
 // The page body the database builds: the contract's Plant objects, the extra row left out whatever the names
-// hold, and the sorting statement SqliteReader falls back to when SQLite aggregates rows out of their order.
+// hold, and the sorting statement SqliteReadsAndChanges falls back to when SQLite aggregates rows out of their order.
 
 const PLANTS = [
   { id: 3, name: 'Monstera', tag: 'tropical' },

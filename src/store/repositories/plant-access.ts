@@ -14,7 +14,7 @@ import type { StoreDialect } from '../dialect.js';
 import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
 import type { AccessRead, AccessWrite } from '../store.js';
-import { writing } from '../writes.js';
+import { withStoreErrors } from '../writes.js';
 
 // The access of one plant (its public flag and grants), read and changed with an actor's rights: the owner's and
 // admins' sharing over HTTP, and the operator's `grants` and `plants set-public` commands, through one path.
@@ -77,7 +77,7 @@ async function accessAt(db: Db, plant: ChangeablePlant): Promise<PlantAccess> {
 
 /** The access of the plant with public id `id`, when `actor` may change it. */
 export async function readAccess(d: StoreDialect, actor: Actor, id: PlantId): Promise<AccessRead> {
-  return writing(d, async () => {
+  return withStoreErrors(d, async () => {
     const plant = await changeablePlant(d.db, actor, id);
     return typeof plant === 'string' ? { outcome: plant } : { outcome: 'read', access: await accessAt(d.db, plant) };
   });
@@ -98,7 +98,7 @@ export async function changeAccess(
   ifVersion?: readonly string[],
 ): Promise<AccessWrite> {
   checkAccessChange(change);
-  return writing(d, () =>
+  return withStoreErrors(d, () =>
     d.writeTransaction(async (trx): Promise<AccessWrite> => {
       const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
       if (typeof plant === 'string') return { outcome: plant };

@@ -8,7 +8,7 @@ import type { OwnChanges, StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
 import type { CreatedPlant, PlantInfo } from '../store.js';
-import { writing } from '../writes.js';
+import { withStoreErrors } from '../writes.js';
 import { changeablePlant } from './plant-access.js';
 import { Batch } from '../batch.js';
 import { userIdByName, userNameById } from './users.js';
@@ -197,8 +197,8 @@ export function plantWrites(d: StoreDialect): {
   const creates = oneByOneOrBatched(d, insertRows);
   const deletes = oneByOneOrBatched(d, deleteRows);
   return {
-    createPlant: (actor, draft) => writing(d, () => create(d, creates, actor, draft)),
-    deletePlant: (actor, id) => writing(d, () => remove(d, deletes, actor, id)),
+    createPlant: (actor, draft) => withStoreErrors(d, () => create(d, creates, actor, draft)),
+    deletePlant: (actor, id) => withStoreErrors(d, () => remove(d, deletes, actor, id)),
   };
 }
 

@@ -6,7 +6,7 @@ import { isUniqueViolationOf } from './sqlite-errors.js';
 const ROWS_PER_INSERT = 32;
 /**
  * Catalogue positions (the plants there are, and were) from which sorting in runs pays (see
- * PlantWriter.sorting); the page cache then, in KiB (negative, as the pragma takes it); the sorter's helper threads.
+ * ImportPlantWriter.sorting); the page cache then, in KiB (negative, as the pragma takes it); the sorter's helper threads.
  */
 const SORT_IN_RUNS_FROM = 200_000;
 const SORT_RUN_CACHE = -2048;
@@ -29,7 +29,7 @@ const PLANT_COLUMNS = ['id', 'api_id', 'name', 'tag', 'owner_id', 'is_public', '
  * times a plant's row. They are queued in TEMP tables instead (appended, no index) and written at the end sorted
  * by grantee, so that they fill their table's pages in order.
  */
-export class PlantWriter {
+export class ImportPlantWriter {
   private readonly one: BetterSqlite3.Statement<unknown[]>;
   private readonly many: BetterSqlite3.Statement<unknown[]>;
   private nextId: number;

@@ -13,7 +13,7 @@ import { classifySqliteError } from './sqlite-errors.js';
 import { FileFollower } from './file-follower.js';
 import { openDatabase, pruneChangeLog } from './sqlite-file.js';
 import { SqliteImport } from './sqlite-import.js';
-import { SqliteReader } from './sqlite-reader.js';
+import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
 import { exportSnapshot } from './sqlite-export.js';
 
@@ -51,7 +51,7 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
 /**
  * SQLite's side of the store (see dialect.ts): writes go through Kysely on one connection, in writing transactions
  * (writing-transactions.ts); the request path and the change feed read on a connection of their own
- * (sqlite-reader.ts), synchronously.
+ * (sqlite-reads.ts), synchronously.
  */
 class SqliteDialect implements StoreDialect {
   readonly backend = 'sqlite' as const;
@@ -62,7 +62,7 @@ class SqliteDialect implements StoreDialect {
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
     prepare: () => undefined,
   };
-  readonly changes: SqliteReader;
+  readonly changes: SqliteReadsAndChanges;
   private readonly follower: FileFollower | undefined;
   private pruner: NodeJS.Timeout | undefined;
   private closed = false;
@@ -81,7 +81,7 @@ class SqliteDialect implements StoreDialect {
     groupCommit: boolean,
   ) {
     if (groupCommit) this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(() => this.groupCommit()) });
-    this.changes = new SqliteReader(path === ':memory:' ? sqlite : path, () => this.startPruning());
+    this.changes = new SqliteReadsAndChanges(path === ':memory:' ? sqlite : path, () => this.startPruning());
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
     this.bulk = {

@@ -13,7 +13,7 @@ import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
-import { isTakenId, PlantWriter } from './plant-writer.js';
+import { isTakenId, ImportPlantWriter } from './import-plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
 /** The tables an import writes. */
@@ -39,7 +39,7 @@ export class SqliteImport implements ImportTarget {
   readonly names: KnownNames;
   private readonly now = Date.now();
   private readonly statements;
-  private plants: PlantWriter | undefined;
+  private plants: ImportPlantWriter | undefined;
   private lastUserBefore = 0;
   /** The groups the import wrote (new ones, and existing ones it may have given members) or shared plants with. */
   private readonly growth = new GroupGrowth();
@@ -86,7 +86,7 @@ export class SqliteImport implements ImportTarget {
     // triggers go and come back inside the transaction (no other writer runs meanwhile, nobody sees them gone).
     this.triggers = importedTableTriggers(db);
     for (const { name } of this.triggers) db.exec(`DROP TRIGGER ${name}`);
-    this.plants = new PlantWriter(db, this.now);
+    this.plants = new ImportPlantWriter(db, this.now);
     this.lastUserBefore = db.prepare(LAST_USER_SQL).pluck().get() as number;
     return Number(db.prepare(LARGEST_USED_PLANT_ID_SQL).pluck().get() ?? 0);
   }

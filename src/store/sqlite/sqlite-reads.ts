@@ -91,9 +91,9 @@ class PreparedListings {
  * hands what it finds to the subscribers before any read of that snapshot: what a cache drops and what a read
  * returns always agree. Everything here is synchronous: no promise on the request path.
  */
-export class SqliteReader implements ChangeFeed {
+export class SqliteReadsAndChanges implements ChangeFeed {
   private db!: BetterSqlite3.Database;
-  private statements!: ReturnType<SqliteReader['prepare']>;
+  private statements!: ReturnType<SqliteReadsAndChanges['prepare']>;
   /** Holds snapshots on a connection of its own; false for an in-memory database, whose only connection is shared. */
   private ownConnection = true;
   private renewedAt = -Infinity;
