@@ -1,8 +1,6 @@
 import { CompiledQuery, Kysely, type Transaction } from 'kysely';
 import pg from 'pg';
-import Cursor from 'pg-cursor';
 import { notFound, unavailable } from '../../catalogue/errors.js';
-import type { ExportSnapshot } from '../catalogue-export.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
 import type { BulkDialect, ErrorKind, OwnChanges, StoreDialect, WritingStatements } from '../dialect.js';
@@ -10,6 +8,7 @@ import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PoolStats, Store } from '../store.js';
 import { backupPostgres } from './postgres-backup.js';
+import { exportSnapshot } from './postgres-export.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
 import { PostgresImport } from './postgres-import.js';
@@ -76,20 +75,6 @@ async function migrateWithoutTimeout(options: PostgresOptions, schema: string | 
   }
 }
 
-/** The rows of `text`, read through a cursor a thousand at a time, so memory stays flat. */
-async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string): AsyncGenerator<R> {
-  const cursor = client.query(new Cursor<R>(text));
-  try {
-    for (;;) {
-      const rows = await cursor.read(1_000);
-      if (rows.length === 0) return;
-      yield* rows;
-    }
-  } finally {
-    await cursor.close();
-  }
-}
-
 /**
  * PostgreSQL's side of the store (see dialect.ts): Kysely and the request path on one pool of the primary, listings
  * on a pool of their own (the replica's when there is one), and the change feed on a connection of its own.
@@ -128,7 +113,7 @@ class PostgresDialect implements StoreDialect {
     this.announcer = new ChangeAnnouncer(pool);
     this.bulk = {
       importing: (run) => this.importing(run),
-      exportSnapshot: () => this.exportSnapshot(),
+      exportSnapshot: () => exportSnapshot(this.pool),
       backup: () => backupPostgres(this.pool),
     };
     this.health = { poolStats: () => this.poolStats() };
@@ -221,25 +206,5 @@ class PostgresDialect implements StoreDialect {
     } finally {
       client.release();
     }
-  }
-
-  private async exportSnapshot(): Promise<ExportSnapshot> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      // The statement timeout bounds requests' queries; a cursor read in many fetches is one statement that lasts
-      // the whole export, so an operator's bulk command goes without it.
-      await client.query('SET LOCAL statement_timeout = 0');
-    } catch (err) {
-      client.release();
-      throw err;
-    }
-    return {
-      rows: <R>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
-      close: async () => {
-        await client.query('ROLLBACK').catch(() => {});
-        client.release();
-      },
-    };
   }
 }
