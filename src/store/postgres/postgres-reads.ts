@@ -3,6 +3,7 @@ import type { RequestReads } from '../dialect.js';
 import { allPlantsSql, metGonePlant, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
 import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store.js';
 import { lsnValue } from './postgres-change-feed.js';
+import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
 const RECENT_WRITERS = 10_000;
@@ -62,8 +63,7 @@ export class PostgresReads implements RequestReads {
       revoked_at: number | null;
     }>({
       name: 'find_token',
-      text: `SELECT t.id AS token_id, t.user_id, u.is_admin, t.expires_at, t.revoked_at
-       FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`,
+      text: findTokenSql('$1'),
       values: [hash],
     });
     const row = rows[0];
@@ -74,7 +74,7 @@ export class PostgresReads implements RequestReads {
   async findUser(name: string): Promise<UserCredential | undefined> {
     const { rows } = await this.pool.query<{ id: number; is_admin: number }>({
       name: 'find_user',
-      text: 'SELECT id, is_admin FROM users WHERE name = $1',
+      text: findUserSql('$1'),
       values: [name],
     });
     const row = rows[0];

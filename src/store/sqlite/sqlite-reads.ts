@@ -11,6 +11,7 @@ import {
   viewerGroupsSql,
 } from '../listing-sql.js';
 import type { TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /**
  * How old a read snapshot may get before the next read renews it. A change committed by any process is seen
@@ -138,10 +139,8 @@ export class SqliteReadsAndChanges implements ChangeFeed {
     const db = this.db;
     const raw = (sql: string) => db.prepare(sql).raw(true);
     return {
-      findToken: raw(
-        `SELECT t.id, t.user_id, u.is_admin, t.expires_at, t.revoked_at FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
-      ),
-      findUser: raw('SELECT id, is_admin FROM users WHERE name = ?'),
+      findToken: raw(findTokenSql('?')),
+      findUser: raw(findUserSql('?')),
       listings: new PreparedListings(db),
       groups: raw(viewerGroupsSql(false)),
       groupsWithClaims: raw(viewerGroupsSql(true)),
