@@ -1,7 +1,7 @@
 import type { Awaitable } from '../awaitable.js';
 import { granteeText } from '../catalogue/names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
-import type { Dialect } from './schema.js';
+import type { Backend } from './schema.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
 type NameList = string | string[];
@@ -9,11 +9,11 @@ type NameList = string | string[];
 const names = (list: NameList): string[] => (typeof list === 'string' ? (JSON.parse(list) as string[]) : list);
 
 /** A subquery of names as one column: the dialects differ only in how they aggregate it. */
-const nameList = (dialect: Dialect, subquery: string): string =>
+const nameList = (dialect: Backend, subquery: string): string =>
   dialect === 'sqlite' ? `(SELECT json_group_array(name) FROM (${subquery}))` : `ARRAY(${subquery})`;
 
 /** The export's three queries, in catalogue order: users, groups with members, plants with grantees. */
-function exportQueries(dialect: Dialect): { users: string; groups: string; plants: string } {
+function exportQueries(dialect: Backend): { users: string; groups: string; plants: string } {
   return {
     users: 'SELECT name, is_admin FROM users ORDER BY id',
     groups:
@@ -69,7 +69,7 @@ const exportRecord = {
 };
 
 /** The one export flow of both backends: every user, then every group, then every plant, from one snapshot. */
-export async function* exportCatalogue(dialect: Dialect, open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
+export async function* exportCatalogue(dialect: Backend, open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
   const queries = exportQueries(dialect);
   const snapshot = await open();
   try {

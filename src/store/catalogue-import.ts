@@ -2,7 +2,7 @@ import { then, type Awaitable } from '../awaitable.js';
 import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
-import type { Dialect } from './schema.js';
+import type { Backend } from './schema.js';
 import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
@@ -122,7 +122,7 @@ export class GroupGrowth {
  * counts and grants of every other writer of these groups are committed and read (each statement of a READ
  * COMMITTED transaction reads anew); SQLite's import holds the write lock. SQLite takes each column as a JSON array.
  */
-export function grownGroupsSql(dialect: Dialect, growth: GroupGrowth): Array<{ sql: string; values: unknown[] }> {
+export function grownGroupsSql(dialect: Backend, growth: GroupGrowth): Array<{ sql: string; values: unknown[] }> {
   const [ids, plants, members] = growth.columns();
   if (ids.length === 0) return [];
   const postgres = dialect === 'postgres';

@@ -3,7 +3,7 @@ import type { Awaitable } from '../awaitable.js';
 import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
-import type { Database } from './schema.js';
+import type { Backend, Database } from './schema.js';
 import type { HealthStore, PageRequest, TokenCredential, UserCredential, VisiblePage } from './store.js';
 
 /**
@@ -89,7 +89,7 @@ export interface WritingStatements {
  * feed, bulk import and export, and the lifetime. create-store.ts composes a Store from it.
  */
 export interface StoreDialect {
-  readonly backend: 'sqlite' | 'postgres';
+  readonly backend: Backend;
   /** Kysely on the primary database; read anew each time (SQLite reopens a file replaced under it). */
   readonly db: Kysely<Database>;
   /** What `err`, thrown by this database, means; undefined for anything else. */

@@ -1,6 +1,6 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
-import type { Dialect } from './schema.js';
+import type { Backend } from './schema.js';
 import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
 import type { VisiblePage } from './store.js';
 
@@ -34,7 +34,7 @@ import type { VisiblePage } from './store.js';
  * per plant (SQLite's JSON functions and PostgreSQL's to_json escape any text exactly). Compact, and `name`
  * first in both dialects: `dropLastPlant` relies on it.
  */
-const PLANT_JSON: Record<Dialect, string> = {
+const PLANT_JSON: Record<Backend, string> = {
   sqlite: `CASE WHEN tag IS NULL THEN json_object('name', name) ELSE json_object('name', name, 'tag', tag) END`,
   postgres: `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`,
 };
@@ -48,7 +48,7 @@ const NEXT_PLANT = ',{"name":';
  * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReadsAndChanges). On
  * PostgreSQL the aggregates always sort, and the columns follow from the query's other columns (`extra`).
  */
-export function pageColumnsSql(dialect: Dialect, sql: string, { ordered = false, extra = '' } = {}): string {
+export function pageColumnsSql(dialect: Backend, sql: string, { ordered = false, extra = '' } = {}): string {
   if (dialect === 'sqlite') {
     const order = ordered ? ' ORDER BY id' : '';
     return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants FROM (${sql})`;
@@ -109,7 +109,7 @@ interface Params {
   claims: string;
 }
 
-const PARAMS: Record<Dialect, Params> = {
+const PARAMS: Record<Backend, Params> = {
   sqlite: { user: ':user', after: ':after', claims: '(SELECT value FROM json_each(:claims))' },
   postgres: { user: '$1', after: '$2', claims: '(SELECT unnest($4::text[]))' },
 };
@@ -118,7 +118,7 @@ const PARAMS: Record<Dialect, Params> = {
 export const groupParam = (i: number): string => `g${i}`;
 
 /** The ids of the user's groups: stored memberships, and with `withClaims` the stored groups the claim names. */
-function viewerGroups(dialect: Dialect, withClaims: boolean): string {
+function viewerGroups(dialect: Backend, withClaims: boolean): string {
   return memberGroups(PARAMS[dialect].user, withClaims ? `SELECT id FROM groups WHERE name IN ${PARAMS[dialect].claims}` : undefined);
 }
 
@@ -126,7 +126,7 @@ function viewerGroups(dialect: Dialect, withClaims: boolean): string {
  * The groups whose grants a page reads range by range: the viewer's ranged groups (those too large for member
  * grants, see migration 0014), and with `withClaims` the stored groups a JWT's claim names.
  */
-function rangedGroups(dialect: Dialect, withClaims: boolean): string {
+function rangedGroups(dialect: Backend, withClaims: boolean): string {
   const ranged =
     `SELECT m.group_id AS id FROM group_members m JOIN ${GROUP_SIZES} s ON s.group_id = m.group_id ` +
     `WHERE m.user_id = ${PARAMS[dialect].user} AND s.ranged = 1`;
@@ -261,7 +261,7 @@ export function viewerGroupsSql(withClaims: boolean): string {
  * One page of every plant (what an admin sees). SQLite: rows (id, name, tag) in id order after `:after`, at most
  * `limit`. PostgreSQL: after $1, at most $2, one row of page columns with the standby's replay position (`replayed`).
  */
-export function allPlantsSql(dialect: Dialect, limit: number): string {
+export function allPlantsSql(dialect: Backend, limit: number): string {
   if (dialect === 'sqlite') return `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
   const rows = 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2';
   return pageColumnsSql('postgres', rows, { extra: `, NULL::bigint[] AS groups, ${REPLAYED} AS replayed` });

@@ -39,4 +39,5 @@ export interface Database {
   };
 }
 
-export type Dialect = 'sqlite' | 'postgres';
+/** Which database a store runs on: the seam's name for it (StoreDialect.backend), and what its SQL builders take. */
+export type Backend = 'sqlite' | 'postgres';

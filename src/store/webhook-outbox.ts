@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
-import type { Database, Dialect } from './schema.js';
+import type { Database, Backend } from './schema.js';
 
 /**
  * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
@@ -84,7 +84,7 @@ export class WebhookOutbox {
     private readonly db: () => Kysely<Database>,
     /** Where the dispatcher's own writes run (StoreDialect.unfollowedWrites): claims, outcomes, releases. */
     private readonly dispatcherWrites: () => Kysely<Database>,
-    private readonly dialect: Dialect,
+    private readonly dialect: Backend,
   ) {}
 
   async addEndpoint(url: string, secret: string): Promise<WebhookEndpoint> {
@@ -315,7 +315,7 @@ export class WebhookOutbox {
  * instead of a trigger per row: plants after catalogue position `before`, events after `lastEvent`. Nothing is
  * raised while no endpoint is enabled. Values are integers the import read itself, written as literals.
  */
-export function importedPlantEvents(dialect: Dialect, before: number, lastEvent: number, now: number): string[] {
+export function importedPlantEvents(dialect: Backend, before: number, lastEvent: number, now: number): string[] {
   for (const n of [before, lastEvent, now]) if (!Number.isSafeInteger(n)) throw new Error(`not an integer: ${n}`);
   // On PostgreSQL, only this transaction's rows: another writer's plant raised its own event by trigger.
   const ours = dialect === 'postgres' ? ' AND xmin = pg_current_xact_id()::xid' : '';

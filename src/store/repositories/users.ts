@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
-import type { Database, Dialect } from '../schema.js';
+import type { Database, Backend } from '../schema.js';
 import type { UserCredential, UserInfo } from '../store.js';
 import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 
@@ -43,7 +43,7 @@ export const lookalikeName = (name: string, other: string) =>
  * on PostgreSQL. Users that arrive together are not compared: a catalogue exported before the rule (which may hold
  * such a pair) imports back whole.
  */
-export function importedLookalikeSql(dialect: Dialect, lastUserBefore: number): string {
+export function importedLookalikeSql(dialect: Backend, lastUserBefore: number): string {
   if (!Number.isSafeInteger(lastUserBefore)) throw new Error(`not a user id: ${lastUserBefore}`);
   const [ours, theirs] =
     dialect === 'postgres'
