@@ -5,6 +5,7 @@ import {
   changedAccess,
   checkAccessChange,
   granteesOf,
+  normalAccess,
   type AccessChange,
   type Grantee,
   type PlantAccess,
@@ -71,8 +72,7 @@ async function accessAt(db: Db, plant: ChangeablePlant): Promise<PlantAccess> {
     .select(['gr.name', 'gr.id'])
     .where('g.plant_id', '=', plant.at)
     .execute();
-  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-  return { public: plant.isPublic, users: users.sort(byName).map((u) => u.name), groups: groups.sort(byName).map((g) => g.name) };
+  return normalAccess({ public: plant.isPublic, users: users.map((u) => u.name), groups: groups.map((g) => g.name) });
 }
 
 /** The access of the plant with public id `id`, when `actor` may change it. */
