@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { mayChangePlant, type Actor, type Viewer } from '../../catalogue/access-rule.js';
+import { ACCESS_PATHS, mayChangePlant, type Actor, type Viewer } from '../../catalogue/access-rule.js';
 import {
   accessVersion,
   changedAccess,
@@ -140,10 +140,10 @@ export async function changeAccess(
 const LISTS = ['users', 'groups'] as const;
 type List = (typeof LISTS)[number];
 
-/** Where the grants of each list are kept, and the table of their names. */
+/** Where the grants of each list are kept (the access rule's paths), and the table of their names. */
 const GRANTS = {
-  users: { table: 'plant_user_grants', column: 'user_id', names: 'users' },
-  groups: { table: 'plant_group_grants', column: 'group_id', names: 'groups' },
+  users: { table: ACCESS_PATHS.sharedWithUser.table, column: ACCESS_PATHS.sharedWithUser.key, names: 'users' },
+  groups: { table: ACCESS_PATHS.sharedWithGroup.table, column: ACCESS_PATHS.sharedWithGroup.key, names: 'groups' },
 } as const satisfies Record<List, { table: keyof Database; column: string; names: keyof Database }>;
 
 /** The names of `names` that `taken` does not hold, in their order. */

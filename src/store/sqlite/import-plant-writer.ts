@@ -1,3 +1,4 @@
+import { ACCESS_PATHS } from '../../catalogue/access-rule.js';
 import type BetterSqlite3 from 'better-sqlite3';
 import { BULK_IMPORT_INDEXES, TakenPlantId, type ImportedPlant } from '../catalogue-import.js';
 import { isUniqueViolationOf } from './sqlite-errors.js';
@@ -60,7 +61,8 @@ export class ImportPlantWriter {
       .pluck()
       .get() as number;
     this.nextId = this.before + 1;
-    this.grants = { user: new GrantQueue(db, 'plant_user_grants', 'user_id'), group: new GrantQueue(db, 'plant_group_grants', 'group_id') };
+    const { sharedWithUser: user, sharedWithGroup: group } = ACCESS_PATHS;
+    this.grants = { user: new GrantQueue(db, user.table, user.key), group: new GrantQueue(db, group.table, group.key) };
   }
 
   /** Writes (or queues) one plant, queues its grants, and returns its catalogue position. */
