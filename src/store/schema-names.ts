@@ -23,3 +23,9 @@ export const MEMBER_GRANTS = 'plant_member_grants';
 
 /** Each group's counts and whether it is ranged, read range by range instead of through member grants (migration 0014). */
 export const GROUP_SIZES = 'group_sizes';
+
+/**
+ * PostgreSQL: a condition true of the rows the current transaction wrote (their xmin is its id), as `alias` names
+ * their table. An import tells its own rows from those other writers committed meanwhile by it.
+ */
+export const writtenHere = (alias = ''): string => `${alias}xmin = pg_current_xact_id()::xid`;

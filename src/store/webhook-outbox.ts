@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
 import type { Database, Backend } from './schema.js';
+import { writtenHere } from './schema-names.js';
 
 /**
  * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
@@ -318,7 +319,7 @@ export class WebhookOutbox {
 export function importedPlantEvents(dialect: Backend, before: number, lastEvent: number, now: number): string[] {
   for (const n of [before, lastEvent, now]) if (!Number.isSafeInteger(n)) throw new Error(`not an integer: ${n}`);
   // On PostgreSQL, only this transaction's rows: another writer's plant raised its own event by trigger.
-  const ours = dialect === 'postgres' ? ' AND xmin = pg_current_xact_id()::xid' : '';
+  const ours = dialect === 'postgres' ? ` AND ${writtenHere()}` : '';
   // A message id for each event (see migration 0010): PostgreSQL's column draws it; SQLite's statement does here.
   const [column, value] = dialect === 'sqlite' ? [', message_id', ", 'msg_' || lower(hex(randomblob(16)))"] : ['', ''];
   return [

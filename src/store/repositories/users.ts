@@ -5,6 +5,7 @@ import type { StoreDialect } from '../dialect.js';
 import type { Database, Backend } from '../schema.js';
 import type { UserCredential, UserInfo } from '../store.js';
 import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
+import { writtenHere } from '../schema-names.js';
 
 // Users: the shared SQL of both backends.
 
@@ -46,9 +47,7 @@ export const lookalikeName = (name: string, other: string) =>
 export function importedLookalikeSql(dialect: Backend, lastUserBefore: number): string {
   if (!Number.isSafeInteger(lastUserBefore)) throw new Error(`not a user id: ${lastUserBefore}`);
   const [ours, theirs] =
-    dialect === 'postgres'
-      ? ['n.xmin = pg_current_xact_id()::xid', 'o.xmin <> pg_current_xact_id()::xid']
-      : [`n.id > ${lastUserBefore}`, `o.id <= ${lastUserBefore}`];
+    dialect === 'postgres' ? [writtenHere('n.'), `NOT (${writtenHere('o.')})`] : [`n.id > ${lastUserBefore}`, `o.id <= ${lastUserBefore}`];
   return `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id WHERE ${ours} AND ${theirs} ORDER BY n.id LIMIT 1`;
 }
 
