@@ -6,6 +6,7 @@ import type { CatalogueRecord, NumberedRecord } from '../import-format/records.j
 import type { Awaitable } from '../awaitable.js';
 import type { ChangeFeed } from './change-log.js';
 import type { WebhookOutbox } from './webhook-outbox.js';
+import type { Backend } from './schema.js';
 
 export type { Awaitable } from '../awaitable.js';
 
@@ -219,7 +220,7 @@ export interface RequestStore extends CredentialStore, ListingStore, PlantWriteS
 
 /** Health checks and observability (metrics); the metrics cost nothing while unused. */
 export interface HealthStore {
-  readonly backend: 'sqlite' | 'postgres';
+  readonly backend: Backend;
   /** Resolves when the database answers a trivial query; rejects otherwise. */
   ping(): Promise<void>;
   /**
