@@ -227,6 +227,7 @@ for (const backend of BACKENDS)
       writeFileSync(file, ndjson(good));
       const run = await ok(db, ['import', file]);
       assert.match(run.stderr, /imported 2 users, 1 groups, 1 plants, 2 grants/);
+      assert.deepEqual(await storedSchema(db), schemaBefore, 'a first load adds back every key and index it went without');
     });
 
     it('refuses a plant id given twice or already taken, naming it and its lines, and writes nothing', async () => {

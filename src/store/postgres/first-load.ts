@@ -4,7 +4,7 @@ import { MEMBER_GRANTS } from '../schema-names.js';
 
 /**
  * What a first load goes without, as statements that drop it and add it back: the indexes of
- * BULK_IMPORT_INDEXES and the member grants' primary key (built by one sort each at the end) and the foreign keys
+ * BULK_IMPORT_INDEXES and the grant tables' primary keys (built by one sort each at the end) and the foreign keys
  * of the tables an import fills.
  * Checked row by row, the keys are most of a first load's time; added back, they check every row in one join per
  * key.
@@ -15,13 +15,15 @@ async function firstLoadDeferrals(client: pg.PoolClient): Promise<{ drop: string
      WHERE schemaname = current_schema() AND indexname = ANY($1::text[]) ORDER BY indexname`,
     [BULK_IMPORT_INDEXES],
   );
-  // The member grants' primary key too: with no plant there is no member grant, and the fill's key checks
-  // (one speculative insert a row) cost several times its rows.
+  // The grant tables' primary keys too: with no plant there is no grant, and a key filled row by row in another
+  // order than its rows arrive in (by grantee, where rows come by plant) splits pages all through the load, ending
+  // a third larger than one built by one sort at the end; the member grants' fill also checks its key with one
+  // speculative insert a row.
   const { rows: keys } = await client.query<{ table: string; name: string; definition: string }>(
     `SELECT conrelid::regclass::text AS table, quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition
      FROM pg_constraint
      WHERE (contype = 'f' AND conrelid IN ('plants'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass))
-        OR (contype = 'p' AND conrelid = '${MEMBER_GRANTS}'::regclass)
+        OR (contype = 'p' AND conrelid IN ('${MEMBER_GRANTS}'::regclass, 'plant_user_grants'::regclass, 'plant_group_grants'::regclass))
      ORDER BY contype = 'p', conrelid, conname`,
   );
   return {
