@@ -1,28 +1,23 @@
 import type { Awaitable } from '../awaitable.js';
 import { granteeText } from '../catalogue/names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
-import type { Backend } from './schema.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
 type NameList = string | string[];
 
 const names = (list: NameList): string[] => (typeof list === 'string' ? (JSON.parse(list) as string[]) : list);
 
-/** A subquery of names as one column: the dialects differ only in how they aggregate it. */
-const nameList = (dialect: Backend, subquery: string): string =>
-  dialect === 'sqlite' ? `(SELECT json_group_array(name) FROM (${subquery}))` : `ARRAY(${subquery})`;
-
 /** The export's three queries, in catalogue order: users, groups with members, plants with grantees. */
-function exportQueries(dialect: Backend): { users: string; groups: string; plants: string } {
+function exportQueries(nameList: ExportSnapshot['nameList']): { users: string; groups: string; plants: string } {
   return {
     users: 'SELECT name, is_admin FROM users ORDER BY id',
     groups:
-      `SELECT g.name, ${nameList(dialect, 'SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
+      `SELECT g.name, ${nameList('SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
       'FROM groups g ORDER BY g.id',
     plants:
       `SELECT p.api_id, p.name, p.tag, u.name AS owner, p.is_public, ` +
-      `${nameList(dialect, 'SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id')} AS users, ` +
-      `${nameList(dialect, 'SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id')} AS groups ` +
+      `${nameList('SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id')} AS users, ` +
+      `${nameList('SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id')} AS groups ` +
       'FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id',
   };
 }
@@ -41,6 +36,8 @@ type PlantRow = {
 
 /** One consistent snapshot of a backend, read by the export flow. */
 export interface ExportSnapshot {
+  /** A subquery of names as one column (the databases differ only in how they aggregate it). */
+  nameList(subquery: string): string;
   /** The rows of one of `exportQueries`, in order, without holding them all in memory. */
   rows<R>(sql: string): Iterable<R> | AsyncIterable<R>;
   /** Ends the snapshot (also after a failure or a consumer that stopped early). */
@@ -69,9 +66,9 @@ const exportRecord = {
 };
 
 /** The one export flow of both backends: every user, then every group, then every plant, from one snapshot. */
-export async function* exportCatalogue(dialect: Backend, open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
-  const queries = exportQueries(dialect);
+export async function* exportCatalogue(open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
   const snapshot = await open();
+  const queries = exportQueries((subquery) => snapshot.nameList(subquery));
   try {
     for await (const u of snapshot.rows<UserRow>(queries.users)) yield exportRecord.user(u);
     for await (const g of snapshot.rows<GroupRow>(queries.groups)) yield exportRecord.group(g);

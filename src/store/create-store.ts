@@ -70,7 +70,7 @@ export function createStore(d: StoreDialect): Store {
       await d.changes.catchUp();
       return summary;
     },
-    exportRecords: (): AsyncGenerator<CatalogueRecord> => exportCatalogue(d.backend, () => d.bulk.exportSnapshot()),
+    exportRecords: (): AsyncGenerator<CatalogueRecord> => exportCatalogue(() => d.bulk.exportSnapshot()),
     counts: () => counts(d),
     backup: (file) => d.bulk.backup(file),
 

@@ -1,7 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
 import type { Database, Backend } from './schema.js';
-import { writtenHere } from './schema-names.js';
 
 /**
  * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
@@ -313,15 +312,21 @@ export class WebhookOutbox {
 
 /**
  * The statements an import runs before its commit to raise one event per plant it added (and their deliveries),
- * instead of a trigger per row: plants after catalogue position `before`, events after `lastEvent`. Nothing is
- * raised while no endpoint is enabled. Values are integers the import read itself, written as literals.
+ * instead of a trigger per row: plants after catalogue position `before` that `imported` says the import wrote
+ * (PostgreSQL: only its own transaction's; another writer's plant raised its own event by trigger), events after
+ * `lastEvent`. `messageId` is the SQL of a new message id where the table's column does not draw one itself
+ * (migration 0010: SQLite). Nothing is raised while no endpoint is enabled. Values are integers the import read
+ * itself, written as literals.
  */
-export function importedPlantEvents(dialect: Backend, before: number, lastEvent: number, now: number): string[] {
+export function importedPlantEvents(
+  { imported, messageId }: { imported: string | undefined; messageId: string | undefined },
+  before: number,
+  lastEvent: number,
+  now: number,
+): string[] {
   for (const n of [before, lastEvent, now]) if (!Number.isSafeInteger(n)) throw new Error(`not an integer: ${n}`);
-  // On PostgreSQL, only this transaction's rows: another writer's plant raised its own event by trigger.
-  const ours = dialect === 'postgres' ? ` AND ${writtenHere()}` : '';
-  // A message id for each event (see migration 0010): PostgreSQL's column draws it; SQLite's statement does here.
-  const [column, value] = dialect === 'sqlite' ? [', message_id', ", 'msg_' || lower(hex(randomblob(16)))"] : ['', ''];
+  const ours = imported === undefined ? '' : ` AND ${imported}`;
+  const [column, value] = messageId === undefined ? ['', ''] : [', message_id', `, ${messageId}`];
   return [
     `INSERT INTO webhook_events (plant_id, name, tag, created_at${column}) SELECT api_id, name, tag, ${now}${value} FROM plants ` +
       `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL) ORDER BY id`,

@@ -29,6 +29,7 @@ export async function exportSnapshot(pool: pg.Pool): Promise<ExportSnapshot> {
     throw err;
   }
   return {
+    nameList: (subquery) => `ARRAY(${subquery})`,
     rows: <R>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
     close: async () => {
       await client.query('ROLLBACK').catch(() => {});

@@ -14,7 +14,7 @@ import {
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
 import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
-import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from '../schema-names.js';
+import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, writtenHere } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
@@ -137,11 +137,16 @@ export class PostgresImport implements ImportTarget {
     await this.writing;
     for (const { sql, values } of grownGroupsSql('postgres', this.growth)) await this.client.query(sql, values);
     await addBackDeferrals(this.client, this.addBack, this.positions);
-    const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql('postgres', 0))).rows[0];
+    const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(writtenHere))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
       const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);
-      for (const statement of importedPlantEvents('postgres', this.firstPosition - 1, Number(rows[0]!.last), this.now)) {
+      for (const statement of importedPlantEvents(
+        { imported: writtenHere(), messageId: undefined },
+        this.firstPosition - 1,
+        Number(rows[0]!.last),
+        this.now,
+      )) {
         await this.client.query(statement);
       }
     }

@@ -2,10 +2,9 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
-import type { Database, Backend } from '../schema.js';
+import type { Database } from '../schema.js';
 import type { UserCredential, UserInfo } from '../store.js';
 import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
-import { writtenHere } from '../schema-names.js';
 
 // Users: the shared SQL of both backends.
 
@@ -40,15 +39,16 @@ export const lookalikeName = (name: string, other: string) =>
 
 /**
  * The first user an import added whose name looks like that of a user the database already had (addUser's rule),
- * with that user's name: the import's users are those after `lastUserBefore` on SQLite, those its transaction wrote
- * on PostgreSQL. Users that arrive together are not compared: a catalogue exported before the rule (which may hold
- * such a pair) imports back whole.
+ * with that user's name. `imported` is the condition, on a users row as `alias` names it, that the import wrote it
+ * (the backend's: users after the last one before it on SQLite, the transaction's own rows on PostgreSQL). Users
+ * that arrive together are not compared: a catalogue exported before the rule (which may hold such a pair) imports
+ * back whole.
  */
-export function importedLookalikeSql(dialect: Backend, lastUserBefore: number): string {
-  if (!Number.isSafeInteger(lastUserBefore)) throw new Error(`not a user id: ${lastUserBefore}`);
-  const [ours, theirs] =
-    dialect === 'postgres' ? [writtenHere('n.'), `NOT (${writtenHere('o.')})`] : [`n.id > ${lastUserBefore}`, `o.id <= ${lastUserBefore}`];
-  return `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id WHERE ${ours} AND ${theirs} ORDER BY n.id LIMIT 1`;
+export function importedLookalikeSql(imported: (alias: string) => string): string {
+  return (
+    `SELECT n.name AS name, o.name AS other FROM users n JOIN users o ON o.name_key = n.name_key AND o.id <> n.id ` +
+    `WHERE ${imported('n.')} AND NOT (${imported('o.')}) ORDER BY n.id LIMIT 1`
+  );
 }
 
 /** The largest user id so far (0 for none): what `importedLookalikeSql` counts from on SQLite. */

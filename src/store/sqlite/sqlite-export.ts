@@ -5,6 +5,7 @@ import type { ExportSnapshot } from '../catalogue-export.js';
 export function exportSnapshot(db: BetterSqlite3.Database): ExportSnapshot {
   db.exec('BEGIN');
   return {
+    nameList: (subquery) => `(SELECT json_group_array(name) FROM (${subquery}))`,
     rows: <R>(sql: string) => db.prepare(sql).iterate() as Iterable<R>,
     close: () => {
       if (db.inTransaction) db.exec('COMMIT');

@@ -16,6 +16,9 @@ import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, ImportPlantWriter } from './import-plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
 
+/** A new webhook message id in SQL: SQLite's column draws none (migration 0010), so the import's statement does. */
+const SQLITE_MESSAGE_ID = "'msg_' || lower(hex(randomblob(16)))";
+
 /** The tables an import writes. */
 const IMPORTED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants'];
 
@@ -121,10 +124,17 @@ export class SqliteImport implements ImportTarget {
     this.plants!.finish(() => {
       for (const { sql, values } of grownGroupsSql('sqlite', this.growth)) db.prepare(sql).run(...values);
     });
-    const lookalike = db.prepare(importedLookalikeSql('sqlite', this.lastUserBefore)).get() as { name: string; other: string } | undefined;
+    const lookalike = db.prepare(importedLookalikeSql((alias) => `${alias}id > ${this.lastUserBefore}`)).get() as
+      { name: string; other: string } | undefined;
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
-    for (const statement of importedPlantEvents('sqlite', this.plants!.largestPosition, lastEvent, this.now)) db.exec(statement);
+    for (const statement of importedPlantEvents(
+      { imported: undefined, messageId: SQLITE_MESSAGE_ID },
+      this.plants!.largestPosition,
+      lastEvent,
+      this.now,
+    ))
+      db.exec(statement);
     for (const { sql } of this.triggers) db.exec(sql);
     db.prepare('INSERT INTO change_log (table_name) VALUES (?)').run(EVERYTHING);
     db.exec('COMMIT');
