@@ -26,7 +26,7 @@ export function createStore(d: StoreDialect): Store {
     webhooks: new WebhookOutbox(
       () => d.db,
       () => d.unfollowedWrites,
-      d.backend,
+      d.statements,
     ),
 
     // The request path.

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely, RawBuilder, Transaction } from 'kysely';
 import type { Awaitable } from '../awaitable.js';
 import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
@@ -81,7 +81,16 @@ export interface WritingStatements {
    * Empty on SQLite, whose writing transactions run one at a time.
    */
   readonly rowLocks: { readonly change: string; readonly keep: string };
+  /**
+   * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
+   * endpoint's, earliest first, as `columns`), sets their lease to `leaseUntil` and returns their event_id,
+   * endpoint_id and attempts. PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
+   */
+  claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
 }
+
+/** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
+export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
 
 /**
  * Everything that differs between SQLite and PostgreSQL, in one small seam (as Kysely's `Dialect` is): what the

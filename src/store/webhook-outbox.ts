@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
-import type { Database, Backend } from './schema.js';
+import type { DueDeliveries, WritingStatements } from './dialect.js';
+import type { Database } from './schema.js';
 
 /**
  * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
@@ -84,7 +85,8 @@ export class WebhookOutbox {
     private readonly db: () => Kysely<Database>,
     /** Where the dispatcher's own writes run (StoreDialect.unfollowedWrites): claims, outcomes, releases. */
     private readonly dispatcherWrites: () => Kysely<Database>,
-    private readonly dialect: Backend,
+    /** The database's claim statement (WritingStatements.claimDeliveries). */
+    private readonly statements: Pick<WritingStatements, 'claimDeliveries'>,
   ) {}
 
   async addEndpoint(url: string, secret: string): Promise<WebhookEndpoint> {
@@ -199,23 +201,10 @@ export class WebhookOutbox {
   async claim(quotas: ReadonlyMap<number, number>, leaseMs: number): Promise<ClaimedDelivery[]> {
     if (quotas.size === 0) return [];
     const now = Date.now();
-    const due = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) =>
+    const due: DueDeliveries = (columns, endpoint, limit) =>
       sql`SELECT ${sql.raw(columns)} FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
-    // PostgreSQL: the rows are found and locked first, then updated by their ctid (a TID scan): joined to the table
-    // instead, the update is planned for the LIMIT's unknown n and reads the whole table into a hash.
-    const take = (returning: string) =>
-      this.dialect === 'postgres'
-        ? sql<Row>`UPDATE webhook_deliveries w SET lease_until = ${now + leaseMs} WHERE w.ctid = ANY (ARRAY(
-            SELECT c.ctid FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
-            CROSS JOIN LATERAL (${due('d.ctid', sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c)) RETURNING ${sql.raw(returning)}`
-        : sql<Row>`UPDATE webhook_deliveries SET lease_until = ${now + leaseMs} WHERE (event_id, endpoint_id) IN (${sql.join(
-            [...quotas].map(([endpoint, n]) => sql`SELECT * FROM (${due('d.event_id, d.endpoint_id', sql`${endpoint}`, sql`${n}`)})`),
-            sql` UNION ALL `,
-          )}) RETURNING ${sql.raw(returning)}`;
-    const rows = await this.claimThenRead(
-      take(this.dialect === 'postgres' ? 'w.event_id, w.endpoint_id, w.attempts' : 'event_id, endpoint_id, attempts'),
-    );
+    const rows = await this.claimThenRead(this.statements.claimDeliveries(quotas, now + leaseMs, due) as RawBuilder<Row>);
     return rows.map((r) => {
       const previous = r.previous_secret !== null && Number(r.previous_until) > now ? [String(r.previous_secret)] : [];
       return {

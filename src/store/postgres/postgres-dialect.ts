@@ -8,6 +8,7 @@ import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { HealthStore, PoolStats, Store } from '../store.js';
 import { backupPostgres } from './postgres-backup.js';
+import { claimDeliveriesPostgres } from './postgres-claims.js';
 import { exportSnapshot } from './postgres-export.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
@@ -102,6 +103,7 @@ class PostgresDialect implements StoreDialect {
       transactionIdSql: 'pg_current_xact_id()::text',
       manyRows: true,
       rowLocks: { change: 'FOR UPDATE', keep: 'FOR KEY SHARE' },
+      claimDeliveries: claimDeliveriesPostgres,
       prepare: (text) => prepared.register(text),
     };
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.

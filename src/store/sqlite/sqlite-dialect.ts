@@ -15,6 +15,7 @@ import { openDatabase, pruneChangeLog } from './sqlite-file.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
+import { claimDeliveriesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
 
 export interface SqliteOptions {
@@ -61,6 +62,7 @@ class SqliteDialect implements StoreDialect {
     rowLocks: { change: '', keep: '' },
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
     prepare: () => undefined,
+    claimDeliveries: claimDeliveriesSqlite,
   };
   readonly changes: SqliteReadsAndChanges;
   private readonly follower: FileFollower | undefined;

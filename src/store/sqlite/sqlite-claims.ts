@@ -1,0 +1,20 @@
+import { sql, type RawBuilder } from 'kysely';
+import type { DueDeliveries } from '../dialect.js';
+
+/**
+ * SQLite's claim of due deliveries (WritingStatements.claimDeliveries): each endpoint's due rows, up to its quota,
+ * in one UPDATE. Writes run one at a time, so no claim can hold a row another is reading.
+ */
+export function claimDeliveriesSqlite(
+  quotas: ReadonlyMap<number, number>,
+  leaseUntil: number,
+  due: DueDeliveries,
+): RawBuilder<Record<string, unknown>> {
+  const perEndpoint = [...quotas].map(
+    ([endpoint, n]) => sql`SELECT * FROM (${due('d.event_id, d.endpoint_id', sql`${endpoint}`, sql`${n}`)})`,
+  );
+  return sql`UPDATE webhook_deliveries SET lease_until = ${leaseUntil} WHERE (event_id, endpoint_id) IN (${sql.join(
+    perEndpoint,
+    sql` UNION ALL `,
+  )}) RETURNING event_id, endpoint_id, attempts`;
+}
