@@ -1,10 +1,11 @@
-import type { Kysely, RawBuilder, Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Awaitable } from '../awaitable.js';
 import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
 import type { HealthStore, PageRequest, TokenCredential, UserCredential, VisiblePage } from './store.js';
+import type { DeliveryClaims } from './webhook-outbox.js';
 
 /**
  * What a database error means to Plant Store: another writer took the key, a row referred to was removed by
@@ -55,7 +56,7 @@ export interface OwnChanges {
 }
 
 /** How a database's writing statements are best built and run: what the shared repositories ask before they write. */
-export interface WritingStatements {
+export interface WritingStatements extends DeliveryClaims {
   /**
    * SQL a writing statement returns (RETURNING … AS tx) to name its own transaction as the change log records it
    * (see StoreDialect.writeStatement's `changed`): `pg_current_xact_id()` on PostgreSQL, NULL on SQLite.
@@ -81,16 +82,7 @@ export interface WritingStatements {
    * Empty on SQLite, whose writing transactions run one at a time.
    */
   readonly rowLocks: { readonly change: string; readonly keep: string };
-  /**
-   * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
-   * endpoint's, earliest first, as `columns`), sets their lease to `leaseUntil` and returns their event_id,
-   * endpoint_id and attempts. PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
-   */
-  claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
 }
-
-/** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
-export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
 
 /**
  * Everything that differs between SQLite and PostgreSQL, in one small seam (as Kysely's `Dialect` is): what the

@@ -1,6 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
-import type { DueDeliveries, WritingStatements } from './dialect.js';
 import type { Database } from './schema.js';
 
 /**
@@ -66,6 +65,19 @@ export type AttemptOutcome =
 
 type Row = Record<string, string | number | null>;
 
+/** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
+export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
+
+/** How a database claims due deliveries (part of StoreDialect's WritingStatements). */
+export interface DeliveryClaims {
+  /**
+   * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
+   * endpoint's, earliest first, as `columns`), sets their lease to `leaseUntil` and returns their event_id,
+   * endpoint_id and attempts. PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
+   */
+  claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
+}
+
 /** What a claimed delivery is sent with: its event `e` and its endpoint `p`. */
 const CLAIMED_COLUMNS = 'e.message_id, e.plant_id, e.name, e.tag, e.created_at, p.url, p.secret, p.previous_secret, p.previous_until';
 
@@ -86,7 +98,7 @@ export class WebhookOutbox {
     /** Where the dispatcher's own writes run (StoreDialect.unfollowedWrites): claims, outcomes, releases. */
     private readonly dispatcherWrites: () => Kysely<Database>,
     /** The database's claim statement (WritingStatements.claimDeliveries). */
-    private readonly statements: Pick<WritingStatements, 'claimDeliveries'>,
+    private readonly statements: DeliveryClaims,
   ) {}
 
   async addEndpoint(url: string, secret: string): Promise<WebhookEndpoint> {

@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { DueDeliveries } from '../dialect.js';
+import type { DueDeliveries } from '../webhook-outbox.js';
 
 /**
  * PostgreSQL's claim of due deliveries (WritingStatements.claimDeliveries): the rows are found and locked first,

@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { DueDeliveries } from '../dialect.js';
+import type { DueDeliveries } from '../webhook-outbox.js';
 
 /**
  * SQLite's claim of due deliveries (WritingStatements.claimDeliveries): each endpoint's due rows, up to its quota,
