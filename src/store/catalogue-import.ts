@@ -2,7 +2,6 @@ import { then, type Awaitable } from '../awaitable.js';
 import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
-import type { Backend } from './schema.js';
 import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
@@ -116,51 +115,52 @@ export class GroupGrowth {
 }
 
 /**
- * What the triggers of migrations 0012 and 0014 would have left for the groups an import grew, as statements and
- * the parameters each takes: their counts raised by what the import added, whether they are ranged, and member
- * grants exactly for the others. PostgreSQL first locks the groups in id order, as the triggers do, so that the
- * counts and grants of every other writer of these groups are committed and read (each statement of a READ
- * COMMITTED transaction reads anew); SQLite's import holds the write lock. SQLite takes each column as a JSON array.
+ * How a backend writes the statements of grownGroupsSql: its SQL for the set of grown groups' ids and for the
+ * rows of their growth (group_id, plants, members), with the values each takes; how it inserts a row that may be
+ * there already; and what it first locks the groups with, if anything.
  */
-export function grownGroupsSql(dialect: Backend, growth: GroupGrowth): Array<{ sql: string; values: unknown[] }> {
-  const [ids, plants, members] = growth.columns();
-  if (ids.length === 0) return [];
-  const postgres = dialect === 'postgres';
-  const idList = postgres ? '(SELECT unnest($1::bigint[]))' : '(SELECT value FROM json_each(?))';
-  const grown = postgres
-    ? 'unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d (group_id, plants, members)'
-    : `(SELECT i.value AS group_id, p.value AS plants, m.value AS members FROM json_each(?) i ` +
-      `JOIN json_each(?) p ON p.key = i.key JOIN json_each(?) m ON m.key = i.key) d`;
-  const [idValues, grownValues] = postgres
-    ? [[ids], [ids, plants, members]]
-    : [[JSON.stringify(ids)], [ids, plants, members].map((c) => JSON.stringify(c))];
-  const insert = postgres ? 'INSERT INTO' : 'INSERT OR IGNORE INTO';
-  const ignore = postgres ? ' ON CONFLICT DO NOTHING' : '';
+export interface GrowthSql {
+  ids: { sql: string; values: unknown[] };
+  growth: { sql: string; values: unknown[] };
+  insertIgnoring: (insert: string) => string;
+  lockFirst: string | undefined;
+}
+
+/**
+ * What the triggers of migrations 0012 and 0014 would have left for the groups an import grew, as statements with
+ * their values: their counts raised by what the import added, whether they are ranged, and member grants exactly
+ * for the others. PostgreSQL first locks the groups in id order, as the triggers do, so that the counts and grants
+ * of every other writer of these groups are committed and read (each statement of a READ COMMITTED transaction
+ * reads anew); SQLite's import holds the write lock.
+ */
+export function grownGroupsSql(parts: GrowthSql): Array<{ sql: string; values: unknown[] }> {
+  const { ids, growth, insertIgnoring, lockFirst } = parts;
   return [
-    ...(postgres ? [{ sql: `SELECT FROM groups WHERE id IN ${idList} ORDER BY id FOR NO KEY UPDATE`, values: idValues }] : []),
+    ...(lockFirst === undefined ? [] : [{ sql: lockFirst, values: ids.values }]),
     {
       sql:
-        `INSERT INTO ${GROUP_SIZES} AS s (group_id, plants, members, ranged) SELECT d.group_id, d.plants, d.members, 0 FROM ${grown} ` +
+        `INSERT INTO ${GROUP_SIZES} AS s (group_id, plants, members, ranged) SELECT d.group_id, d.plants, d.members, 0 FROM ${growth.sql} ` +
         // SQLite reads `ON CONFLICT` after a SELECT as a join's: `WHERE true` ends the SELECT.
         `WHERE true ON CONFLICT (group_id) DO UPDATE SET plants = s.plants + excluded.plants, members = s.members + excluded.members`,
-      values: grownValues,
+      values: growth.values,
     },
     {
       sql:
         `UPDATE ${GROUP_SIZES} SET ranged = CASE WHEN plants > ${bound('plants')} OR members > ${bound('members')} THEN 1 ` +
-        `WHEN plants <= ${bound('plants')} / 2 AND members <= ${bound('members')} / 2 THEN 0 ELSE ranged END WHERE group_id IN ${idList}`,
-      values: idValues,
+        `WHEN plants <= ${bound('plants')} / 2 AND members <= ${bound('members')} / 2 THEN 0 ELSE ranged END WHERE group_id IN ${ids.sql}`,
+      values: ids.values,
     },
     {
-      sql: `DELETE FROM ${MEMBER_GRANTS} WHERE group_id IN (SELECT group_id FROM ${GROUP_SIZES} WHERE group_id IN ${idList} AND ranged = 1)`,
-      values: idValues,
+      sql: `DELETE FROM ${MEMBER_GRANTS} WHERE group_id IN (SELECT group_id FROM ${GROUP_SIZES} WHERE group_id IN ${ids.sql} AND ranged = 1)`,
+      values: ids.values,
     },
     {
-      sql:
-        `${insert} ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
-        `FROM ${GROUP_SIZES} s CROSS JOIN plant_group_grants g CROSS JOIN group_members m ` +
-        `WHERE s.group_id IN ${idList} AND s.ranged = 0 AND g.group_id = s.group_id AND m.group_id = s.group_id${ignore}`,
-      values: idValues,
+      sql: insertIgnoring(
+        `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
+          `FROM ${GROUP_SIZES} s CROSS JOIN plant_group_grants g CROSS JOIN group_members m ` +
+          `WHERE s.group_id IN ${ids.sql} AND s.ranged = 0 AND g.group_id = s.group_id AND m.group_id = s.group_id`,
+      ),
+      values: ids.values,
     },
   ];
 }

@@ -135,7 +135,19 @@ export class PostgresImport implements ImportTarget {
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();
     await this.writing;
-    for (const { sql, values } of grownGroupsSql('postgres', this.growth)) await this.client.query(sql, values);
+    const [ids, plants, members] = this.growth.columns();
+    if (ids.length > 0) {
+      const growth = grownGroupsSql({
+        ids: { sql: '(SELECT unnest($1::bigint[]))', values: [ids] },
+        growth: {
+          sql: 'unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d (group_id, plants, members)',
+          values: [ids, plants, members],
+        },
+        insertIgnoring: (insert) => `${insert} ON CONFLICT DO NOTHING`,
+        lockFirst: 'SELECT FROM groups WHERE id IN (SELECT unnest($1::bigint[])) ORDER BY id FOR NO KEY UPDATE',
+      });
+      for (const { sql, values } of growth) await this.client.query(sql, values);
+    }
     await addBackDeferrals(this.client, this.addBack, this.positions);
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(writtenHere))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);

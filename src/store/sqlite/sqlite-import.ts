@@ -121,8 +121,24 @@ export class SqliteImport implements ImportTarget {
 
   async commit(): Promise<void> {
     const { db } = this;
+    const columns = this.growth.columns();
+    const [ids, plants, members] = columns.map((column) => JSON.stringify(column));
+    const growth =
+      columns[0].length === 0
+        ? []
+        : grownGroupsSql({
+            ids: { sql: '(SELECT value FROM json_each(?))', values: [ids] },
+            growth: {
+              sql:
+                '(SELECT i.value AS group_id, p.value AS plants, m.value AS members FROM json_each(?) i ' +
+                'JOIN json_each(?) p ON p.key = i.key JOIN json_each(?) m ON m.key = i.key) d',
+              values: [ids, plants, members],
+            },
+            insertIgnoring: (insert) => insert.replace('INSERT INTO', 'INSERT OR IGNORE INTO'),
+            lockFirst: undefined,
+          });
     this.plants!.finish(() => {
-      for (const { sql, values } of grownGroupsSql('sqlite', this.growth)) db.prepare(sql).run(...values);
+      for (const { sql, values } of growth) db.prepare(sql).run(...values);
     });
     const lookalike = db.prepare(importedLookalikeSql((alias) => `${alias}id > ${this.lastUserBefore}`)).get() as
       { name: string; other: string } | undefined;
