@@ -4,8 +4,9 @@ import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runWrk, WRK_SUMMARY, type LoadResult } from './load.js';
+import { runWrk, WRK_SUMMARY } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
+import { combine, type Measured } from './harness.js';
 
 // The write rows of `npm run bench`: POST and DELETE /plants on SQLite and PostgreSQL, each beside its limit
 // measured alternately in the same run (SQLite: the same rows inserted in-process in batches at the same
@@ -30,9 +31,8 @@ export interface WriteBenchContext {
   userName(index: number): string;
 }
 
-export interface WriteMeasure extends LoadResult {
-  cpuSeconds: number;
-}
+/** A load result with the server's own CPU time over it: the harness's Measured. */
+export type WriteMeasure = Measured;
 
 const WRITE_ENV = { PLANTSTORE_WRITE_RATE_LIMIT: 'off', PLANTSTORE_RATE_LIMIT: 'off' };
 const TOKENS = 50;
@@ -81,23 +81,6 @@ async function wrk(url: string, lua: string, connections: number, seconds: numbe
   const before = pids.reduce((sum, pid) => sum + serverCpuSeconds(pid), 0);
   const result = await runWrk(url, file, connections, seconds);
   return { ...result, cpuSeconds: pids.reduce((sum, pid) => sum + serverCpuSeconds(pid), 0) - before };
-}
-
-function combine(results: WriteMeasure[]): WriteMeasure {
-  const requests = results.reduce((n, r) => n + r.requests, 0);
-  const seconds = results.reduce((n, r) => n + r.seconds, 0);
-  const p50 = results.map((r) => r.p50Ms).sort((a, b) => a - b);
-  return {
-    requests,
-    seconds,
-    rps: requests / seconds,
-    p50Ms: p50[Math.floor(p50.length / 2)]!,
-    p95Ms: Math.max(...results.map((r) => r.p95Ms)),
-    p99Ms: Math.max(...results.map((r) => r.p99Ms)),
-    errors: results.reduce((n, r) => n + r.errors, 0),
-    non2xx: results.reduce((n, r) => n + r.non2xx, 0),
-    cpuSeconds: results.reduce((n, r) => n + r.cpuSeconds, 0),
-  };
 }
 
 /** A limit's rounds: what it wrote a second, and its own CPU per row. */

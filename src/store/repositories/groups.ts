@@ -1,31 +1,18 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { notFound } from '../../catalogue/errors.js';
 import { checkGroupName } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
 import type { GroupInfo } from '../store.js';
 import { insertUnique, seenHere } from '../writes.js';
-import { userIdByName } from './users.js';
+import { idByName, userIdByName } from './users.js';
 
 // Groups and their members: the shared SQL of both backends.
 
 type Db = Kysely<Database> | Transaction<Database>;
 
 /** The id of the group named `name`; a name no group has is not found. */
-/**
- * The id of group `name`, or not_found. In a writing transaction, `lock` (StoreDialect's rowLocks.keep) holds the
- * row until the commit: a delete of the group under way is waited for, and then there is none.
- */
-export async function groupIdByName(db: Db, name: string, lock = ''): Promise<number> {
-  const row = await db
-    .selectFrom('groups')
-    .select('id')
-    .where('name', '=', name)
-    .$if(lock !== '', (query) => query.modifyEnd(sql.raw(lock)))
-    .executeTakeFirst();
-  if (!row) throw notFound(`no group named "${name}"`);
-  return Number(row.id);
-}
+export const groupIdByName = (db: Db, name: string, lock = ''): Promise<number> => idByName(db, 'group', name, lock);
 
 export async function addGroup(d: StoreDialect, name: string): Promise<GroupInfo> {
   checkGroupName(name);

@@ -10,18 +10,23 @@ import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-/** The id of the user named `name`; a name nobody has is not found. */
-/** The id of user `name`, or not_found; `lock` as for groupIdByName. */
-export async function userIdByName(db: Db, name: string, lock = ''): Promise<number> {
+/**
+ * The id of the user or group named `name`, or not_found. In a writing transaction, `lock` (StoreDialect's
+ * rowLocks.keep) holds the row until the commit: a delete under way is waited for, and then there is none.
+ */
+export async function idByName(db: Db, what: 'user' | 'group', name: string, lock = ''): Promise<number> {
   const row = await db
-    .selectFrom('users')
+    .selectFrom(what === 'user' ? 'users' : 'groups')
     .select('id')
     .where('name', '=', name)
     .$if(lock !== '', (query) => query.modifyEnd(sql.raw(lock)))
     .executeTakeFirst();
-  if (!row) throw notFound(`no user named "${name}"`);
+  if (!row) throw notFound(`no ${what} named "${name}"`);
   return Number(row.id);
 }
+
+/** The id of the user named `name`; a name nobody has is not found. */
+export const userIdByName = (db: Db, name: string, lock = ''): Promise<number> => idByName(db, 'user', name, lock);
 
 /**
  * The name of another user whose name looks like `name` (its nameKey is `key`), if any, with the key's lock taken
