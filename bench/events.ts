@@ -242,7 +242,7 @@ async function latencyRow(
   const service = await c.startService(db, SERVE_ENV);
   const store = await openStore({ db });
   const { token, hash } = (await import('../src/catalogue/tokens.js')).generateToken();
-  await store.addToken({ user: 'user1', hash, label: 'bench' });
+  await store.tokens.add({ user: 'user1', hash, label: 'bench' });
   await receiver.reset();
   const sent: Record<number, number> = {};
   const writes = 300;
@@ -259,7 +259,7 @@ async function latencyRow(
         });
         if (res.status !== 200) throw new Error(`POST /plants answered ${res.status}`);
       } else {
-        await store.createPlant(OPERATOR, { id: i, name: `Timed ${i}`, owner: 'user1', public: false });
+        await store.plants.create(OPERATOR, { id: i, name: `Timed ${i}`, owner: 'user1', public: false });
       }
       const wait = started + (i * 1000) / 20 - performance.now();
       if (wait > 0) await sleep(wait);

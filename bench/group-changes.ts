@@ -21,8 +21,8 @@ const timed = async (into: number[], change: () => Promise<unknown>) => {
 };
 try {
   for (const user of users) {
-    await timed(timings.join, () => store.addMember(group, user));
-    await timed(timings.leave, () => store.removeMember(group, user));
+    await timed(timings.join, () => store.groups.addMember(group, user));
+    await timed(timings.leave, () => store.groups.removeMember(group, user));
   }
 } finally {
   await store.close();

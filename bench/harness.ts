@@ -144,7 +144,7 @@ export async function tokensFor(db: string, users: readonly string[]): Promise<s
     const tokens: string[] = [];
     for (const user of users) {
       const { token, hash } = generateToken();
-      await store.addToken({ user, hash, label: 'bench' });
+      await store.tokens.add({ user, hash, label: 'bench' });
       tokens.push(token);
     }
     return tokens;

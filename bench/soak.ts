@@ -93,7 +93,7 @@ async function seed(db: string, dir: string): Promise<string[]> {
     const tokens: string[] = [];
     for (let u = 1; u < USERS; u++) {
       const { token, hash } = generateToken();
-      await store.addToken({ user: userName(u), hash, label: 'soak' });
+      await store.tokens.add({ user: userName(u), hash, label: 'soak' });
       tokens.push(token);
     }
     return tokens;

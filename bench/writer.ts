@@ -43,14 +43,14 @@ async function change(i: number): Promise<void> {
   switch (i % 3) {
     case 0:
       if (args.url !== undefined) await createOverHttp(i);
-      else await store.createPlant(OPERATOR, { name: `Written #${i}`, tag: 'bench', owner: user, public: false });
+      else await store.plants.create(OPERATOR, { name: `Written #${i}`, tag: 'bench', owner: user, public: false });
       break;
     case 1:
-      await store.addGrant((1 + ((i * 7919) % plants)) as PlantId, { user });
+      await store.grants.add((1 + ((i * 7919) % plants)) as PlantId, { user });
       break;
     default: {
       const other = userName(measured + 1 + (i % (users - measured - 1)));
-      await store.addToken({ user: other, hash: generateToken().hash, label: 'bench writer' });
+      await store.tokens.add({ user: other, hash: generateToken().hash, label: 'bench writer' });
     }
   }
 }

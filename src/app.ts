@@ -53,7 +53,7 @@ export async function buildApp({ config, store, logStream, webhooks }: AppOption
   if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
   const metrics = await installMetrics(app, config, store);
   await registerOpenApi(app);
-  await app.register(healthRoutes, { store });
+  await app.register(healthRoutes, { health: store.health });
   await registerPlantRoutes(app, config, store, metrics);
   deliverWebhooks(app, store, {
     leaseMs: config.webhookLeaseSeconds * 1000,
@@ -201,7 +201,7 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   const jwt = config.jwt ? { config: config.jwt, verifier: createJwtVerifier(config.jwt) } : undefined;
   const caches = new AnswerCaches(store.changes, config.cache);
   const authenticator = createAuthenticator(
-    store,
+    store.credentials,
     caches,
     jwt,
     metrics ? { tokens: metrics.caches.tokens, users: metrics.caches.users } : {},
@@ -218,7 +218,7 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
     });
     app.addHook('onClose', async () => limiter.close());
   }
-  const listing = new PlantListing(store, caches, config.listings, metrics?.caches.pages);
+  const listing = new PlantListing(store.listing, caches, config.listings, metrics?.caches.pages);
   app.addHook('onClose', (_instance, done) => {
     listing.close();
     done();
@@ -234,6 +234,6 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   });
   const writeBudget = createWriteBudget(config.writeRateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
   if (writeBudget) app.addHook('onClose', async () => writeBudget.close());
-  await app.register(plantWriteRoutes, { store, authenticate, writeBudget });
-  await app.register(plantAccessRoutes, { store, authenticate, writeBudget });
+  await app.register(plantWriteRoutes, { plants: store.plants, authenticate, writeBudget });
+  await app.register(plantAccessRoutes, { access: store.access, authenticate, writeBudget });
 }

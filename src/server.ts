@@ -56,7 +56,7 @@ export async function startServer(
   let admin: { app: FastifyInstance; url: string } | undefined;
   try {
     const app = (built = await buildApp({ config: appConfig, store }));
-    store.followFile?.(FILE_CHECK_MS, (event, detail) =>
+    store.health.followFile?.(FILE_CHECK_MS, (event, detail) =>
       event === 'reopened'
         ? app.log.info({ event }, detail)
         : app.log.error({ event }, `${detail}; answering 503 until a database file is there again`),

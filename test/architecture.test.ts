@@ -62,13 +62,27 @@ describe('the layout', () => {
     }
   });
 
-  it("the CLI's commands are given the role they use, not the whole Store", () => {
-    for (const file of inside('cli/commands')) {
+  it('a consumer takes the roles it uses, never the whole Store; only the composition roots hold it', () => {
+    // The roots build the app or run a command: they hand each part its role.
+    const ROOTS = new Set(['app.ts', 'server.ts', 'cli/context.ts']);
+    for (const file of FILES.filter((f) => !f.name.startsWith('store/') && !ROOTS.has(f.name))) {
       const visit = (node: ts.Node) => {
-        const named =
-          (ts.isTypeReferenceNode(node) && node.typeName.getText() === 'Store') ||
-          (ts.isImportSpecifier(node) && node.name.text === 'Store');
-        assert.ok(!named, `${file.name} names the Store type`);
+        if (ts.isTypeReferenceNode(node) && node.typeName.getText() === 'Store') {
+          // `Pick<Store, 'users'>` and `Store['listing']` name roles; a bare `Store` is the whole record.
+          const parent = node.parent;
+          const picked = ts.isTypeReferenceNode(parent) && parent.typeName.getText() === 'Pick';
+          assert.ok(picked || ts.isIndexedAccessTypeNode(parent), `${file.name} takes the whole Store: ${parent.getText()}`);
+        }
+        // A command's callback names the roles it uses: `withStore(cmd, ({ groups }) => …)`.
+        if (ts.isCallExpression(node) && node.expression.getText() === 'withStore') {
+          const run = node.arguments[1];
+          assert.ok(run && (ts.isArrowFunction(run) || ts.isFunctionExpression(run)), `${file.name}: withStore without a callback`);
+          const [param] = run.parameters;
+          assert.ok(
+            param === undefined || ts.isObjectBindingPattern(param.name),
+            `${file.name} takes the whole Store: ${param?.getText()}`,
+          );
+        }
         ts.forEachChild(node, visit);
       };
       visit(file.source);

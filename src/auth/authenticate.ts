@@ -2,7 +2,7 @@ import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import { checkUserName } from '../catalogue/names.js';
 import { DomainError } from '../catalogue/errors.js';
-import type { CredentialStore, TokenCredential, UserCredential } from '../store/store.js';
+import type { Credentials, TokenCredential, UserCredential } from '../store/store.js';
 import type { AnswerCaches } from '../cache/answer-caches.js';
 import type { Viewer } from '../catalogue/access-rule.js';
 import { scope } from '../catalogue/change-scopes.js';
@@ -40,7 +40,7 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  * groups claim adds group memberships for this request only. Admin rights always come from the store.
  */
 export function createAuthenticator(
-  store: CredentialStore,
+  credentials: Credentials,
   caches: AnswerCaches,
   jwt?: JwtSupport,
   counters: { tokens?: CacheCounter; users?: CacheCounter } = {},
@@ -61,7 +61,7 @@ export function createAuthenticator(
     const cached = usable ? tokens.get(key) : tokens.bypass();
     if (cached) return judge(cached);
     const readAt = caches.position;
-    return then(store.findToken(Buffer.from(key, 'base64')), (credential) => {
+    return then(credentials.findToken(Buffer.from(key, 'base64')), (credential) => {
       if (!credential) return UNKNOWN_TOKEN;
       const viewer = Object.freeze({ userId: credential.userId, admin: credential.admin });
       const known: KnownToken = { credential, accepted: Object.freeze({ ok: true, viewer, tokenKey: key }) };
@@ -75,7 +75,7 @@ export function createAuthenticator(
     const cached = usable ? users.get(name) : users.bypass();
     if (cached) return cached;
     const readAt = caches.position;
-    return then(store.findUser(name), (user) => {
+    return then(credentials.findUser(name), (user) => {
       if (user && usable) users.set(name, user, [scope.account(user.userId)], readAt);
       return user;
     });
@@ -86,7 +86,7 @@ export function createAuthenticator(
       if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
         return isTokenShaped(token) ? opaque(token) : { ok: false, reason: 'malformed' };
       }
-      return bearerJwt(jwt, token, jwtUser, store);
+      return bearerJwt(jwt, token, jwtUser, credentials);
     },
     close() {
       jwt?.verifier.close();
@@ -105,11 +105,11 @@ async function bearerJwt(
   jwt: JwtSupport,
   token: string,
   knownUser: (name: string) => Awaitable<UserCredential | undefined>,
-  store: CredentialStore,
+  credentials: Credentials,
 ): Promise<AuthResult> {
   const checked = await jwt.verifier.verify(token);
   if (!checked.ok) return checked;
-  const user = (await knownUser(checked.user)) ?? (await provisionedUser(jwt, checked.user, store));
+  const user = (await knownUser(checked.user)) ?? (await provisionedUser(jwt, checked.user, credentials));
   if ('reason' in user) return user;
   // Admin rights come from Plant Store, and reach a JWT only where the operator allows it (--jwt-admins).
   const admin = user.admin && jwt.config.admins === 'allow';
@@ -121,7 +121,7 @@ async function bearerJwt(
 async function provisionedUser(
   jwt: JwtSupport,
   name: string,
-  store: CredentialStore,
+  credentials: Credentials,
 ): Promise<UserCredential | Extract<AuthResult, { ok: false }>> {
   if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
   const claim = jwt.config.userClaim;
@@ -133,7 +133,7 @@ async function provisionedUser(
     throw err;
   }
   try {
-    return await store.provisionUser(name);
+    return await credentials.provisionUser(name);
   } catch (err) {
     // A name that looks like an existing user's is not taken: the claim is refused, the other user not named.
     if (err instanceof DomainError && err.kind === 'conflict') {

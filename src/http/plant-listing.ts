@@ -5,7 +5,7 @@ import { pageScopes, scope, viewerKey } from '../catalogue/change-scopes.js';
 import { position, type Position } from '../catalogue/plant-ids.js';
 import { then } from '../awaitable.js';
 import type { CacheCounter, ScopedCache } from '../cache/scoped-cache.js';
-import type { ListingStore } from '../store/store.js';
+import type { Listing } from '../store/store.js';
 import { ApiError } from './error-codes.js';
 import { FIRST_CHUNK, ListingStreams, type ListingLimits } from './listing-streams.js';
 
@@ -50,7 +50,7 @@ export class PlantListing {
   private readonly streams: ListingStreams;
 
   constructor(
-    private readonly store: ListingStore,
+    private readonly store: Listing,
     private readonly caches: AnswerCaches,
     limits: ListingLimits,
     pageCounter?: CacheCounter,

@@ -1,7 +1,7 @@
 import type { onResponseHookHandler } from 'fastify';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { CacheCounter } from '../cache/scoped-cache.js';
-import type { HealthStore, HotQuery } from '../store/store.js';
+import type { Health, HotQuery } from '../store/store.js';
 import type { AttemptOutcome, WebhookOutbox } from '../store/webhook-outbox.js';
 import { VERSION } from '../version.js';
 import { HotHistogram } from './histogram.js';
@@ -60,7 +60,7 @@ export class Metrics {
 
   /** `refusalReasons`: every reason authentication can refuse a request for, each exported from the start. */
   constructor(
-    private readonly store: HealthStore & { webhooks: Pick<WebhookOutbox, 'backlog'> },
+    private readonly store: { health: Health; webhooks: Pick<WebhookOutbox, 'backlog'> },
     refusalReasons: readonly string[],
   ) {
     const registers = [this.registry];
@@ -73,7 +73,7 @@ export class Metrics {
       registers,
       // Every worker says the same 1: summed over `--workers N`, it would say N.
       aggregator: 'first',
-    }).set({ version: VERSION, backend: store.backend }, 1);
+    }).set({ version: VERSION, backend: store.health.backend }, 1);
 
     const routes = this.routes;
     new Counter({
@@ -113,7 +113,7 @@ export class Metrics {
 
     this.cacheCounters(registers);
     this.queryDurations();
-    if (store.backend === 'postgres') this.poolGauges(registers);
+    if (store.health.backend === 'postgres') this.poolGauges(registers);
     this.webhookOutcomes = this.webhookMetrics(registers);
   }
 
@@ -145,20 +145,20 @@ export class Metrics {
     );
     const byQuery = {} as Record<HotQuery, Observe>;
     for (const query of HOT_QUERIES) byQuery[query] = queries.labels({ query });
-    this.store.timeQueries((query, seconds) => byQuery[query].observe(seconds));
+    this.store.health.timeQueries((query, seconds) => byQuery[query].observe(seconds));
   }
 
   /** Pool sizes are read when scraped, not tracked per query: they cost nothing between scrapes. */
   private poolGauges(registers: Registry[]): void {
     const { store } = this;
-    const gauge = (name: string, help: string, read: (s: ReturnType<HealthStore['poolStats']>[number]) => number) =>
+    const gauge = (name: string, help: string, read: (s: ReturnType<Health['poolStats']>[number]) => number) =>
       new Gauge({
         name,
         help,
         labelNames: ['pool'],
         registers,
         collect() {
-          for (const stats of store.poolStats()) this.set({ pool: stats.pool }, read(stats));
+          for (const stats of store.health.poolStats()) this.set({ pool: stats.pool }, read(stats));
         },
       });
     gauge('plantstore_db_pool_connections', 'PostgreSQL connections open in the pool (busy or idle), by pool', (s) => s.total);
@@ -241,7 +241,7 @@ export class Metrics {
 
   /** Stops timing the store's queries (the store outlives the app in tests and the CLI). */
   close(): void {
-    this.store.timeQueries(undefined);
+    this.store.health.timeQueries(undefined);
   }
 }
 

@@ -5,7 +5,7 @@ import { parseSharedWith, unknownName } from '../import-format/record-fields.js'
 import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
-import type { ImportProgress, ImportSummary } from './store.js';
+import type { ImportProgress, ImportSummary } from './records.js';
 
 type Named = 'user' | 'group';
 

@@ -4,7 +4,7 @@ import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
-import type { HealthStore, PageRequest, TokenCredential, UserCredential, VisiblePage } from './store.js';
+import type { PageRequest, PoolStats, TokenCredential, UserCredential, VisiblePage } from './records.js';
 import type { DeliveryClaims } from './webhook-outbox.js';
 
 /**
@@ -34,13 +34,24 @@ export interface RequestReads {
   rememberWriter(userId: number): Promise<void>;
 }
 
+/** What a database tells of its own health (health.ts adds the checks common to both). */
+export interface DialectHealth {
+  /**
+   * Embedded backends only: check every `intervalMs` that the database file is still the one open. When it is
+   * removed or replaced, reads answer "unavailable" until the file at the path is reopened.
+   */
+  readonly followFile?: (intervalMs: number, onEvent: (event: 'gone' | 'reopened' | 'reopen_failed', detail: string) => void) => void;
+  /** The connection pools' current sizes (none for SQLite, which has one connection). */
+  readonly poolStats: () => PoolStats[];
+}
+
 /** Import and export of the whole catalogue (the flows are shared: catalogue-import.ts, catalogue-export.ts). */
 export interface BulkDialect {
   /** Runs an import on a connection of its own, in one transaction. */
   importing<T>(run: (target: ImportTarget) => Promise<T>): Promise<T>;
   /** A consistent snapshot to export from. */
   exportSnapshot(): Awaitable<ExportSnapshot>;
-  /** Writes a copy of the whole database to a new file (see BulkStore.backup). */
+  /** Writes a copy of the whole database to a new file (see bulk.ts, backup). */
   backup(file: string): Promise<void>;
 }
 
@@ -126,7 +137,7 @@ export interface StoreDialect {
   /** Every committed change, from any writer (see change-log.ts). */
   readonly changes: ChangeFeed;
   readonly bulk: BulkDialect;
-  /** Embedded backends follow their file; servers report their pools (see HealthStore). */
-  readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+  /** Embedded backends follow their file; servers report their pools. */
+  readonly health: DialectHealth;
   close(): Promise<void>;
 }

@@ -2,7 +2,7 @@ import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
 import type { Backend } from './schema.js';
 import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
-import type { VisiblePage } from './store.js';
+import type { VisiblePage } from './records.js';
 
 /**
  * The access rule (catalogue/access-rule.ts) as SQL for both backends: one page of what a user may see, in one

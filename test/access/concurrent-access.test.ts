@@ -135,7 +135,7 @@ for (const backend of BACKENDS) {
         it('a membership removed by the CLI while plain SQL shares a plant leaves no row behind', async () => {
           const removed = await overlapped(
             holdTransaction(db, `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('g')}, ${plantAt('sql-shared')})`),
-            () => store.removeMember('g', 'erin'),
+            () => store.groups.removeMember('g', 'erin'),
           );
           assert.equal(removed, true);
           assert.ok(!(await names('erin')).includes('sql-shared'), 'erin left the group and sees the plant shared meanwhile');
@@ -143,7 +143,9 @@ for (const backend of BACKENDS) {
         });
 
         it('a plant deleted while a member joins leaves no row for the plant', async () => {
-          await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('deleted')}`), () => store.addMember('h', 'hana'));
+          await overlapped(holdTransaction(db, `DELETE FROM plants WHERE id = ${plantAt('deleted')}`), () =>
+            store.groups.addMember('h', 'hana'),
+          );
           await assertDerivedRowsExact();
           assert.ok(!(await names('hana')).includes('deleted'));
           assert.ok(!(await names('gus')).includes('deleted'));
@@ -157,7 +159,7 @@ for (const backend of BACKENDS) {
               `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('g')}, ${userId('jim')});
                DELETE FROM group_members WHERE group_id = ${groupId('g')} AND user_id = ${userId('carol')}`,
             ),
-            () => store.importRecords(recordBatch([{ type: 'plant', name: 'imported-1', owner: 'alice', sharedWith: ['group:g'] }])),
+            () => store.bulk.importRecords(recordBatch([{ type: 'plant', name: 'imported-1', owner: 'alice', sharedWith: ['group:g'] }])),
           );
           assert.ok((await names('jim')).includes('imported-1'), 'jim joined while the import shared a plant with the group');
           assert.ok(!(await names('carol')).includes('imported-1'), 'carol left while the import shared a plant with the group');
@@ -179,10 +181,10 @@ for (const backend of BACKENDS) {
             reached();
             await gate;
           }
-          const importing = store.importRecords(held());
+          const importing = store.bulk.importRecords(held());
           await atGate;
           await sleep(OVERLAP_MS / 2);
-          const joining = store.addMember('g', 'kim');
+          const joining = store.groups.addMember('g', 'kim');
           await sleep(OVERLAP_MS / 2);
           release();
           await importing;
@@ -197,18 +199,20 @@ for (const backend of BACKENDS) {
           const notFound = (name: string) => (err: unknown) =>
             err instanceof DomainError && err.kind === 'not_found' && err.message.includes(name);
           await assert.rejects(
-            overlapped(holdTransaction(db, `DELETE FROM users WHERE name = 'mia'`), () => store.addMember('g', 'mia')),
+            overlapped(holdTransaction(db, `DELETE FROM users WHERE name = 'mia'`), () => store.groups.addMember('g', 'mia')),
             notFound('"mia"'),
           );
           await assert.rejects(
-            overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed-too'`), () => store.addMember('doomed-too', 'ivan')),
+            overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed-too'`), () =>
+              store.groups.addMember('doomed-too', 'ivan'),
+            ),
             notFound('"doomed-too"'),
           );
-          await store.addGroup('doomed-three');
-          await store.addMember('doomed-three', 'ned');
+          await store.groups.add('doomed-three');
+          await store.groups.addMember('doomed-three', 'ned');
           await assert.rejects(
             overlapped(holdTransaction(db, `DELETE FROM groups WHERE name = 'doomed-three'`), () =>
-              store.removeMember('doomed-three', 'ned'),
+              store.groups.removeMember('doomed-three', 'ned'),
             ),
             notFound('"doomed-three"'),
           );

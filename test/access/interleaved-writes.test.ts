@@ -212,7 +212,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
       }
       model.plants.push({ id, name, owner, public: o.public, users: new Set(), groups: new Set() });
       // Ids are not reused, so the oracle's id is only a guess on plain SQL: read the real one back.
-      if (o.viaSql) model.plants.at(-1)!.id = (await writer.listPlants({})).find((p) => p.name === name)!.id;
+      if (o.viaSql) model.plants.at(-1)!.id = (await writer.plants.list({})).find((p) => p.name === name)!.id;
       return;
     }
     case 'remove':
@@ -241,7 +241,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
       if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grant' ? 'PUT' : 'DELETE', `/users/${user}`);
       else if (o.kind === 'grant' && o.viaSql)
         await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [user, plant!.id]);
-      else if (o.kind === 'grant') await writer.addGrant(plant!.id as PlantId, { user });
+      else if (o.kind === 'grant') await writer.grants.add(plant!.id as PlantId, { user });
       else await sql.run(`DELETE FROM plant_user_grants WHERE user_id = ${userId} AND plant_id = $2`, [user, plant!.id]);
       if (o.kind === 'grant') plant!.users.add(user);
       else plant!.users.delete(user);
@@ -251,7 +251,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
     case 'ungrantGroup': {
       const group = GROUPS[o.group]!;
       if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grantGroup' ? 'PUT' : 'DELETE', `/groups/${group}`);
-      else if (o.kind === 'grantGroup') await writer.addGrant(plant!.id as PlantId, { group });
+      else if (o.kind === 'grantGroup') await writer.grants.add(plant!.id as PlantId, { group });
       else await sql.run(`DELETE FROM plant_group_grants WHERE group_id = ${groupId} AND plant_id = $2`, [group, plant!.id]);
       if (o.kind === 'grantGroup') plant!.groups.add(group);
       else plant!.groups.delete(group);
@@ -268,7 +268,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
             [group, user],
           );
         } else {
-          await writer.addMember(group, user);
+          await writer.groups.addMember(group, user);
         }
         members.add(user);
       } else {
@@ -282,7 +282,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
     }
     case 'admin': {
       const user = USERS[o.user]!;
-      await writer.setAdmin(user, o.admin);
+      await writer.users.setAdmin(user, o.admin);
       model.adminChanged.set(user, Date.now());
       if (o.admin) model.admins.add(user);
       else model.admins.delete(user);
@@ -343,10 +343,10 @@ async function checkRun(backend: Backend, ops: Op[], lowGroupBounds = false): Pr
   try {
     const tokens: Record<string, string> = {};
     for (const user of USERS) {
-      await writer.addUser(user, false);
+      await writer.users.add(user, false);
       tokens[user] = (await mintToken(writer, user)).token;
     }
-    for (const group of GROUPS) await writer.addGroup(group);
+    for (const group of GROUPS) await writer.groups.add(group);
     servers.push(await startApp(await open()), await startApp(await open()));
     const model = new Model();
     let before = model.snapshot();

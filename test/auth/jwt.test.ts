@@ -196,7 +196,7 @@ for (const backend of BACKENDS) {
     it('a subject with no Plant Store user is rejected by default: 401 40112', async () => {
       const token = await mintJwt(key, { claims: { sub: 'mallory' } });
       assertRejected(await get(token), 40112, token, /user this service does not know/);
-      assert.ok(!(await store.listUsers()).some((u) => u.name === 'mallory'), 'no user was created');
+      assert.ok(!(await store.users.list()).some((u) => u.name === 'mallory'), 'no user was created');
     });
 
     it('garbage that looks like a JWT is malformed (401 40102), never a 5xx', async () => {
@@ -243,7 +243,7 @@ for (const backend of BACKENDS) {
       const fresh = await mintJwt(secretKey(), { claims: { sub: 'burst', groups: ['gardeners'] } });
       const results = await Promise.all(Array.from({ length: 8 }, () => rawRequest(server.url, '/plants', bearer(fresh))));
       for (const res of results) assert.deepEqual(plantNames(res), ['Aloe', 'Fern']);
-      const users = (await store.listUsers()).filter((u) => u.name === 'newcomer@example.com' || u.name === 'burst');
+      const users = (await store.users.list()).filter((u) => u.name === 'newcomer@example.com' || u.name === 'burst');
       assert.equal(users.length, 2);
       assert.ok(users.every((u) => !u.admin));
       // A subject that is not a usable user name is refused, not stored.
@@ -253,7 +253,7 @@ for (const backend of BACKENDS) {
 
     it('provision mode refuses a name that looks like an existing user, or holds invisible characters, and creates nothing', async () => {
       const server = await start({ config: { ...jwtFlags, jwtUnknownUsers: 'provision' }, env: hsEnv });
-      const before = (await store.listUsers()).length;
+      const before = (await store.users.list()).length;
       // alice exists; these all read as "alice" (case, a Cyrillic a, fullwidth letters, a zero-width space).
       for (const sub of ['ALICE', '\u0430lice', '\uff41\uff4c\uff49\uff43\uff45', 'alice\u200b', 'al\u200dice']) {
         const token = await mintJwt(secretKey(), { claims: { sub } });
@@ -264,7 +264,7 @@ for (const backend of BACKENDS) {
           /looks like an existing one|not a usable user name/,
         );
       }
-      assert.equal((await store.listUsers()).length, before, 'no look-alike user was created');
+      assert.equal((await store.users.list()).length, before, 'no look-alike user was created');
       // The user itself, and a name that only shares letters, still pass.
       assert.deepEqual(
         plantNames(await rawRequest(server.url, '/plants', bearer(await mintJwt(secretKey(), { claims: { sub: 'alice' } })))),

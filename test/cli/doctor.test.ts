@@ -67,9 +67,9 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     await prepare(
       () => openStore({ db: db }),
       async (store) => {
-        await store.addUser('alice', false);
+        await store.users.add('alice', false);
         await addPlant(store, { name: 'Fern', owner: 'alice', public: false });
-        await store.addToken({ user: 'alice', hash: generateToken().hash });
+        await store.tokens.add({ user: 'alice', hash: generateToken().hash });
       },
     );
     const run = await runCli(db, ['doctor', '--port', '0']);
@@ -98,7 +98,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     await prepare(
       () => openStore({ db: db }),
       async (store) => {
-        await store.addUser('alice', false);
+        await store.users.add('alice', false);
         const endpoints = [];
         for (const host of ['gone', 'failing', 'fine'])
           endpoints.push(await store.webhooks.addEndpoint(`https://${host}.example/hooks`, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'));
@@ -194,7 +194,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const db = join(dir, 'claim.db');
     await prepare(
       () => openStore({ db: db }),
-      (store) => store.addUser('alice', false),
+      (store) => store.users.add('alice', false),
     );
     const secret = join(dir, 'secret');
     writeFileSync(secret, 'a-secret-of-at-least-thirty-two-bytes!!');
@@ -214,7 +214,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const db = join(dir, 'jwks.db');
     await prepare(
       () => openStore({ db: db }),
-      (store) => store.addUser('alice', false),
+      (store) => store.users.add('alice', false),
     );
     const key = await signingKey('ES256', 'k1');
     const jwks = await startJwksServer([key.publicJwk]);
@@ -266,7 +266,7 @@ describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQ
 
     await prepare(
       () => openStore({ db: db }),
-      (store) => store.addUser('root', true),
+      (store) => store.users.add('root', true),
     );
     const ready = await doctor(db);
     assert.equal(ready.code, 0, JSON.stringify(ready.checks));

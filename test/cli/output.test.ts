@@ -51,14 +51,14 @@ describe('plantstore list output, progress and summaries', () => {
     db = join(dir, 'plantstore.db');
     const store = await openStore({ db: db });
     try {
-      await store.addUser('alice', false);
-      await store.addUser('ünïcødé-🌵', true);
-      await store.addGroup('gardeners');
-      await store.addMember('gardeners', 'alice');
+      await store.users.add('alice', false);
+      await store.users.add('ünïcødé-🌵', true);
+      await store.groups.add('gardeners');
+      await store.groups.addMember('gardeners', 'alice');
       const fern = await addPlant(store, { name: oddName, tag: oddTag, owner: 'alice', public: true });
       await addPlant(store, { name: 'Cactus', owner: 'ünïcødé-🌵', public: false });
-      await store.addGrant(fern.id, { group: 'gardeners' });
-      await store.addToken({ user: 'alice', hash: generateToken().hash, label: 'laptop' });
+      await store.grants.add(fern.id, { group: 'gardeners' });
+      await store.tokens.add({ user: 'alice', hash: generateToken().hash, label: 'laptop' });
     } finally {
       await store.close();
     }

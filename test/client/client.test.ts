@@ -187,7 +187,7 @@ describe(`typed client [${backend.name}]`, () => {
     assert.deepEqual((await pages.next()).value, CAROL_SEES[0]);
     assert.deepEqual((await pages.next()).value, CAROL_SEES[1]);
     // Access is checked again on every page: revoking the token stops the walk.
-    await store.revokeToken(id);
+    await store.tokens.revoke(id);
     await assert.rejects(pages.next(), (err: unknown) => {
       assert.ok(err instanceof PlantStoreError);
       assert.equal(err.status, 401);

@@ -327,7 +327,7 @@ for (const backend of BACKENDS) {
 
     // Runs last: every write above that the server accepted, and none that Prism or the server refused.
     it('the store holds exactly what the accepted creates and deletes leave', async () => {
-      const plants = (await store.listPlants({})).map(({ id, name, owner }) => ({ id, name, owner })).sort((a, b) => a.id - b.id);
+      const plants = (await store.plants.list({})).map(({ id, name, owner }) => ({ id, name, owner })).sort((a, b) => a.id - b.id);
       assert.deepEqual(plants, [
         { id: ids.Mint, name: 'Mint', owner: 'bob' },
         { id: ids.Monstera, name: 'Monstera', owner: 'bob' },

@@ -21,11 +21,11 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
 
   before(async () => {
     const direct = await openStore({ db: url });
-    await direct.addUser('alice', false);
+    await direct.users.add('alice', false);
     await addPlant(direct, { name: 'Fern', owner: 'alice', public: false });
     const minted = generateToken();
     token = minted.token;
-    await direct.addToken({ user: 'alice', hash: minted.hash });
+    await direct.tokens.add({ user: 'alice', hash: minted.hash });
     await direct.close();
 
     await proxy.start();
@@ -117,11 +117,11 @@ describe('PostgreSQL refusing connections: 503 with Retry-After on every route, 
     await adminQuery(`DROP DATABASE IF EXISTS ${database}`);
     await adminQuery(`CREATE DATABASE ${database}`);
     const direct = await openStore({ db: url.toString() });
-    await direct.addUser('alice', false);
+    await direct.users.add('alice', false);
     await addPlant(direct, { id: 7, name: 'Fern', owner: 'alice', public: false });
     const minted = generateToken();
     token = minted.token;
-    await direct.addToken({ user: 'alice', hash: minted.hash });
+    await direct.tokens.add({ user: 'alice', hash: minted.hash });
     await direct.close();
     server = await startServer(loadConfig({ db: url.toString(), port: 0, logLevel: 'silent' }));
   });

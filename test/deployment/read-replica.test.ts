@@ -24,12 +24,12 @@ describe('--read-db sends listings to the replica and token checks to the primar
     const minted = generateToken();
     token = minted.token;
     const p = await openStore({ db: primary.url });
-    await p.addUser('alice', false);
+    await p.users.add('alice', false);
     await addPlant(p, { name: 'On the primary', owner: 'alice', public: true });
-    await p.addToken({ user: 'alice', hash: minted.hash });
+    await p.tokens.add({ user: 'alice', hash: minted.hash });
     await p.close();
     const r = await openStore({ db: replica.url });
-    await r.addUser('alice', false);
+    await r.users.add('alice', false);
     await addPlant(r, { name: 'On the replica', owner: 'alice', public: true });
     await r.close();
     server = await startServer(loadConfig({ db: primary.url, readDb: replica.url, port: 0, logLevel: 'silent' }));

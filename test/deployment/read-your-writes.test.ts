@@ -25,9 +25,9 @@ describe('read-your-writes with --read-db on a real streaming standby', { skip }
         ['alice', false],
         ['root', true],
       ] as const) {
-        await store.addUser(name, admin);
+        await store.users.add(name, admin);
         const minted = generateToken();
-        await store.addToken({ user: name, hash: minted.hash });
+        await store.tokens.add({ user: name, hash: minted.hash });
         tokens[name] = minted.token;
       }
       await addPlant(store, { name: 'Before', owner: 'alice', public: false });

@@ -117,8 +117,8 @@ export async function runConcurrencyChecker(options: CheckerOptions): Promise<Ch
   const revoked: string[] = [];
   try {
     const [store] = stores as [Store];
-    for (const user of USERS) await store.addUser(user, user === 'u0');
-    for (const group of GROUPS) await store.addGroup(group);
+    for (const user of USERS) await store.users.add(user, user === 'u0');
+    for (const group of GROUPS) await store.groups.add(group);
     for (const server of stores) servers.push(await startApp(server, { captureLogs: true, logLevel: 'error', logRequests: false }));
     const tokens = new Map<string, { token: string; id: number }>();
     for (const user of USERS) tokens.set(user, await mintToken(store, user));
@@ -127,7 +127,7 @@ export async function runConcurrencyChecker(options: CheckerOptions): Promise<Ch
     let nextName = 0;
     for (let i = 0; i < 12; i++) {
       const owner = pick(USERS);
-      const { id } = await store.createPlant(OPERATOR, { id: nextId++, name: `plant${nextName++}`, owner, public: rnd() < 0.2 });
+      const { id } = await store.plants.create(OPERATOR, { id: nextId++, name: `plant${nextName++}`, owner, public: rnd() < 0.2 });
       plants.push({ id, owner });
     }
     let until = 0;
@@ -184,19 +184,19 @@ export async function runConcurrencyChecker(options: CheckerOptions): Promise<Ch
         const user = pick(USERS.slice(1));
         try {
           if (choice < 0.5) {
-            if (rnd() < 0.5) await store.addMember(pick(GROUPS), user);
-            else await store.removeMember(pick(GROUPS), user);
+            if (rnd() < 0.5) await store.groups.addMember(pick(GROUPS), user);
+            else await store.groups.removeMember(pick(GROUPS), user);
           } else if (choice < 0.7) {
-            await store.setAdmin(user, rnd() < 0.3);
+            await store.users.setAdmin(user, rnd() < 0.3);
           } else if (choice < 0.85) {
             const old = tokens.get(user)!;
             tokens.set(user, await mintToken(store, user));
-            await store.revokeToken(old.id);
+            await store.tokens.revoke(old.id);
             revoked.push(old.token);
           } else {
             const group = pick(GROUPS);
-            await store.removeGroup(group).catch(() => undefined);
-            await store.addGroup(group).catch(() => undefined);
+            await store.groups.remove(group).catch(() => undefined);
+            await store.groups.add(group).catch(() => undefined);
           }
           operations++;
         } catch (err) {

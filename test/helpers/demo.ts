@@ -7,7 +7,7 @@ export type DemoUser = (typeof DEMO_USERS)[number]['name'];
 
 /** Loads the demo catalogue that `plantstore demo` serves, and mints one token per demo user. */
 export async function seedDemo(store: Store): Promise<Record<DemoUser, string>> {
-  await store.importRecords(recordBatch(DEMO_RECORDS));
+  await store.bulk.importRecords(recordBatch(DEMO_RECORDS));
   const tokens = {} as Record<DemoUser, string>;
   for (const { name } of DEMO_USERS) tokens[name] = (await mintToken(store, name)).token;
   return tokens;

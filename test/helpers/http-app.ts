@@ -7,7 +7,7 @@ import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { generateToken } from '../../src/catalogue/tokens.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type ConfigInput, type LogLevel } from '../../src/config.js';
-import type { AdminStore, Grantee, Store } from '../../src/store/store.js';
+import type { Grantee, Store } from '../../src/store/store.js';
 import { assertConforms, createResponseValidator, type ResponseValidator } from './openapi-responses.js';
 
 export interface StartOptions {
@@ -190,7 +190,7 @@ export interface MintedToken {
 /** Mints an opaque token the way the CLI does: generateToken, then only the hash goes to the store. */
 export async function mintToken(store: Store, user: string, opts: { expiresAt?: Date; label?: string } = {}): Promise<MintedToken> {
   const { token, hash } = generateToken();
-  const info = await store.addToken({ user, hash, ...opts });
+  const info = await store.tokens.add({ user, hash, ...opts });
   return { token, id: info.id };
 }
 
@@ -205,16 +205,16 @@ export interface AddedPlant {
 
 /** Adds a plant as the operator does (`plants add`): with the next automatic id unless `id` is given. */
 export async function addPlant(
-  store: AdminStore,
+  store: Pick<Store, 'plants'>,
   plant: { id?: number; name: string; tag?: string; owner: string; public: boolean },
 ): Promise<AddedPlant> {
-  const { id } = await store.createPlant(OPERATOR, plant);
+  const { id } = await store.plants.create(OPERATOR, plant);
   return { ...plant, id };
 }
 
 /** Removes a plant as the operator does (`plants remove`); fails when there is none. */
-export async function removePlant(store: AdminStore, id: number): Promise<void> {
-  if ((await store.deletePlant(OPERATOR, id as PlantId)) !== 'deleted') throw new Error(`no plant with id ${id}`);
+export async function removePlant(store: Pick<Store, 'plants'>, id: number): Promise<void> {
+  if ((await store.plants.delete(OPERATOR, id as PlantId)) !== 'deleted') throw new Error(`no plant with id ${id}`);
 }
 
 export interface SeedSpec {
@@ -234,12 +234,12 @@ export interface Seeded {
 export async function seed(store: Store, spec: SeedSpec): Promise<Seeded> {
   const tokens: Record<string, string> = {};
   for (const user of spec.users ?? []) {
-    await store.addUser(user.name, user.admin ?? false);
+    await store.users.add(user.name, user.admin ?? false);
     tokens[user.name] = (await mintToken(store, user.name)).token;
   }
   for (const group of spec.groups ?? []) {
-    await store.addGroup(group.name);
-    for (const member of group.members ?? []) await store.addMember(group.name, member);
+    await store.groups.add(group.name);
+    for (const member of group.members ?? []) await store.groups.addMember(group.name, member);
   }
   const plants: AddedPlant[] = [];
   for (const plant of spec.plants ?? []) {
@@ -249,7 +249,7 @@ export async function seed(store: Store, spec: SeedSpec): Promise<Seeded> {
       owner: plant.owner,
       public: plant.public ?? false,
     });
-    for (const grantee of plant.sharedWith ?? []) await store.addGrant(info.id, grantee);
+    for (const grantee of plant.sharedWith ?? []) await store.grants.add(info.id, grantee);
     plants.push(info);
   }
   return { plants, tokens };

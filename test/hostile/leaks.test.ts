@@ -103,7 +103,7 @@ describe('secrets never reach the logs', () => {
     const alice = tokens.alice!;
     const expired = (await mintToken(store, 'bob', { expiresAt: new Date(Date.now() - 1000) })).token;
     const revoked = await mintToken(store, 'bob');
-    await store.revokeToken(revoked.id);
+    await store.tokens.revoke(revoked.id);
     const unknown = `pst_${'A'.repeat(43)}`;
     const jwt = await mintJwt(secretKey(), { claims: { sub: 'alice' } });
     const wrongKey = await mintJwt(secretKey(`${SECRET}-not-the-same`), { claims: { sub: 'alice' } });

@@ -59,7 +59,7 @@ for (const backend of BACKENDS) {
   describe(`a full listing under way [${backend.name}]`, { skip: backend.skip }, () => {
     const setUp = async (): Promise<{ store: Store; url: string; token: string; tokenId: number; close: () => Promise<void> }> => {
       const store = await backend.open();
-      await store.importRecords(
+      await store.bulk.importRecords(
         recordBatch([
           { type: 'user', name: 'owner' },
           { type: 'user', name: 'root', admin: true },
@@ -75,8 +75,8 @@ for (const backend of BACKENDS) {
       const { store, url, token, close } = await setUp();
       try {
         const outcome = await listPausing(url, token, async () => {
-          await store.setAdmin('root', false);
-          await store.createPlant(OPERATOR, { name: 'created-after-demotion', owner: 'owner' });
+          await store.users.setAdmin('root', false);
+          await store.plants.create(OPERATOR, { name: 'created-after-demotion', owner: 'owner' });
         });
         assert.ok(outcome.complete, 'the listing ended whole');
         const names = (JSON.parse(outcome.text) as Array<{ name: string }>).map((p) => p.name);
@@ -91,8 +91,8 @@ for (const backend of BACKENDS) {
       const { store, url, token, tokenId, close } = await setUp();
       try {
         const outcome = await listPausing(url, token, async () => {
-          await store.revokeToken(tokenId);
-          await store.createPlant(OPERATOR, { name: 'created-after-revocation', owner: 'owner' });
+          await store.tokens.revoke(tokenId);
+          await store.plants.create(OPERATOR, { name: 'created-after-revocation', owner: 'owner' });
         });
         assert.ok(!outcome.complete, 'the listing ended whole after its token was revoked');
         assert.ok(!outcome.text.includes('created-after-revocation'));

@@ -79,14 +79,14 @@ for (const backend of BACKENDS) {
       // Some time for the log to be read: what it says again about this process's own writes drops nothing.
       await new Promise((resolve) => setTimeout(resolve, 400));
       assert.equal(await cached(2, ['one', 'two'], true), true, 'the page of 2 is still cached once the log is read');
-      const two = (await store.listPlants({})).find((p) => p.name === 'two')!.id;
+      const two = (await store.plants.list({})).find((p) => p.name === 'two')!.id;
       assert.equal((await write('DELETE', `/plants/${two}`)).status, 204);
       assert.equal(await cached(2, ['one', 'three'], true), false);
     });
 
     it('drops a page when the plant after it goes, since more no longer follow', async () => {
       await readUntil(4, ['one', 'three', 'four', 'five'], true);
-      const six = (await store.listPlants({})).find((p) => p.name === 'six')!.id;
+      const six = (await store.plants.list({})).find((p) => p.name === 'six')!.id;
       assert.equal((await write('DELETE', `/plants/${six}`)).status, 204);
       assert.equal(await cached(4, ['one', 'three', 'four', 'five'], false), false);
     });

@@ -63,7 +63,7 @@ for (const backend of BACKENDS) {
       assert.ok((await names('root')).includes('Fern'));
       // Catalogue order is the order plants were added, whatever ids they were given.
       assert.equal((await names('root')).at(-1), 'Fern');
-      const listed = await store.listPlants({ owner: 'alice' });
+      const listed = await store.plants.list({ owner: 'alice' });
       assert.deepEqual(
         listed.map((p) => [p.id, p.name, p.public]),
         [[5001, 'Fern', false]],
@@ -141,7 +141,7 @@ for (const backend of BACKENDS) {
     it('answers 403 to a user who sees the plant but does not own it, 404 to one who cannot see it', async () => {
       assertError(await remove('alice', bobsPublicId), 403, 40301);
       assertError(await remove('alice', bobsPrivateId), 404, 40402);
-      await store.addGrant(bobsPrivateId, { user: 'alice' });
+      await store.grants.add(bobsPrivateId, { user: 'alice' });
       assertError(await remove('alice', bobsPrivateId), 403, 40301);
       assertError(await remove('alice', 999_999), 404, 40402);
       assert.ok((await names('bob')).includes('Orchid'));

@@ -295,7 +295,7 @@ for (const backend of BACKENDS) {
       it('revoked token: works, then 401 revoked_token on the next request', async () => {
         const { token, id } = await mintToken(store, 'alice');
         assertPlants(await get('/plants', bearer(token)), ALICE);
-        await store.revokeToken(id);
+        await store.tokens.revoke(id);
         assertUnauthorized(await get('/plants', bearer(token)), 40104, { tokenPresented: true, secret: token });
         // Other tokens of the same user are unaffected.
         assertPlants(await asUser('alice'), ALICE);
@@ -501,7 +501,7 @@ for (const backend of BACKENDS) {
         plants: [{ name: 'Fern', owner: 'alice' }],
       });
       const revoked = await mintToken(store, 'alice');
-      await store.revokeToken(revoked.id);
+      await store.tokens.revoke(revoked.id);
       const expired = await mintToken(store, 'alice', { expiresAt: new Date(Date.now() - 1000) });
       const unknown = generateToken().token;
       const malformed = 'pst_this-is-not-a-real-token-but-is-secret';

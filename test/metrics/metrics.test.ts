@@ -21,7 +21,7 @@ const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', i
 
 /** The production server (public listener and admin listener) on free ports, over an already open store. */
 function serve(store: Store, extra: ConfigInput = {}): Promise<RunningServer> {
-  const config = loadConfig({ db: `(test ${store.backend} store)`, port: 0, logLevel: 'silent', ...extra }, {});
+  const config = loadConfig({ db: `(test ${store.health.backend} store)`, port: 0, logLevel: 'silent', ...extra }, {});
   return startServer(config, store);
 }
 
@@ -53,7 +53,7 @@ for (const backend of BACKENDS) {
       }));
       expired = (await mintToken(store, 'alice', { expiresAt: new Date(Date.now() - 60_000) })).token;
       const toRevoke = await mintToken(store, 'alice');
-      await store.revokeToken(toRevoke.id);
+      await store.tokens.revoke(toRevoke.id);
       revoked = toRevoke.token;
       server = await serve(store, { metricsPort: 0, webhookAllowPrivate: true });
       await settleChangeFeed(store);
@@ -142,7 +142,7 @@ for (const backend of BACKENDS) {
     });
 
     it('a change drops only the cached answers it can affect', async () => {
-      await store.addUser('carol', false);
+      await store.users.add('carol', false);
       const { token } = await mintToken(store, 'carol');
       await settleChangeFeed(store);
       const get = async () => assert.equal((await rawRequest(server.url, '/plants?limit=5', bearer(token))).status, 200);
@@ -169,8 +169,8 @@ for (const backend of BACKENDS) {
         { token: 0, page: 1 },
         'her own plant',
       );
-      assert.deepEqual(await missesAfter(() => store.setAdmin('carol', true)), { token: 1, page: 1 }, 'her admin flag');
-      assert.deepEqual(await missesAfter(() => store.setAdmin('carol', false)), { token: 1, page: 1 }, 'her admin flag back');
+      assert.deepEqual(await missesAfter(() => store.users.setAdmin('carol', true)), { token: 1, page: 1 }, 'her admin flag');
+      assert.deepEqual(await missesAfter(() => store.users.setAdmin('carol', false)), { token: 1, page: 1 }, 'her admin flag back');
     });
 
     it('reports the version, the backend, default process metrics and (PostgreSQL) the pool', async () => {

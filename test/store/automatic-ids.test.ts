@@ -46,8 +46,8 @@ for (const backend of BACKENDS) {
           const db = await backend.freshDb();
           const store = await openStore({ db });
           try {
-            await store.addUser('alice', false);
-            const alice = { userId: (await store.listUsers())[0]!.id, admin: false };
+            await store.users.add('alice', false);
+            const alice = { userId: (await store.users.list())[0]!.id, admin: false };
             // The oracle: the plants in catalogue order, and the largest id ever used.
             const live: number[] = [];
             let largest = 0;
@@ -65,7 +65,7 @@ for (const backend of BACKENDS) {
               const name = `plant ${++n}`;
               switch (o.kind) {
                 case 'client': {
-                  const created = store.createPlant(alice, { id: o.id, name });
+                  const created = store.plants.create(alice, { id: o.id, name });
                   if (live.includes(o.id)) {
                     await assert.rejects(created, (err) => err instanceof DomainError && err.kind === 'conflict');
                   } else {
@@ -78,12 +78,12 @@ for (const backend of BACKENDS) {
                 case 'delete': {
                   if (live.length === 0) break;
                   const [id] = live.splice(o.pick % live.length, 1);
-                  assert.equal(await store.deletePlant(OPERATOR, id as PlantId), 'deleted');
+                  assert.equal(await store.plants.delete(OPERATOR, id as PlantId), 'deleted');
                   break;
                 }
                 case 'operator':
                   await automatic(1, async () => {
-                    const { id } = await store.createPlant(OPERATOR, { name, owner: 'alice' });
+                    const { id } = await store.plants.create(OPERATOR, { name, owner: 'alice' });
                     assert.equal(id, largest + 1);
                   });
                   break;
@@ -99,12 +99,12 @@ for (const backend of BACKENDS) {
                       name: `${name}.${i}`,
                       owner: 'alice',
                     }));
-                    await store.importRecords(recordBatch(records));
+                    await store.bulk.importRecords(recordBatch(records));
                   });
                   break;
               }
               assert.deepEqual(
-                (await store.listPlants({})).map((p) => p.id),
+                (await store.plants.list({})).map((p) => p.id),
                 live,
               );
             }

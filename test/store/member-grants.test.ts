@@ -81,32 +81,32 @@ for (const backend of BACKENDS) {
           if (size !== undefined && bounds.set === undefined) assert.equal(kept.length, size, `after ${after}: ${JSON.stringify(kept)}`);
         };
         try {
-          for (const user of ['ann', 'ben', 'cat']) await store.addUser(user, false);
-          for (const group of ['g1', 'g2']) await store.addGroup(group);
-          const plant = async (name: string) => (await store.createPlant(OPERATOR, { name, owner: 'cat' })).id;
+          for (const user of ['ann', 'ben', 'cat']) await store.users.add(user, false);
+          for (const group of ['g1', 'g2']) await store.groups.add(group);
+          const plant = async (name: string) => (await store.plants.create(OPERATOR, { name, owner: 'cat' })).id;
           const [p1, p2, p3] = [await plant('p1'), await plant('p2'), await plant('p3')];
-          await store.addMember('g1', 'ann');
-          await store.addGrant(p1, { group: 'g1' });
+          await store.groups.addMember('g1', 'ann');
+          await store.grants.add(p1, { group: 'g1' });
           await check('a membership, then a grant', 1);
-          await store.addGrant(p2, { group: 'g1' });
-          await store.addMember('g1', 'ben');
+          await store.grants.add(p2, { group: 'g1' });
+          await store.groups.addMember('g1', 'ben');
           await check('a grant, then a membership', 4);
           // A plant shared with two of ann's groups: taking one away keeps it through the other.
-          await store.addMember('g2', 'ann');
-          await store.addGrant(p1, { group: 'g2' });
-          await store.removeGrant(p1, { group: 'g1' });
+          await store.groups.addMember('g2', 'ann');
+          await store.grants.add(p1, { group: 'g2' });
+          await store.grants.remove(p1, { group: 'g1' });
           await check('one of two grants taken away', 3);
-          await store.removeMember('g1', 'ben');
+          await store.groups.removeMember('g1', 'ben');
           await check('a membership taken away', 2);
-          await store.addGrant(p3, { group: 'g1' });
-          await store.deletePlant(OPERATOR, p2);
+          await store.grants.add(p3, { group: 'g1' });
+          await store.plants.delete(OPERATOR, p2);
           await check('a plant deleted', 2);
-          await store.removeGroup('g2');
+          await store.groups.remove('g2');
           await check('a group removed', 1);
-          await store.addMember('g1', 'ben');
-          await store.removeUser('ann', { withPlants: false });
+          await store.groups.addMember('g1', 'ben');
+          await store.users.remove('ann', { withPlants: false });
           await check('a user removed', 1);
-          await store.importRecords(
+          await store.bulk.importRecords(
             recordBatch([
               { type: 'user', name: 'dan' },
               // Members already there, or given twice, are no new rows: the counts must not grow by them.
@@ -118,16 +118,16 @@ for (const backend of BACKENDS) {
           );
           await check('an import into groups old and new', 6);
           // Plain SQL on a connection of its own, as another tool would write: ben's membership moved to another group.
-          await store.addGroup('g5');
-          await store.addGrant(p3, { group: 'g5' });
+          await store.groups.add('g5');
+          await store.grants.add(p3, { group: 'g5' });
           const move = `UPDATE group_members SET group_id = (SELECT id FROM groups WHERE name = 'g5')
           WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
           await plainSql(move);
           await check('plain SQL moving a membership', 6);
           // Members leave one by one, and plants stop being shared, until every group is small again.
-          for (const user of ['ben', 'cat', 'dan']) await store.removeMember('g1', user).catch(() => {});
+          for (const user of ['ben', 'cat', 'dan']) await store.groups.removeMember('g1', user).catch(() => {});
           await check('members leaving');
-          await store.removeGrant(p3, { group: 'g1' });
+          await store.grants.remove(p3, { group: 'g1' });
           await check('a grant taken away');
         } finally {
           await store.close();

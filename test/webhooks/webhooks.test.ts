@@ -66,7 +66,7 @@ for (const backend of BACKENDS) {
       try {
         assert.equal((await create(101, 'Over HTTP')).status, 200);
         await addPlant(store, { name: 'By the CLI', owner: 'alice', public: false, id: 102 });
-        await store.importRecords(recordBatch([{ type: 'plant', id: 103, name: 'Imported', owner: 'alice' }]));
+        await store.bulk.importRecords(recordBatch([{ type: 'plant', id: 103, name: 'Imported', owner: 'alice' }]));
         await until(() => receiver.received.length >= 3, 'three deliveries');
         await new Promise((resolve) => setTimeout(resolve, 200));
         const payloads = receiver.received.map((got) => verify(secret, got));

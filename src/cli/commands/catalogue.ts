@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
-import { withBulk } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
@@ -89,9 +89,10 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
   const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
   const started = process.hrtime.bigint();
   try {
-    const summary = await withBulk(
+    const summary = await withStore(
       cmd,
-      (bulk) => bulk.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
+      ({ bulk }) =>
+        bulk.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
       { create: true },
     );
     progress.stop();
@@ -110,7 +111,7 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
   const started = process.hrtime.bigint();
   let records = 0;
-  await withBulk(cmd, async (bulk) => {
+  await withStore(cmd, async ({ bulk }) => {
     const counts = await bulk.counts();
     const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
     try {
@@ -133,7 +134,7 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
 /** `backup <file>`: SQLite's online backup of the whole database, and a summary line. */
 async function backupDatabase(file: string, _opts: unknown, cmd: Command): Promise<void> {
   const started = process.hrtime.bigint();
-  await withBulk(cmd, (bulk) => bulk.backup(file));
+  await withStore(cmd, ({ bulk }) => bulk.backup(file));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   process.stderr.write(`backed up to ${file} (${(statSync(file).size / 1e6).toFixed(1)} MB) in ${seconds.toFixed(1)} s\n`);
 }

@@ -3,7 +3,7 @@ import { invalidInput } from '../../catalogue/errors.js';
 import { granteeText } from '../../catalogue/names.js';
 import type { Grantee } from '../../store/store.js';
 import { parsePlantId } from '../../catalogue/plant-ids.js';
-import { withAdmin } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
 
@@ -28,7 +28,7 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants add 42 --user bob', 'plantstore grants add 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const to = grantee(opts);
-      const added = await withAdmin(cmd, (admin) => admin.addGrant(parsePlantId(id), to));
+      const added = await withStore(cmd, ({ grants }) => grants.add(parsePlantId(id), to));
       say(added ? `shared plant ${id} with ${describe(to)}` : `plant ${id} was already shared with ${describe(to)}`);
     });
 
@@ -40,7 +40,7 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants remove 42 --user bob', 'plantstore grants remove 42 --group gardeners'))
     .action(async (id: string, opts: { user?: string; group?: string }, cmd: Command) => {
       const from = grantee(opts);
-      const removed = await withAdmin(cmd, (admin) => admin.removeGrant(parsePlantId(id), from));
+      const removed = await withStore(cmd, ({ grants }) => grants.remove(parsePlantId(id), from));
       say(removed ? `stopped sharing plant ${id} with ${describe(from)}` : `plant ${id} was not shared with ${describe(from)}`);
     });
 
@@ -52,7 +52,7 @@ export function registerGrantCommands(program: Command): void {
     .addHelpText('after', examples('plantstore grants list', 'plantstore grants list --plant 42 --json'))
     .action(async (opts: { plant?: string; json: boolean }, cmd: Command) => {
       const filter = opts.plant === undefined ? {} : { plantId: parsePlantId(opts.plant) };
-      const rows = await withAdmin(cmd, (admin) => admin.listGrants(filter));
+      const rows = await withStore(cmd, ({ grants }) => grants.list(filter));
       printRows(
         rows,
         [

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { withAdmin } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
 
@@ -14,7 +14,7 @@ export function registerGroupCommands(program: Command): void {
     .description('add a group')
     .addHelpText('after', examples('plantstore groups add gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withAdmin(cmd, (admin) => admin.addGroup(name), { create: true });
+      await withStore(cmd, ({ groups }) => groups.add(name), { create: true });
       say(`added group ${name}`);
     });
 
@@ -23,7 +23,7 @@ export function registerGroupCommands(program: Command): void {
     .description('remove a group (its members and grants go with it)')
     .addHelpText('after', examples('plantstore groups remove gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withAdmin(cmd, (admin) => admin.removeGroup(name));
+      await withStore(cmd, ({ groups }) => groups.remove(name));
       say(`removed group ${name}`);
     });
 
@@ -32,9 +32,9 @@ export function registerGroupCommands(program: Command): void {
     .description('add users to a group')
     .addHelpText('after', examples('plantstore groups add-member gardeners alice bob'))
     .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
-      await withAdmin(cmd, async (admin) => {
+      await withStore(cmd, async ({ groups }) => {
         for (const user of users)
-          say((await admin.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
+          say((await groups.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
       });
     });
 
@@ -43,7 +43,7 @@ export function registerGroupCommands(program: Command): void {
     .description('remove a user from a group')
     .addHelpText('after', examples('plantstore groups remove-member gardeners bob'))
     .action(async (group: string, user: string, _opts: unknown, cmd: Command) => {
-      const removed = await withAdmin(cmd, (admin) => admin.removeMember(group, user));
+      const removed = await withStore(cmd, ({ groups }) => groups.removeMember(group, user));
       say(removed ? `removed ${user} from group ${group}` : `${user} was not in group ${group}`);
     });
 
@@ -53,7 +53,7 @@ export function registerGroupCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore groups list', 'plantstore groups list --json'))
     .action(async (opts: { json: boolean }, cmd: Command) => {
-      const rows = await withAdmin(cmd, (admin) => admin.listGroups());
+      const rows = await withStore(cmd, ({ groups }) => groups.list());
       printRows(
         rows,
         [

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { OPERATOR } from '../../catalogue/access-rule.js';
 import { notFound } from '../../catalogue/errors.js';
 import { parseId, parsePlantId } from '../../catalogue/plant-ids.js';
-import { withAdmin } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
 
@@ -39,8 +39,8 @@ export function registerPlantCommands(program: Command): void {
     )
     .action(async (opts: { id?: string; name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
       const id = opts.id === undefined ? {} : { id: parseId('plant id', opts.id) };
-      const { outcome, id: added } = await withAdmin(cmd, (admin) =>
-        admin.createPlant(OPERATOR, {
+      const { outcome, id: added } = await withStore(cmd, ({ plants }) =>
+        plants.create(OPERATOR, {
           ...id,
           name: opts.name,
           owner: opts.owner,
@@ -63,7 +63,7 @@ export function registerPlantCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore plants list', 'plantstore plants list --owner alice --json'))
     .action(async (opts: { owner?: string; json: boolean }, cmd: Command) => {
-      const rows = await withAdmin(cmd, (admin) => admin.listPlants(opts.owner === undefined ? {} : { owner: opts.owner }));
+      const rows = await withStore(cmd, ({ plants }) => plants.list(opts.owner === undefined ? {} : { owner: opts.owner }));
       printRows(
         rows,
         [
@@ -88,7 +88,7 @@ export function registerPlantCommands(program: Command): void {
       )
       .addHelpText('after', examples(`plantstore plants ${command} 42`))
       .action(async (id: string, _opts: unknown, cmd: Command) => {
-        const changed = await withAdmin(cmd, (admin) => admin.setPublic(parsePlantId(id), isPublic));
+        const changed = await withStore(cmd, ({ grants }) => grants.setPublic(parsePlantId(id), isPublic));
         const state = isPublic ? 'public' : 'private';
         say(changed ? `plant ${id} is now ${state}` : `plant ${id} was already ${state}`);
       });
@@ -99,7 +99,7 @@ export function registerPlantCommands(program: Command): void {
     .description('remove a plant and its grants')
     .addHelpText('after', examples('plantstore plants remove 42'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      const outcome = await withAdmin(cmd, (admin) => admin.deletePlant(OPERATOR, parsePlantId(id)));
+      const outcome = await withStore(cmd, ({ plants }) => plants.delete(OPERATOR, parsePlantId(id)));
       if (outcome !== 'deleted') throw notFound(`no plant with id ${id}`);
       say(`removed plant ${id}`);
     });

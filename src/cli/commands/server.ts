@@ -2,10 +2,10 @@ import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { generateToken } from '../../catalogue/tokens.js';
 import { recordBatch } from '../../import-format/records.js';
-import type { AdminStore, BulkStore } from '../../store/store.js';
+import type { Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
 import { SETTINGS, type Setting, type SettingName } from '../../settings.js';
-import { configFrom, inputFrom, loadStore, withAdmin } from '../context.js';
+import { configFrom, inputFrom, loadStore, withStore } from '../context.js';
 import { DEMO_RECORDS, DEMO_USERS } from '../demo-data.js';
 import { examples, settingHelp } from '../help.js';
 import { say } from '../output.js';
@@ -37,19 +37,19 @@ const DEMO_LABEL = 'demo';
  * Loads the demo catalogue once (a second run keeps it), revokes the tokens an earlier run issued (so running it
  * again does not pile up valid tokens), and issues fresh 7-day tokens; prints how to try it.
  */
-async function seedDemo(store: AdminStore & BulkStore, baseUrl: string): Promise<void> {
-  const existing = new Set((await store.listUsers()).map((u) => u.name));
-  if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.importRecords(recordBatch(DEMO_RECORDS));
+async function seedDemo(store: Pick<Store, 'users' | 'tokens' | 'bulk'>, baseUrl: string): Promise<void> {
+  const existing = new Set((await store.users.list()).map((u) => u.name));
+  if (!DEMO_USERS.every((u) => existing.has(u.name))) await store.bulk.importRecords(recordBatch(DEMO_RECORDS));
   let revoked = 0;
-  for (const token of await store.listTokens({})) {
-    if (token.label === DEMO_LABEL && token.revokedAt === undefined && (await store.revokeToken(token.id))) revoked++;
+  for (const token of await store.tokens.list({})) {
+    if (token.label === DEMO_LABEL && token.revokedAt === undefined && (await store.tokens.revoke(token.id))) revoked++;
   }
   if (revoked > 0) say(`revoked ${revoked} token(s) of an earlier demo run`);
   const lines = ['', 'Plant Store demo. Tokens (valid 7 days):', ''];
   const curls: string[] = [];
   for (const user of DEMO_USERS) {
     const { token, hash } = generateToken();
-    await store.addToken({ user: user.name, hash, label: DEMO_LABEL, expiresAt: new Date(Date.now() + 7 * 86_400_000) });
+    await store.tokens.add({ user: user.name, hash, label: DEMO_LABEL, expiresAt: new Date(Date.now() + 7 * 86_400_000) });
     lines.push(`  ${user.name.padEnd(6)} ${user.note}`, `         ${token}`);
     curls.push(`curl -s -H 'Authorization: Bearer ${token}' '${baseUrl}/plants?limit=5'   # as ${user.name}`);
   }
@@ -79,7 +79,7 @@ export function registerServerCommands(program: Command): void {
     .description('create the database or bring its schema up to date (serve and every command also do this)')
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
-      await withAdmin(cmd, async () => {}, { create: true });
+      await withStore(cmd, async () => {}, { create: true });
       process.stderr.write('database schema is up to date\n');
     });
 

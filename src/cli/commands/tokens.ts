@@ -3,10 +3,10 @@ import { generateToken, hashToken, TOKEN_PREFIX, tokenState } from '../../catalo
 import { invalidInput, notFound } from '../../catalogue/errors.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
-import { withAdmin, withTokens } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
-import type { CredentialStore } from '../../store/store.js';
+import type { Credentials } from '../../store/store.js';
 
 export function registerTokenCommands(program: Command): void {
   const tokens = program
@@ -34,8 +34,8 @@ export function registerTokenCommands(program: Command): void {
         );
       const expiresAt = lifetime === undefined ? undefined : new Date(Date.now() + lifetime);
       const { token, hash } = generateToken();
-      const info = await withAdmin(cmd, (admin) =>
-        admin.addToken({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
+      const info = await withStore(cmd, ({ tokens }) =>
+        tokens.add({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
       );
       process.stdout.write(`${token}\n`);
       say(
@@ -53,7 +53,7 @@ export function registerTokenCommands(program: Command): void {
       examples('plantstore tokens list', 'plantstore tokens list --user alice --json | jq \'.[] | select(.state == "active") | .id\''),
     )
     .action(async (opts: { user?: string; json: boolean }, cmd: Command) => {
-      const rows = await withAdmin(cmd, (admin) => admin.listTokens(opts.user === undefined ? {} : { user: opts.user }));
+      const rows = await withStore(cmd, ({ tokens }) => tokens.list(opts.user === undefined ? {} : { user: opts.user }));
       const now = Date.now();
       const state = (t: (typeof rows)[number]) =>
         tokenState({ revokedAt: t.revokedAt?.getTime() ?? null, expiresAt: t.expiresAt?.getTime() ?? null }, now);
@@ -76,9 +76,9 @@ export function registerTokenCommands(program: Command): void {
     .description('revoke a token, named by its id (tokens list) or given itself; the next request with it is refused')
     .addHelpText('after', examples('plantstore tokens revoke 7', 'plantstore tokens revoke "$TOKEN"'))
     .action(async (given: string, _opts: unknown, cmd: Command) => {
-      const { id, revoked } = await withTokens(cmd, async (store) => {
-        const id = given.startsWith(TOKEN_PREFIX) ? await tokenIdOf(store, given) : tokenId(given);
-        return { id, revoked: await store.revokeToken(id) };
+      const { id, revoked } = await withStore(cmd, async ({ credentials, tokens }) => {
+        const id = given.startsWith(TOKEN_PREFIX) ? await tokenIdOf(credentials, given) : tokenId(given);
+        return { id, revoked: await tokens.revoke(id) };
       });
       say(revoked ? `revoked token ${id}` : `token ${id} was already revoked`);
     });
@@ -93,8 +93,8 @@ function tokenId(given: string): number {
 }
 
 /** The id of a token given itself, found by its hash; the token is never echoed. */
-async function tokenIdOf(store: Pick<CredentialStore, 'findToken'>, token: string): Promise<number> {
-  const found = await store.findToken(hashToken(token));
+async function tokenIdOf(credentials: Pick<Credentials, 'findToken'>, token: string): Promise<number> {
+  const found = await credentials.findToken(hashToken(token));
   if (found === undefined) throw notFound(`the token given is not one of this database's (${TOKEN_PREFIX}… not shown)`);
   return found.tokenId;
 }

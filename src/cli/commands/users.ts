@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
-import { withAdmin } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
@@ -16,7 +16,7 @@ export function registerUserCommands(program: Command): void {
     .option('--admin', 'the user sees every plant', false)
     .addHelpText('after', examples('plantstore users add alice', 'plantstore users add root --admin'))
     .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
-      await withAdmin(cmd, (admin) => admin.addUser(name, opts.admin), { create: true });
+      await withStore(cmd, ({ users }) => users.add(name, opts.admin), { create: true });
       say(`added user ${name}${opts.admin ? ' (admin)' : ''}`);
     });
 
@@ -26,7 +26,7 @@ export function registerUserCommands(program: Command): void {
     .addHelpText('after', examples('plantstore users set-admin alice on', 'plantstore users set-admin alice off'))
     .action(async (name: string, flag: string, _opts: unknown, cmd: Command) => {
       if (flag !== 'on' && flag !== 'off') throw invalidInput(`expected "on" or "off", not "${flag}"`);
-      const changed = await withAdmin(cmd, (admin) => admin.setAdmin(name, flag === 'on'));
+      const changed = await withStore(cmd, ({ users }) => users.setAdmin(name, flag === 'on'));
       const now = flag === 'on' ? 'an admin' : 'not an admin';
       say(changed ? `${name} is now ${now}` : `${name} was already ${now}`);
     });
@@ -37,7 +37,7 @@ export function registerUserCommands(program: Command): void {
     .option('--json', 'print a JSON array', false)
     .addHelpText('after', examples('plantstore users list', "plantstore users list --json | jq -r '.[] | select(.admin) | .name'"))
     .action(async (opts: { json: boolean }, cmd: Command) => {
-      const rows = await withAdmin(cmd, (admin) => admin.listUsers());
+      const rows = await withStore(cmd, ({ users }) => users.list());
       printRows(
         rows,
         [
@@ -55,7 +55,7 @@ export function registerUserCommands(program: Command): void {
     .option('--with-plants', 'also remove the plants the user owns', false)
     .addHelpText('after', examples('plantstore users remove bob', 'plantstore users remove bob --with-plants'))
     .action(async (name: string, opts: { withPlants: boolean }, cmd: Command) => {
-      await withAdmin(cmd, (admin) => admin.removeUser(name, { withPlants: opts.withPlants }));
+      await withStore(cmd, ({ users }) => users.remove(name, { withPlants: opts.withPlants }));
       say(`removed user ${name}`);
     });
 }

@@ -5,7 +5,7 @@ import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
 import { SETTINGS } from '../../settings.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
-import { withWebhooks } from '../context.js';
+import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
 
@@ -49,7 +49,7 @@ export function registerWebhookCommands(program: Command): void {
       const allowed = SETTINGS.webhookAllowPrivate;
       const url = parseEndpointUrl(text, allowed.parse(String(opts.webhookAllowPrivate ?? process.env[allowed.env] ?? allowed.default)));
       const secret = newWebhookSecret();
-      const endpoint = await withWebhooks(cmd, (webhooks) => webhooks.addEndpoint(url, secret), { create: true });
+      const endpoint = await withStore(cmd, ({ webhooks }) => webhooks.addEndpoint(url, secret), { create: true });
       process.stdout.write(`${secret}\n`);
       say(`added webhook endpoint ${endpoint.id} for ${url}; store the secret now, it cannot be shown again`);
     });
@@ -60,7 +60,7 @@ export function registerWebhookCommands(program: Command): void {
     .addHelpText('after', examples('plantstore webhooks list', 'plantstore webhooks list --json'))
     .option('--json', 'print a JSON array', false)
     .action(async (opts: { json: boolean }, cmd: Command) => {
-      const endpoints = await withWebhooks(cmd, (webhooks) => webhooks.listEndpoints());
+      const endpoints = await withStore(cmd, ({ webhooks }) => webhooks.listEndpoints());
       const rows = endpoints.map((e) => ({ ...e, state: e.disabledAt ? ('disabled' as const) : ('enabled' as const) }));
       printRows(
         rows,
@@ -80,7 +80,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('remove an endpoint and its deliveries')
     .addHelpText('after', examples('plantstore webhooks remove 3'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      await withWebhooks(cmd, (webhooks) => webhooks.removeEndpoint(parseId('endpoint id', id)));
+      await withStore(cmd, ({ webhooks }) => webhooks.removeEndpoint(parseId('endpoint id', id)));
       say(`removed webhook endpoint ${id}`);
     });
 
@@ -100,7 +100,7 @@ export function registerWebhookCommands(program: Command): void {
       const secret = newWebhookSecret();
       const overlap = parseDuration(opts.overlap);
       const until = Date.now() + overlap;
-      await withWebhooks(cmd, (webhooks) => webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
+      await withStore(cmd, ({ webhooks }) => webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
       process.stdout.write(`${secret}\n`);
       say(
         overlap === 0
@@ -114,7 +114,7 @@ export function registerWebhookCommands(program: Command): void {
     .description('enable an endpoint disabled after answering 410 Gone')
     .addHelpText('after', examples('plantstore webhooks enable 3'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
-      const enabled = await withWebhooks(cmd, (webhooks) => webhooks.enableEndpoint(parseId('endpoint id', id)));
+      const enabled = await withStore(cmd, ({ webhooks }) => webhooks.enableEndpoint(parseId('endpoint id', id)));
       say(enabled ? `enabled webhook endpoint ${id}` : `webhook endpoint ${id} was already enabled`);
     });
 
@@ -130,7 +130,7 @@ export function registerWebhookCommands(program: Command): void {
         limit: parseId('limit', opts.limit),
         ...(opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) }),
       };
-      const rows = await withWebhooks(cmd, (webhooks) => webhooks.listDeliveries(filter));
+      const rows = await withStore(cmd, ({ webhooks }) => webhooks.listDeliveries(filter));
       printRows(
         rows,
         [
@@ -153,7 +153,7 @@ export function registerWebhookCommands(program: Command): void {
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .action(async (opts: { endpoint?: string }, cmd: Command) => {
       const filter = opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) };
-      const count = await withWebhooks(cmd, (webhooks) => webhooks.retry(filter));
+      const count = await withStore(cmd, ({ webhooks }) => webhooks.retry(filter));
       say(`${count} deliver${count === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt) will be sent now`);
     });
 }

@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { HealthStore } from '../../store/store.js';
+import type { Health } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { errorResponse } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() });
 
 /** Liveness and readiness for orchestrators. Unauthenticated, and they say nothing about the data. */
-export async function healthRoutes(app: FastifyInstance, opts: { store: HealthStore }): Promise<void> {
+export async function healthRoutes(app: FastifyInstance, opts: { health: Pick<Health, 'ping'> }): Promise<void> {
   app.get(
     '/healthz',
     {
@@ -40,7 +40,7 @@ export async function healthRoutes(app: FastifyInstance, opts: { store: HealthSt
     async (_request, reply) => {
       reply.header('cache-control', 'no-store');
       try {
-        await opts.store.ping();
+        await opts.health.ping();
       } catch {
         throw new ApiError('unavailable', 'The database is not reachable');
       }

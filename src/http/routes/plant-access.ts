@@ -12,7 +12,8 @@ import {
   type PlantAccess,
 } from '../../catalogue/plant-access.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
-import type { AccessWrite, PlantAccessStore } from '../../store/store.js';
+import type { AccessRepository } from '../../store/repositories/plant-access.js';
+import type { AccessWrite } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -78,14 +79,14 @@ const sharingNote =
 export async function plantAccessRoutes(
   app: FastifyInstance,
   opts: {
-    store: PlantAccessStore;
+    access: AccessRepository;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
     /** The per-user budget of writes, when on. */
     writeBudget: RateLimiter | undefined;
   },
 ): Promise<void> {
-  const { store, authenticate } = opts;
+  const { access, authenticate } = opts;
   const budget = userWriteBudget(opts.writeBudget);
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -108,7 +109,7 @@ export async function plantAccessRoutes(
     },
     async (request, reply) => {
       const { id } = request.params;
-      const read = await store.readAccess(request.viewer!, id as PlantId);
+      const read = await access.read(request.viewer!, id as PlantId);
       if (read.outcome !== 'read') throw plantRefusal(read.outcome, id, ONLY_OWNER_MAY);
       return sendAccess(reply, read.access);
     },
@@ -143,7 +144,7 @@ export async function plantAccessRoutes(
     async (request, reply) => {
       const { id } = request.params;
       const written = await change(
-        store,
+        access,
         request.viewer!,
         id,
         { kind: 'replace', access: request.body as PlantAccess },
@@ -197,7 +198,7 @@ export async function plantAccessRoutes(
         handler: async (request, reply) => {
           const { id, name } = request.params;
           const accessChange = { kind, grantee: grantee(name) };
-          const written = await change(store, request.viewer!, id, accessChange, request.headers['if-match'], 'path');
+          const written = await change(access, request.viewer!, id, accessChange, request.headers['if-match'], 'path');
           return reply.code(204).header('etag', tagOf(written)).send();
         },
       });
@@ -253,7 +254,7 @@ const ONLY_OWNER_MAY = 'see or change who has access to it';
 
 /** Makes one change of the caller's, and turns every refusal into its Error answer. */
 async function change(
-  store: PlantAccessStore,
+  access: AccessRepository,
   viewer: Viewer,
   id: number,
   accessChange: AccessChange,
@@ -262,7 +263,7 @@ async function change(
 ): Promise<PlantAccess> {
   let written: AccessWrite;
   try {
-    written = await store.changeAccess(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
+    written = await access.change(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
   } catch (err) {
     throw answerRefusal(err, NAME_REFUSALS[namesFrom]);
   }

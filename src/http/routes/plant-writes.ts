@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { checkClientPlant } from '../../catalogue/names.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
-import type { PlantWriteStore } from '../../store/store.js';
+import type { PlantRepository } from '../../store/repositories/plants.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -62,14 +62,14 @@ const deletePlantSchema = {
 export async function plantWriteRoutes(
   app: FastifyInstance,
   opts: {
-    store: PlantWriteStore;
+    plants: Pick<PlantRepository, 'create' | 'delete'>;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
     /** The per-user budget of writes, when on. */
     writeBudget: RateLimiter | undefined;
   },
 ): Promise<void> {
-  const { store, authenticate, writeBudget } = opts;
+  const { plants, authenticate, writeBudget } = opts;
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
   const budget = userWriteBudget(writeBudget);
 
@@ -94,7 +94,7 @@ export async function plantWriteRoutes(
     async (request) => {
       const plant = request.body as NewPlant;
       try {
-        await store.createPlant(request.viewer!, plant);
+        await plants.create(request.viewer!, plant);
       } catch (err) {
         throw answerRefusal(err, CREATE_REFUSALS);
       }
@@ -105,7 +105,7 @@ export async function plantWriteRoutes(
 
   routes.delete('/plants/:id', { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
-    const outcome = await store.deletePlant(request.viewer!, id as PlantId);
+    const outcome = await plants.delete(request.viewer!, id as PlantId);
     switch (outcome) {
       case 'deleted':
         return reply.code(204).send();

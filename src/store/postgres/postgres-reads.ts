@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { RequestReads } from '../dialect.js';
 import { allPlantsSql, metGonePlant, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
-import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 

@@ -3,7 +3,7 @@ import { notFound } from '../../catalogue/errors.js';
 import { checkGroupName } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
-import type { GroupInfo } from '../store.js';
+import type { GroupInfo } from '../records.js';
 import { insertUnique, seenHere } from '../writes.js';
 import { idByName, userIdByName } from './users.js';
 
@@ -14,70 +14,81 @@ type Db = Kysely<Database> | Transaction<Database>;
 /** The id of the group named `name`; a name no group has is not found. */
 export const groupIdByName = (db: Db, name: string, lock = ''): Promise<number> => idByName(db, 'group', name, lock);
 
-export async function addGroup(d: StoreDialect, name: string): Promise<GroupInfo> {
-  checkGroupName(name);
-  const createdAt = Date.now();
-  const row = await seenHere(
-    d,
-    insertUnique(d, `group "${name}"`, () =>
-      d.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
-    ),
-  );
-  return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
+/** Groups and their members, one at a time (the CLI). */
+export function groupRepository(d: StoreDialect) {
+  return {
+    async add(name: string): Promise<GroupInfo> {
+      checkGroupName(name);
+      const createdAt = Date.now();
+      const row = await seenHere(
+        d,
+        insertUnique(d, `group "${name}"`, () =>
+          d.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
+        ),
+      );
+      return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
+    },
+
+    async remove(name: string): Promise<void> {
+      const result = await seenHere(d, d.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst());
+      if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
+    },
+
+    /** Resolves to false when the user was already a member (nothing changed). */
+    async addMember(group: string, user: string): Promise<boolean> {
+      const added = d.writeTransaction(async (trx) => {
+        // Both held until the commit: a member added to a group or of a user deleted meanwhile is a not_found, never
+        // a foreign-key error, as in either order one after the other.
+        const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
+        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+        const result = await trx
+          .insertInto('group_members')
+          .values({ group_id: groupId, user_id: userId })
+          .onConflict((oc) => oc.doNothing())
+          .executeTakeFirst();
+        return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+      });
+      return added;
+    },
+
+    /** Resolves to false when the user was not a member. */
+    async removeMember(group: string, user: string): Promise<boolean> {
+      const removed = d.writeTransaction(async (trx) => {
+        const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
+        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+        const result = await trx
+          .deleteFrom('group_members')
+          .where('group_id', '=', groupId)
+          .where('user_id', '=', userId)
+          .executeTakeFirst();
+        return Number(result.numDeletedRows) > 0;
+      });
+      return removed;
+    },
+
+    async list(): Promise<GroupInfo[]> {
+      const groups = await d.db.selectFrom('groups').selectAll().orderBy('id').execute();
+      const members = await d.db
+        .selectFrom('group_members')
+        .innerJoin('users', 'users.id', 'group_members.user_id')
+        .select(['group_members.group_id', 'users.name'])
+        .orderBy('group_members.group_id')
+        .orderBy('users.id')
+        .execute();
+      const byGroup = new Map<number, string[]>();
+      for (const m of members) {
+        const list = byGroup.get(Number(m.group_id)) ?? [];
+        list.push(m.name);
+        byGroup.set(Number(m.group_id), list);
+      }
+      return groups.map((g) => ({
+        id: Number(g.id),
+        name: g.name,
+        members: byGroup.get(Number(g.id)) ?? [],
+        createdAt: new Date(Number(g.created_at)),
+      }));
+    },
+  };
 }
 
-export async function removeGroup(d: StoreDialect, name: string): Promise<void> {
-  const result = await seenHere(d, d.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst());
-  if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
-}
-
-/** Resolves to false when the user was already a member (nothing changed). */
-export async function addMember(d: StoreDialect, group: string, user: string): Promise<boolean> {
-  const added = d.writeTransaction(async (trx) => {
-    // Both held until the commit: a member added to a group or of a user deleted meanwhile is a not_found, never
-    // a foreign-key error, as in either order one after the other.
-    const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
-    const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
-    const result = await trx
-      .insertInto('group_members')
-      .values({ group_id: groupId, user_id: userId })
-      .onConflict((oc) => oc.doNothing())
-      .executeTakeFirst();
-    return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
-  });
-  return added;
-}
-
-/** Resolves to false when the user was not a member. */
-export async function removeMember(d: StoreDialect, group: string, user: string): Promise<boolean> {
-  const removed = d.writeTransaction(async (trx) => {
-    const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
-    const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
-    const result = await trx.deleteFrom('group_members').where('group_id', '=', groupId).where('user_id', '=', userId).executeTakeFirst();
-    return Number(result.numDeletedRows) > 0;
-  });
-  return removed;
-}
-
-export async function listGroups(d: StoreDialect): Promise<GroupInfo[]> {
-  const groups = await d.db.selectFrom('groups').selectAll().orderBy('id').execute();
-  const members = await d.db
-    .selectFrom('group_members')
-    .innerJoin('users', 'users.id', 'group_members.user_id')
-    .select(['group_members.group_id', 'users.name'])
-    .orderBy('group_members.group_id')
-    .orderBy('users.id')
-    .execute();
-  const byGroup = new Map<number, string[]>();
-  for (const m of members) {
-    const list = byGroup.get(Number(m.group_id)) ?? [];
-    list.push(m.name);
-    byGroup.set(Number(m.group_id), list);
-  }
-  return groups.map((g) => ({
-    id: Number(g.id),
-    name: g.name,
-    members: byGroup.get(Number(g.id)) ?? [],
-    createdAt: new Date(Number(g.created_at)),
-  }));
-}
+export type GroupRepository = ReturnType<typeof groupRepository>;

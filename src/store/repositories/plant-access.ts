@@ -14,7 +14,7 @@ import { position, type PlantId, type Position } from '../../catalogue/plant-ids
 import type { StoreDialect } from '../dialect.js';
 import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
-import type { AccessRead, AccessWrite } from '../store.js';
+import type { AccessRead, AccessWrite } from '../records.js';
 import { withStoreErrors } from '../writes.js';
 
 // The access of one plant (its public flag and grants), read and changed with an actor's rights: the owner's and
@@ -75,67 +75,6 @@ async function accessAt(db: Db, plant: ChangeablePlant): Promise<PlantAccess> {
   return normalAccess({ public: plant.isPublic, users: users.map((u) => u.name), groups: groups.map((g) => g.name) });
 }
 
-/** The access of the plant with public id `id`, when `actor` may change it. */
-export async function readAccess(d: StoreDialect, actor: Actor, id: PlantId): Promise<AccessRead> {
-  return withStoreErrors(d, async () => {
-    const plant = await changeablePlant(d.db, actor, id);
-    return typeof plant === 'string' ? { outcome: plant } : { outcome: 'read', access: await accessAt(d.db, plant) };
-  });
-}
-
-/**
- * Changes the access of the plant with public id `id` when `actor` may, in one transaction that holds the plant's
- * access against every other change of it: with `ifVersion`, only while its version (catalogue/plant-access.ts)
- * is one of those. Names that are not granted yet must be of users and groups that exist (an unknown one changes
- * nothing, and is named); a grantee taken away that was never granted changes nothing. The grants' and the flag's
- * rows log themselves, so every cache and instance follows (store/change-log.ts).
- */
-export async function changeAccess(
-  d: StoreDialect,
-  actor: Actor,
-  id: PlantId,
-  change: AccessChange,
-  ifVersion?: readonly string[],
-): Promise<AccessWrite> {
-  checkAccessChange(change);
-  return withStoreErrors(d, () =>
-    d.writeTransaction(async (trx): Promise<AccessWrite> => {
-      const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
-      if (typeof plant === 'string') return { outcome: plant };
-      const current = await accessAt(trx, plant);
-      if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
-      const next = changedAccess(current, change);
-      // Per list, the names the change adds and takes away; taking away a name never granted asks about it too:
-      // it must be one that exists.
-      const added = { users: without(next.users, current.users), groups: without(next.groups, current.groups) };
-      const removed = { users: without(current.users, next.users), groups: without(current.groups, next.groups) };
-      const asked = change.kind === 'unshare' && removed.users.length + removed.groups.length === 0 ? listsOf(change.grantee) : NONE;
-      const named = { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] };
-      const { ids, missing } = await idsOf(trx, named, d.statements.rowLocks.keep);
-      if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
-      if (next.public !== current.public) {
-        await trx
-          .updateTable('plants')
-          .set({ is_public: next.public ? 1 : 0 })
-          .where('id', '=', plant.at)
-          .execute();
-      }
-      for (const list of LISTS) {
-        const { table, column, names } = GRANTS[list];
-        if (removed[list].length > 0) {
-          await sql`DELETE FROM ${sql.table(table)} WHERE plant_id = ${plant.at}
-            AND ${sql.ref(column)} IN (SELECT id FROM ${sql.table(names)} WHERE name IN (${sql.join(removed[list])}))`.execute(trx);
-        }
-        const rows = added[list].map((name) => sql`(${plant.at}, ${ids[list].get(name)!})`);
-        if (rows.length > 0)
-          await sql`INSERT INTO ${sql.table(table)} (plant_id, ${sql.ref(column)}) VALUES ${sql.join(rows)}`.execute(trx);
-      }
-      const changed = next.public !== current.public || LISTS.some((list) => added[list].length + removed[list].length > 0);
-      return { outcome: changed ? 'changed' : 'unchanged', access: next };
-    }),
-  );
-}
-
 /** The two lists of an access, each a kind of grantee. */
 const LISTS = ['users', 'groups'] as const;
 type List = (typeof LISTS)[number];
@@ -174,3 +113,68 @@ async function idsOf(db: Db, named: Names, lock: string): Promise<{ ids: Record<
   const unknown = (list: List) => without(named[list], [...ids[list].keys()]);
   return { ids, missing: granteesOf({ public: false, users: unknown('users'), groups: unknown('groups') }) };
 }
+
+/**
+ * Who has access to a plant, read and changed with the actor's rights (catalogue/access-rule.ts): its owner or an
+ * admin over HTTP, or the operator (the CLI). One path whoever asks.
+ */
+export function accessRepository(d: StoreDialect) {
+  return {
+    /** The access of the plant with public id `id`, when `actor` may change it. */
+    async read(actor: Actor, id: PlantId): Promise<AccessRead> {
+      return withStoreErrors(d, async () => {
+        const plant = await changeablePlant(d.db, actor, id);
+        return typeof plant === 'string' ? { outcome: plant } : { outcome: 'read', access: await accessAt(d.db, plant) };
+      });
+    },
+
+    /**
+     * Changes the access of the plant with public id `id` when `actor` may, in one transaction that holds the plant's
+     * access against every other change of it: with `ifVersion`, only while its version (catalogue/plant-access.ts)
+     * is one of those. Names that are not granted yet must be of users and groups that exist (an unknown one changes
+     * nothing, and is named); a grantee taken away that was never granted changes nothing. The grants' and the flag's
+     * rows log themselves, so every cache and instance follows (store/change-log.ts).
+     */
+    async change(actor: Actor, id: PlantId, change: AccessChange, ifVersion?: readonly string[]): Promise<AccessWrite> {
+      checkAccessChange(change);
+      return withStoreErrors(d, () =>
+        d.writeTransaction(async (trx): Promise<AccessWrite> => {
+          const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
+          if (typeof plant === 'string') return { outcome: plant };
+          const current = await accessAt(trx, plant);
+          if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
+          const next = changedAccess(current, change);
+          // Per list, the names the change adds and takes away; taking away a name never granted asks about it too:
+          // it must be one that exists.
+          const added = { users: without(next.users, current.users), groups: without(next.groups, current.groups) };
+          const removed = { users: without(current.users, next.users), groups: without(current.groups, next.groups) };
+          const asked = change.kind === 'unshare' && removed.users.length + removed.groups.length === 0 ? listsOf(change.grantee) : NONE;
+          const named = { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] };
+          const { ids, missing } = await idsOf(trx, named, d.statements.rowLocks.keep);
+          if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
+          if (next.public !== current.public) {
+            await trx
+              .updateTable('plants')
+              .set({ is_public: next.public ? 1 : 0 })
+              .where('id', '=', plant.at)
+              .execute();
+          }
+          for (const list of LISTS) {
+            const { table, column, names } = GRANTS[list];
+            if (removed[list].length > 0) {
+              await sql`DELETE FROM ${sql.table(table)} WHERE plant_id = ${plant.at}
+                AND ${sql.ref(column)} IN (SELECT id FROM ${sql.table(names)} WHERE name IN (${sql.join(removed[list])}))`.execute(trx);
+            }
+            const rows = added[list].map((name) => sql`(${plant.at}, ${ids[list].get(name)!})`);
+            if (rows.length > 0)
+              await sql`INSERT INTO ${sql.table(table)} (plant_id, ${sql.ref(column)}) VALUES ${sql.join(rows)}`.execute(trx);
+          }
+          const changed = next.public !== current.public || LISTS.some((list) => added[list].length + removed[list].length > 0);
+          return { outcome: changed ? 'changed' : 'unchanged', access: next };
+        }),
+      );
+    },
+  };
+}
+
+export type AccessRepository = ReturnType<typeof accessRepository>;

@@ -7,7 +7,7 @@ import type { Change } from '../change-log.js';
 import type { OwnChanges, StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
-import type { CreatedPlant, PlantInfo } from '../store.js';
+import type { CreatedPlant, PlantInfo } from '../records.js';
 import { withStoreErrors } from '../writes.js';
 import { changeablePlant } from './plant-access.js';
 import { Batch } from '../batch.js';
@@ -143,10 +143,7 @@ type WriteRows<I> = (items: readonly I[]) => Promise<readonly boolean[]>;
  * batch.ts): one round trip however many clients write at once. Elsewhere each is a statement of its own, and
  * SQLite's group commit puts them in one transaction.
  */
-export function plantWrites(d: StoreDialect): {
-  createPlant: (actor: Actor, draft: PlantDraft) => Promise<CreatedPlant>;
-  deletePlant: (actor: Actor, id: PlantId) => Promise<'deleted' | 'hidden' | 'forbidden'>;
-} {
+export function plantRepository(d: StoreDialect) {
   const shapes = new StatementShapes(d);
   // Which rows went in: those the statement returns. The first of two creates of one id in a batch wins it.
   const insertRows: WriteRows<UserCreate> = async (items) => {
@@ -197,10 +194,24 @@ export function plantWrites(d: StoreDialect): {
   const creates = oneByOneOrBatched(d, insertRows);
   const deletes = oneByOneOrBatched(d, deleteRows);
   return {
-    createPlant: (actor, draft) => withStoreErrors(d, () => create(d, creates, actor, draft)),
-    deletePlant: (actor, id) => withStoreErrors(d, () => remove(d, deletes, actor, id)),
+    /**
+     * Creates a plant: a user's own and private, or the operator's with the owner and flag it names. Without an id
+     * it gets the next automatic one. The same plant (id, owner, name and tag) already there is `existing` (a
+     * retried create); an id taken by another plant is a conflict.
+     */
+    create: (actor: Actor, draft: PlantDraft): Promise<CreatedPlant> => withStoreErrors(d, () => create(d, creates, actor, draft)),
+    /**
+     * Deletes the plant with public id `id` when `actor` may change it: 'hidden' when there is no such plant or the
+     * actor may not see it, 'forbidden' when the actor sees it but may not change it.
+     */
+    delete: (actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'> =>
+      withStoreErrors(d, () => remove(d, deletes, actor, id)),
+    /** Every plant, or one owner's (the CLI). */
+    list: (filter: { owner?: string }): Promise<PlantInfo[]> => listPlants(d, filter),
   };
 }
+
+export type PlantRepository = ReturnType<typeof plantRepository>;
 
 /** A write of one item: in the batch of this turn of the event loop where the dialect writes many rows at once. */
 function oneByOneOrBatched<I>(d: StoreDialect, write: WriteRows<I>): (item: I) => Promise<boolean> {
@@ -290,7 +301,7 @@ async function remove(
 }
 
 /** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */
-export async function listPlants(d: StoreDialect, filter: { owner?: string }): Promise<PlantInfo[]> {
+async function listPlants(d: StoreDialect, filter: { owner?: string }): Promise<PlantInfo[]> {
   if (filter.owner !== undefined) await userIdByName(d.db, filter.owner);
   let query = d.db
     .selectFrom('plants')

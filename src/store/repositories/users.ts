@@ -3,7 +3,7 @@ import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { StoreDialect } from '../dialect.js';
 import type { Database } from '../schema.js';
-import type { UserCredential, UserInfo } from '../store.js';
+import type { UserCredential, UserInfo } from '../records.js';
 import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 
 // Users: the shared SQL of both backends.
@@ -59,31 +59,6 @@ export function importedLookalikeSql(imported: (alias: string) => string): strin
 /** The largest user id so far (0 for none): what `importedLookalikeSql` counts from on SQLite. */
 export const LAST_USER_SQL = 'SELECT coalesce(max(id), 0) AS last FROM users';
 
-/**
- * Adds a user. A name that looks like an existing user's (the same nameKey: `ALICE` beside `alice`, a Cyrillic
- * look-alike) is refused (conflict), as it is for a user an identity provider names (provisionUser).
- */
-export async function addUser(d: StoreDialect, name: string, admin: boolean): Promise<UserInfo> {
-  checkUserName(name);
-  const key = nameKey(name);
-  const createdAt = Date.now();
-  const insert = insertUnique(d, `user "${name}"`, () =>
-    d.writeTransaction(async (trx) => {
-      const lookalike = await lockedLookalike(d, trx, name, key);
-      if (lookalike !== undefined) throw lookalikeName(name, lookalike);
-      return trx
-        .insertInto('users')
-        .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: key })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-    }),
-  );
-  return seenHere(
-    d,
-    insert.then((row) => ({ id: Number(row.id), name, admin, createdAt: new Date(createdAt) })),
-  );
-}
-
 const credential = (row: { id: number; is_admin: number }): UserCredential => ({
   userId: Number(row.id),
   admin: Number(row.is_admin) === 1,
@@ -114,52 +89,84 @@ export async function provisionUser(d: StoreDialect, name: string): Promise<User
   });
 }
 
-/** Resolves to false when the user already had that flag. */
-export async function setAdmin(d: StoreDialect, name: string, admin: boolean): Promise<boolean> {
-  const changed = d.writeTransaction(async (trx) => {
-    const row = await trx.selectFrom('users').select('is_admin').where('name', '=', name).executeTakeFirst();
-    if (!row) throw notFound(`no user named "${name}"`);
-    if ((Number(row.is_admin) === 1) === admin) return false;
-    await trx
-      .updateTable('users')
-      .set({ is_admin: admin ? 1 : 0 })
-      .where('name', '=', name)
-      .execute();
-    return true;
-  });
-  return changed;
-}
-
-export async function removeUser(d: StoreDialect, name: string, opts: { withPlants: boolean }): Promise<void> {
-  const removed = d.writeTransaction(async (trx) => {
-    const id = await userIdByName(trx, name);
-    const owned = await trx
-      .selectFrom('plants')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('owner_id', '=', id)
-      .executeTakeFirstOrThrow();
-    if (Number(owned.n) > 0) {
-      if (!opts.withPlants) throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
-      await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
-    }
-    await trx.deleteFrom('users').where('id', '=', id).execute();
-  });
-  return removed;
-}
-
-export async function listUsers(d: StoreDialect): Promise<UserInfo[]> {
-  const rows = await d.db.selectFrom('users').selectAll().orderBy('id').execute();
-  return rows.map((r) => ({
-    id: Number(r.id),
-    name: r.name,
-    admin: Number(r.is_admin) === 1,
-    createdAt: new Date(Number(r.created_at)),
-  }));
-}
-
 /** The name of the user whose id is `id`; an id nobody has is not found. */
 export async function userNameById(db: Db, id: number): Promise<string> {
   const row = await db.selectFrom('users').select('name').where('id', '=', id).executeTakeFirst();
   if (!row) throw notFound(`no user with id ${id}`);
   return row.name;
 }
+
+/** Users, one at a time (the CLI). */
+export function userRepository(d: StoreDialect) {
+  return {
+    /**
+     * Adds a user. A name that looks like an existing user's (the same nameKey: `ALICE` beside `alice`, a Cyrillic
+     * look-alike) is refused (conflict), as it is for a user an identity provider names (provisionUser).
+     */
+    async add(name: string, admin: boolean): Promise<UserInfo> {
+      checkUserName(name);
+      const key = nameKey(name);
+      const createdAt = Date.now();
+      const insert = insertUnique(d, `user "${name}"`, () =>
+        d.writeTransaction(async (trx) => {
+          const lookalike = await lockedLookalike(d, trx, name, key);
+          if (lookalike !== undefined) throw lookalikeName(name, lookalike);
+          return trx
+            .insertInto('users')
+            .values({ name, is_admin: admin ? 1 : 0, created_at: createdAt, name_key: key })
+            .returning('id')
+            .executeTakeFirstOrThrow();
+        }),
+      );
+      return seenHere(
+        d,
+        insert.then((row) => ({ id: Number(row.id), name, admin, createdAt: new Date(createdAt) })),
+      );
+    },
+
+    /** Resolves to false when the user already had that flag. */
+    async setAdmin(name: string, admin: boolean): Promise<boolean> {
+      const changed = d.writeTransaction(async (trx) => {
+        const row = await trx.selectFrom('users').select('is_admin').where('name', '=', name).executeTakeFirst();
+        if (!row) throw notFound(`no user named "${name}"`);
+        if ((Number(row.is_admin) === 1) === admin) return false;
+        await trx
+          .updateTable('users')
+          .set({ is_admin: admin ? 1 : 0 })
+          .where('name', '=', name)
+          .execute();
+        return true;
+      });
+      return changed;
+    },
+
+    async remove(name: string, opts: { withPlants: boolean }): Promise<void> {
+      const removed = d.writeTransaction(async (trx) => {
+        const id = await userIdByName(trx, name);
+        const owned = await trx
+          .selectFrom('plants')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('owner_id', '=', id)
+          .executeTakeFirstOrThrow();
+        if (Number(owned.n) > 0) {
+          if (!opts.withPlants) throw conflict(`user "${name}" owns ${owned.n} plant(s); remove them first or pass --with-plants`);
+          await trx.deleteFrom('plants').where('owner_id', '=', id).execute();
+        }
+        await trx.deleteFrom('users').where('id', '=', id).execute();
+      });
+      return removed;
+    },
+
+    async list(): Promise<UserInfo[]> {
+      const rows = await d.db.selectFrom('users').selectAll().orderBy('id').execute();
+      return rows.map((r) => ({
+        id: Number(r.id),
+        name: r.name,
+        admin: Number(r.is_admin) === 1,
+        createdAt: new Date(Number(r.created_at)),
+      }));
+    },
+  };
+}
+
+export type UserRepository = ReturnType<typeof userRepository>;

@@ -4,9 +4,10 @@ import { Kysely, type Transaction } from 'kysely';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
-import type { BulkDialect, ErrorKind, RequestReads, StoreDialect, WritingStatements } from '../dialect.js';
+import type { BulkDialect, DialectHealth, ErrorKind, RequestReads, StoreDialect, WritingStatements } from '../dialect.js';
 import type { Database } from '../schema.js';
-import type { HealthStore, PageRequest, Store, TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type { Store } from '../store.js';
 import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
 import { classifySqliteError } from './sqlite-errors.js';
@@ -73,7 +74,7 @@ class SqliteDialect implements StoreDialect {
   private readonly grouped: Kysely<Database> | undefined;
   readonly reads: RequestReads;
   readonly bulk: BulkDialect;
-  readonly health: Pick<HealthStore, 'followFile' | 'poolStats'>;
+  readonly health: DialectHealth;
 
   constructor(
     // Not readonly: a file replaced under the store is opened again.

@@ -10,7 +10,7 @@ import {
   sqliteVisiblePlantsSql,
   viewerGroupsSql,
 } from '../listing-sql.js';
-import type { TokenCredential, UserCredential, VisiblePage } from '../store.js';
+import type { TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /**

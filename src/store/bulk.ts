@@ -1,0 +1,47 @@
+import type { CatalogueRecord, NumberedRecord } from '../import-format/records.js';
+import { exportCatalogue } from './catalogue-export.js';
+import { importCatalogue } from './catalogue-import.js';
+import type { StoreDialect } from './dialect.js';
+import type { CatalogueCounts, ImportProgress, ImportSummary } from './records.js';
+import type { Database } from './schema.js';
+
+/** The whole catalogue at once: import, export, counts and backups (the CLI). */
+export function bulkCatalogue(d: StoreDialect) {
+  return {
+    /** All-or-nothing: either every record is written or none is. Records come in batches, in file order. */
+    async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {
+      const summary = await d.bulk.importing((target) => importCatalogue(batches, target, progress));
+      await d.changes.catchUp();
+      return summary;
+    },
+
+    /** Streams the whole catalogue in import format, in an order that imports back. */
+    exportRecords: (): AsyncGenerator<CatalogueRecord> => exportCatalogue(() => d.bulk.exportSnapshot()),
+
+    /** Row counts, for `doctor` and for sizing the export progress bar; `grants` counts user and group grants together. */
+    async counts(): Promise<CatalogueCounts> {
+      const count = async (table: keyof Database) =>
+        Number(
+          (
+            await d.db
+              .selectFrom(table)
+              .select((eb) => eb.fn.countAll().as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+        );
+      const [users, groups, plants, userGrants, groupGrants, tokens] = await Promise.all(
+        (['users', 'groups', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const).map(count),
+      );
+      return { users: users!, groups: groups!, plants: plants!, grants: userGrants! + groupGrants!, tokens: tokens! };
+    },
+
+    /**
+     * Writes a copy of the whole database, tokens, webhook endpoints and their secrets included, to `file`, where
+     * there must be nothing yet: the database as it was at one commit, made while writers go on. SQLite only; on
+     * PostgreSQL an invalid_input error says what to use instead.
+     */
+    backup: (file: string): Promise<void> => d.bulk.backup(file),
+  };
+}
+
+export type BulkCatalogue = ReturnType<typeof bulkCatalogue>;

@@ -1,0 +1,19 @@
+import type { Awaitable } from '../awaitable.js';
+import type { StoreDialect } from './dialect.js';
+import type { HotQueries } from './hot-queries.js';
+import type { TokenCredential, UserCredential } from './records.js';
+import { provisionUser } from './repositories/users.js';
+
+/** Who a presented token or a JWT's user claim names: the authenticator's whole view of the store. */
+export function credentialLookup(d: StoreDialect, hot: HotQueries) {
+  return {
+    // SQLite answers synchronously, PostgreSQL with a promise.
+    findToken: (hash: Buffer): Awaitable<TokenCredential | undefined> => hot.run('find_token', () => d.reads.findToken(hash)),
+    /** The user a JWT names, by user name. */
+    findUser: (name: string): Awaitable<UserCredential | undefined> => hot.run('find_user', () => d.reads.findUser(name)),
+    /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */
+    provisionUser: (name: string): Promise<UserCredential> => provisionUser(d, name),
+  };
+}
+
+export type Credentials = ReturnType<typeof credentialLookup>;
