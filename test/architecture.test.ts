@@ -89,6 +89,25 @@ describe('the layout', () => {
     }
   });
 
+  it('no code outside the seam asks which database it runs on', () => {
+    // Each database's folder is its side of the seam; migrations are frozen as released; the places that choose
+    // a backend from the configuration (open-store.ts, the settings, doctor's checks) and the type naming them may.
+    const CHOOSERS = /^(store\/(sqlite|postgres|migrations)\/|store\/(open-store|schema)\.ts$|settings\.ts$|config\.ts$|cli\/doctor\/)/;
+    for (const file of FILES.filter((f) => !CHOOSERS.test(f.name))) {
+      const visit = (node: ts.Node) => {
+        if (ts.isStringLiteral(node))
+          assert.ok(!['sqlite', 'postgres'].includes(node.text), `${file.name} names a database: ${node.parent.getText()}`);
+        if (ts.isPropertyAccessExpression(node) && node.name.text === 'backend' && ts.isBinaryExpression(node.parent)) {
+          assert.fail(`${file.name} branches on the backend: ${node.parent.getText()}`);
+        }
+        if (ts.isCallExpression(node) && node.expression.getText() === 'isPostgresUrl')
+          assert.fail(`${file.name} branches on the database URL`);
+        ts.forEachChild(node, visit);
+      };
+      visit(file.source);
+    }
+  });
+
   it('no module imports itself through others (no import circle)', () => {
     // Module paths end in .js in imports and .ts on disk.
     const graph = new Map(FILES.map((f) => [f.name.replace(/\.ts$/, '.js'), importsOf(f).filter(local)]));

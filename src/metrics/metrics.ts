@@ -113,7 +113,7 @@ export class Metrics {
 
     this.cacheCounters(registers);
     this.queryDurations();
-    if (store.health.backend === 'postgres') this.poolGauges(registers);
+    if (store.health.poolStats().length > 0) this.poolGauges(registers);
     this.webhookOutcomes = this.webhookMetrics(registers);
   }
 

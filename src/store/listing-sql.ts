@@ -1,6 +1,5 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
-import type { Backend } from './schema.js';
 import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
 import type { VisiblePage } from './records.js';
 
@@ -17,47 +16,22 @@ import type { VisiblePage } from './records.js';
  * (paths + ranged and claimed groups) x `limit` index entries whatever the size of the catalogue and however many
  * small groups the viewer is in.
  *
- * The dialects differ only where the engines do:
- * - PostgreSQL cuts each branch at `limit` and reads each ranged or claimed group's grants with a LATERAL join,
- *   in one prepared statement with the limit as a parameter.
- * - SQLite merges branches that are plain index ranges lazily (its UNION of ordered ranges under `ORDER BY 1
- *   LIMIT n` reads only what the page needs), so each ranged or claimed group is a branch of its own, its id a
- *   parameter, read beforehand in the same snapshot (`viewerGroupsSql`). Past SQLITE_GROUP_BRANCHES such groups,
- *   one branch joins them all, each group's range bounded by its `limit`-th grant (a correlated `OFFSET limit - 1`
- *   lookup, since SQLite has no LATERAL). The limit is a literal, so statements are prepared per limit: SQLite
- *   plans a bound `LIMIT ?` less well.
+ * The SQL that differs between the databases (a page's JSON columns, parameters, how ranges merge) is in
+ * sqlite/sqlite-listing-sql.ts and postgres/postgres-listing-sql.ts, built from the parts here.
  */
 
 /**
- * A listed plant as the response body shows it, the contract's Plant object: `{"name":…}`, with `"tag":…` only
- * when the plant has one. The database builds each page's body, so a request handles two texts, not a row
- * per plant (SQLite's JSON functions and PostgreSQL's to_json escape any text exactly). Compact, and `name`
- * first in both dialects: `dropLastPlant` relies on it.
+ * How a database's listing statement names its parameters: the viewer's user id, the position the page starts
+ * after, and the SQL of the group names a JWT claims.
  */
-const PLANT_JSON: Record<Backend, string> = {
-  sqlite: `CASE WHEN tag IS NULL THEN json_object('name', name) ELSE json_object('name', name, 'tag', tag) END`,
-  postgres: `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`,
-};
+export interface ListingParams {
+  user: string;
+  after: string;
+  claims: string;
+}
 
 /** Where each plant of a page's JSON starts after the first: a `{"name":` cannot occur inside a JSON string, whose quotes are escaped. */
 const NEXT_PLANT = ',{"name":';
-
-/**
- * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects, in id
- * order), from `sql`, a query of rows (id, name, tag) in id order. SQLite does not promise to aggregate rows in
- * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReadsAndChanges). On
- * PostgreSQL the aggregates always sort, and the columns follow from the query's other columns (`extra`).
- */
-export function pageColumnsSql(dialect: Backend, sql: string, { ordered = false, extra = '' } = {}): string {
-  if (dialect === 'sqlite') {
-    const order = ordered ? ' ORDER BY id' : '';
-    return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON.sqlite}${order}) AS plants FROM (${sql})`;
-  }
-  return (
-    `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
-    `'[' || coalesce(string_agg(${PLANT_JSON.postgres}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
-  );
-}
 
 /**
  * Whether a page's JSON met a position of no plant: a grant whose plant is gone (plain SQL without foreign keys
@@ -70,10 +44,13 @@ export const metGonePlant = (plants: string): boolean => plants.includes('{"name
  * A page's rows (id, name, tag) in id order from `page`, the positions of a union of ranges: joined so that a
  * position of no plant stays a row, with a null name (see metGonePlant).
  */
-const pageRows = (page: string): string =>
+export const pageRows = (page: string): string =>
   `SELECT page.id AS id, p.name AS name, p.tag AS tag FROM ${page} LEFT JOIN plants p ON p.id = page.id`;
 
-/** The JSON array of the plants in `plants` (as PLANT_JSON builds them) without its last. */
+/**
+ * The JSON array of the plants in `plants` without its last. Each database's listing SQL builds a plant as the
+ * contract's Plant object, compact and `name` first: `{"name":…}`, with `"tag":…` only when the plant has one.
+ */
 function dropLastPlant(plants: string): string {
   const last = plants.lastIndexOf(NEXT_PLANT);
   return last === -1 ? '[]' : `${plants.slice(0, last)}]`;
@@ -100,37 +77,20 @@ export function pageFromColumns(
   return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, next, groupIds, cacheable };
 }
 
-/** Claimed groups that SQLite reads as branches of their own; more go through one joined branch. */
-export const SQLITE_GROUP_BRANCHES = 16;
-
-interface Params {
-  user: string;
-  after: string;
-  claims: string;
-}
-
-const PARAMS: Record<Backend, Params> = {
-  sqlite: { user: ':user', after: ':after', claims: '(SELECT value FROM json_each(:claims))' },
-  postgres: { user: '$1', after: '$2', claims: '(SELECT unnest($4::text[]))' },
-};
-
-/** The SQLite parameter holding the id of the i-th group a JWT claims. */
-export const groupParam = (i: number): string => `g${i}`;
-
 /** The ids of the user's groups: stored memberships, and with `withClaims` the stored groups the claim names. */
-function viewerGroups(dialect: Backend, withClaims: boolean): string {
-  return memberGroups(PARAMS[dialect].user, withClaims ? `SELECT id FROM groups WHERE name IN ${PARAMS[dialect].claims}` : undefined);
+export function viewerGroups(params: ListingParams, withClaims: boolean): string {
+  return memberGroups(params.user, withClaims ? claimedGroups(params.claims) : undefined);
 }
 
 /**
  * The groups whose grants a page reads range by range: the viewer's ranged groups (those too large for member
  * grants, see migration 0014), and with `withClaims` the stored groups a JWT's claim names.
  */
-function rangedGroups(dialect: Backend, withClaims: boolean): string {
+export function rangedGroups(params: ListingParams, withClaims: boolean): string {
   const ranged =
     `SELECT m.group_id AS id FROM group_members m JOIN ${GROUP_SIZES} s ON s.group_id = m.group_id ` +
-    `WHERE m.user_id = ${PARAMS[dialect].user} AND s.ranged = 1`;
-  return withClaims ? `${ranged} UNION ${claimedGroups(PARAMS[dialect].claims)}` : ranged;
+    `WHERE m.user_id = ${params.user} AND s.ranged = 1`;
+  return withClaims ? `${ranged} UNION ${claimedGroups(params.claims)}` : ranged;
 }
 
 function memberGroups(user: string, claimed: string | undefined): string {
@@ -141,7 +101,7 @@ function memberGroups(user: string, claimed: string | undefined): string {
  * A path's range for one viewer: its table where its key matches, read by its position column. `distinct` when
  * the range may hold a position more than once (a plant shared with two of the viewer's groups).
  */
-interface Range {
+export interface Range {
   column: AccessPath['position'];
   from: string;
   distinct?: boolean;
@@ -151,7 +111,7 @@ interface Range {
  * With `exact`, a range of a table other than plants skips the positions whose plant is gone (a probe of plants
  * each): for the rare page whose first reading met one (metGonePlant).
  */
-function existing(table: string, column: string, exact: boolean): string {
+export function existing(table: string, column: string, exact: boolean): string {
   return exact && table !== 'plants' ? ` AND EXISTS (SELECT 1 FROM plants e WHERE e.id = ${table}.${column})` : '';
 }
 
@@ -160,7 +120,7 @@ function existing(table: string, column: string, exact: boolean): string {
  * viewer's small groups included, read from the member grants the triggers keep (one range per user, however
  * many groups). Ranged groups and those a JWT claims are read once per group (GROUP_PATHS).
  */
-function viewerRanges(user: string, exact = false): Range[] {
+export function viewerRanges(user: string, exact = false): Range[] {
   const ranges: Range[] = [];
   for (const path of ACCESS_PATH_LIST) {
     const from = (table: string, where: string) => `${table} WHERE ${where}${existing(table, path.position, exact)}`;
@@ -182,90 +142,10 @@ function viewerRanges(user: string, exact = false): Range[] {
 }
 
 /** The paths read once per group a JWT claims. */
-const GROUP_PATHS = ACCESS_PATH_LIST.filter((path) => path.by === 'group');
+export const GROUP_PATHS = ACCESS_PATH_LIST.filter((path) => path.by === 'group');
 
 /** The ids of the stored groups a JWT's claim names (`claims`: the SQL of the names). */
 const claimedGroups = (claims: string): string => `SELECT id FROM groups WHERE name IN ${claims}`;
-
-/**
- * On a PostgreSQL standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a
- * replica says it, so that a page older than the changes already applied to the caches is not cached.
- */
-const REPLAYED = 'pg_last_wal_replay_lsn()::text';
-
-/**
- * PostgreSQL: one page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4
- * when `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page
- * counted (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's
- * replay position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
- */
-export function postgresVisiblePlantsSql(withClaims: boolean, exact = false): string {
-  const p = PARAMS.postgres;
-  const branches = viewerRanges(p.user, exact).map(
-    ({ column, from, distinct }) =>
-      `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
-  );
-  for (const { table, position: column, key } of GROUP_PATHS) {
-    branches.push(
-      `SELECT gg.${column} FROM (${rangedGroups('postgres', withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
-    );
-  }
-  const rows = pageRows('page');
-  return (
-    `WITH page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
-    pageColumnsSql('postgres', rows, { extra: `, ARRAY(${viewerGroups('postgres', withClaims)}) AS groups, ${REPLAYED} AS replayed` })
-  );
-}
-
-/**
- * SQLite: one page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in
- * id order. The groups read range by range (the viewer's ranged groups and those a JWT claims, read beforehand
- * by `viewerGroupsSql`) come with `groups` a number as `:g0`… (see `groupParam`); with `joined` they are
- * joined in the statement from `:ranged`, their ids as a JSON array. With `exact`, ranges skip positions of plants
- * that are gone (see metGonePlant).
- */
-export function sqliteVisiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
-  const p = PARAMS.sqlite;
-  // A UNION of ordered ranges drops repeated positions as it merges them: no range needs DISTINCT of its own.
-  const branches = viewerRanges(p.user, exact).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
-  for (const { table, position: column, key } of GROUP_PATHS) {
-    if (groups === 'joined') {
-      branches.push(
-        `SELECT * FROM (SELECT gg.${column} FROM (SELECT value AS id FROM json_each(:ranged)) g JOIN ${table} gg ` +
-          `ON gg.${key} = g.id AND gg.${column} > ${p.after}${existing('gg', column, exact)} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
-          `WHERE x.${key} = g.id AND x.${column} > ${p.after}${existing('x', column, exact)} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
-      );
-    } else {
-      for (let i = 0; i < groups; i++)
-        branches.push(
-          `SELECT ${column} FROM ${table} WHERE ${key} = :${groupParam(i)} AND ${column} > ${p.after}${existing(table, column, exact)}`,
-        );
-    }
-  }
-  // Joined rather than `WHERE id IN (…)`, which builds a temporary index of the page's ids first.
-  return pageRows(`(${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) page`);
-}
-
-/**
- * SQLite: for `:user` (and `:claims`), read in the page's snapshot, one row of two JSON arrays: the ids of the
- * groups a page counts, and of those it reads range by range (ranged or claimed, see `rangedGroups`). One value
- * each for a user in hundreds of groups, where a row each would cost more than the page.
- */
-export function viewerGroupsSql(withClaims: boolean): string {
-  const byRange = (ids: string) => `(SELECT json_group_array(id) FROM (${ids}))`;
-  return `SELECT (SELECT json_group_array(id) FROM (${viewerGroups('sqlite', withClaims)})), ${byRange(rangedGroups('sqlite', withClaims))}`;
-}
-
-/**
- * One page of every plant (what an admin sees). SQLite: rows (id, name, tag) in id order after `:after`, at most
- * `limit`. PostgreSQL: after $1, at most $2, one row of page columns with the standby's replay position (`replayed`).
- */
-export function allPlantsSql(dialect: Backend, limit: number): string {
-  if (dialect === 'sqlite') return `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
-  const rows = 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2';
-  return pageColumnsSql('postgres', rows, { extra: `, NULL::bigint[] AS groups, ${REPLAYED} AS replayed` });
-}
 
 /**
  * Whether user `user` may see the plant at catalogue position `plant` (the rule above, for one plant), as a

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { pageColumnsSql, pageFromColumns } from '../../src/store/listing-sql.js';
+import { pageFromColumns } from '../../src/store/listing-sql.js';
+import { pageColumnsSql } from '../../src/store/sqlite/sqlite-listing-sql.js';
 
 // The page body the database builds: the contract's Plant objects, the extra row left out whatever the names
 // hold, and the sorting statement SqliteReadsAndChanges falls back to when SQLite aggregates rows out of their order.
@@ -28,7 +29,7 @@ describe('page columns', () => {
     const db = database();
     for (let limit = 1; limit <= 3; limit++) {
       // As the stores read it: one row more than the page holds.
-      const sql = pageColumnsSql('sqlite', `SELECT id, name, tag FROM plants ORDER BY id LIMIT ${limit + 1}`);
+      const sql = pageColumnsSql(`SELECT id, name, tag FROM plants ORDER BY id LIMIT ${limit + 1}`);
       const [ids, plants] = db.prepare(sql).raw(true).get() as [string, string];
       const page = pageFromColumns(ids, plants, limit, [7], true)!;
       assert.deepEqual(JSON.parse(page.json), asPlants(PLANTS.slice(0, limit)), `limit ${limit}`);
@@ -44,10 +45,10 @@ describe('page columns', () => {
     const db = database();
     // Rows in storage order, then a descending order: what an aggregate that did not keep the order would give.
     const rows = 'SELECT id, name, tag FROM (SELECT id, name, tag FROM plants ORDER BY id DESC LIMIT 3)';
-    const [ids, plants] = db.prepare(pageColumnsSql('sqlite', rows)).raw(true).get() as [string, string];
+    const [ids, plants] = db.prepare(pageColumnsSql(rows)).raw(true).get() as [string, string];
     assert.equal(pageFromColumns(ids, plants, 3, [], true), undefined);
     const [sortedIds, sortedPlants] = db
-      .prepare(pageColumnsSql('sqlite', rows, { ordered: true }))
+      .prepare(pageColumnsSql(rows, { ordered: true }))
       .raw(true)
       .get() as [string, string];
     const page = pageFromColumns(sortedIds, sortedPlants, 2, [], true)!;
@@ -57,10 +58,7 @@ describe('page columns', () => {
 
   it('an empty page is an empty array', () => {
     const db = database();
-    const [ids, plants] = db.prepare(pageColumnsSql('sqlite', 'SELECT id, name, tag FROM plants WHERE id > 100')).raw(true).get() as [
-      string,
-      string,
-    ];
+    const [ids, plants] = db.prepare(pageColumnsSql('SELECT id, name, tag FROM plants WHERE id > 100')).raw(true).get() as [string, string];
     assert.deepEqual(pageFromColumns(ids, plants, 20, [], true), {
       json: '[]',
       ids: [],

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type pg from 'pg';
-import { postgresVisiblePlantsSql } from '../../src/store/listing-sql.js';
+import { visiblePlantsSql } from '../../src/store/postgres/postgres-listing-sql.js';
 import { openStore } from '../../src/store/open-store.js';
 import { createPool } from '../../src/store/postgres/postgres-pool.js';
 import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
@@ -30,7 +30,7 @@ describe("PostgreSQL keeps the listing's plan", { skip }, () => {
   it('plans the listing generically, with no hashed aggregate', async () => {
     const client = await pool.connect();
     try {
-      const listing = { name: 'listing', text: postgresVisiblePlantsSql(false) };
+      const listing = { name: 'listing', text: visiblePlantsSql(false) };
       for (const limit of [21, 101, 2]) await client.query({ ...listing, values: [1, 0, limit] });
       const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'listing'",

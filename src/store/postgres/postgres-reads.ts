@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { RequestReads } from '../dialect.js';
-import { allPlantsSql, metGonePlant, pageFromColumns, postgresVisiblePlantsSql } from '../listing-sql.js';
+import { metGonePlant, pageFromColumns } from '../listing-sql.js';
+import { ALL_PLANTS_SQL, visiblePlantsSql } from './postgres-listing-sql.js';
 import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
@@ -8,7 +9,7 @@ import { findTokenSql, findUserSql } from '../credential-sql.js';
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
 const RECENT_WRITERS = 10_000;
 
-/** The one row of a listing query: page columns (see pageColumnsSql), the groups the page counted and the standby's replay position. */
+/** The one row of a listing query: page columns (see pageColumnsSql in postgres-listing-sql.ts), the groups the page counted and the standby's replay position. */
 type PageRow = { ids: string; plants: string; groups: Array<number | string> | null; replayed: string | null };
 
 /** A listing statement, and the one to read its page again with when it met positions of no plant (see metGonePlant). */
@@ -21,15 +22,15 @@ interface Listing {
 // The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
 const VISIBLE_PLANTS: Listing = {
   name: 'visible_plants',
-  text: postgresVisiblePlantsSql(false),
-  exact: { name: 'visible_plants_exact', text: postgresVisiblePlantsSql(false, true) },
+  text: visiblePlantsSql(false),
+  exact: { name: 'visible_plants_exact', text: visiblePlantsSql(false, true) },
 };
 const VISIBLE_PLANTS_WITH_CLAIMS: Listing = {
   name: 'visible_plants_claims',
-  text: postgresVisiblePlantsSql(true),
-  exact: { name: 'visible_plants_claims_exact', text: postgresVisiblePlantsSql(true, true) },
+  text: visiblePlantsSql(true),
+  exact: { name: 'visible_plants_claims_exact', text: visiblePlantsSql(true, true) },
 };
-const ALL_PLANTS: Listing = { name: 'all_plants', text: allPlantsSql('postgres', 0) };
+const ALL_PLANTS: Listing = { name: 'all_plants', text: ALL_PLANTS_SQL };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -119,7 +120,7 @@ export class PostgresReads implements RequestReads {
   }
 
   /**
-   * The row of a listing query (see listing-sql.ts). A page read from a standby that has not replayed every change
+   * The row of a listing query (see postgres-listing-sql.ts). A page read from a standby that has not replayed every change
    * the feed delivered could be older than the caches' view: it is served, not cached.
    */
   private page({ ids, plants, groups, replayed }: PageRow, limit: number): VisiblePage {

@@ -1,15 +1,14 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
+import { metGonePlant, pageFromColumns } from '../listing-sql.js';
 import {
   allPlantsSql,
   groupParam,
-  metGonePlant,
   pageColumnsSql,
-  pageFromColumns,
   SQLITE_GROUP_BRANCHES,
-  sqliteVisiblePlantsSql,
   viewerGroupsSql,
-} from '../listing-sql.js';
+  visiblePlantsSql,
+} from './sqlite-listing-sql.js';
 import type { TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
@@ -20,7 +19,7 @@ import { findTokenSql, findUserSql } from '../credential-sql.js';
 const SNAPSHOT_MS = 1;
 /** A snapshot nobody renewed for this long is let go, so that checkpoints can move the WAL past it. */
 const RELEASE_MS = 2;
-/** Listing statements kept prepared, one per limit and shape (see listing-sql.ts); the least recently made go first. */
+/** Listing statements kept prepared, one per limit and shape (see sqlite-listing-sql.ts); the least recently made go first. */
 const PREPARED_LISTINGS = 64;
 
 type ChangeRow = [
@@ -55,19 +54,19 @@ class PreparedListings {
    * name, tag) in id order, and `key` names it (with its limit).
    */
   page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const [ids, plants] = this.get(key, () => pageColumnsSql('sqlite', rows(limit + 1))).get(params) as PageColumns;
+    const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1))).get(params) as PageColumns;
     if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
     const page = pageFromColumns(ids, plants, limit, groupIds, true);
     if (page) return page;
     // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
-    const sorted = this.get(`${key} ordered`, () => pageColumnsSql('sqlite', rows(limit + 1), { ordered: true }));
+    const sorted = this.get(`${key} ordered`, () => pageColumnsSql(rows(limit + 1), { ordered: true }));
     const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
     return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
   }
 
   /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
   private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const exact = this.get(`${key} exact`, () => pageColumnsSql('sqlite', rows(limit + 1, true), { ordered: true }));
+    const exact = this.get(`${key} exact`, () => pageColumnsSql(rows(limit + 1, true), { ordered: true }));
     const [ids, plants] = exact.get(params) as PageColumns;
     return pageFromColumns(ids, plants, limit, groupIds, true)!;
   }
@@ -216,16 +215,16 @@ export class SqliteReadsAndChanges implements ChangeFeed {
     if (rangedIds.length <= SQLITE_GROUP_BRANCHES) {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
-      const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, rangedIds.length, exact);
+      const rows: Rows = (n, exact) => visiblePlantsSql(n, rangedIds.length, exact);
       return listings.page(`${limit} ${rangedIds.length}`, limit, rows, params, groupIds);
     }
-    const rows: Rows = (n, exact) => sqliteVisiblePlantsSql(n, 'joined', exact);
+    const rows: Rows = (n, exact) => visiblePlantsSql(n, 'joined', exact);
     return listings.page(`${limit} joined`, limit, rows, { user, after, ranged: byRange }, groupIds);
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     this.snapshot();
-    return this.statements.listings.page(`${limit} all`, limit, (n) => allPlantsSql('sqlite', n), { after }, []);
+    return this.statements.listings.page(`${limit} all`, limit, (n) => allPlantsSql(n), { after }, []);
   }
 
   close(): void {

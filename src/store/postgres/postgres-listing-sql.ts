@@ -1,0 +1,60 @@
+import { existing, GROUP_PATHS, pageRows, rangedGroups, viewerGroups, viewerRanges, type ListingParams } from '../listing-sql.js';
+
+/**
+ * PostgreSQL's listing statements, built from the access rule's parts (listing-sql.ts): each branch cut at
+ * `limit`, each ranged or claimed group's grants read with a LATERAL join, in one prepared statement with the
+ * limit as a parameter.
+ */
+
+const PARAMS: ListingParams = { user: '$1', after: '$2', claims: '(SELECT unnest($4::text[]))' };
+
+/** A listed plant as the response body shows it (the contract's Plant object); to_json escapes any text exactly. */
+const PLANT_JSON = `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`;
+
+/**
+ * On a standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a replica says
+ * it, so that a page older than the changes already applied to the caches is not cached.
+ */
+const REPLAYED = 'pg_last_wal_replay_lsn()::text';
+
+/**
+ * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects, in id
+ * order), from `sql`, a query of rows (id, name, tag) in id order; the aggregates sort them, and the columns
+ * follow from the query's other columns (`extra`).
+ */
+export function pageColumnsSql(sql: string, extra: string): string {
+  return (
+    `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
+    `'[' || coalesce(string_agg(${PLANT_JSON}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
+  );
+}
+
+/**
+ * One page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4 when
+ * `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page counted
+ * (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's replay
+ * position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
+ */
+export function visiblePlantsSql(withClaims: boolean, exact = false): string {
+  const p = PARAMS;
+  const branches = viewerRanges(p.user, exact).map(
+    ({ column, from, distinct }) =>
+      `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
+  );
+  for (const { table, position: column, key } of GROUP_PATHS) {
+    branches.push(
+      `SELECT gg.${column} FROM (${rangedGroups(p, withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
+        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
+    );
+  }
+  return (
+    `WITH page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
+    pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(p, withClaims)}) AS groups, ${REPLAYED} AS replayed`)
+  );
+}
+
+/** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */
+export const ALL_PLANTS_SQL = pageColumnsSql(
+  'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2',
+  `, NULL::bigint[] AS groups, ${REPLAYED} AS replayed`,
+);
