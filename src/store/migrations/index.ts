@@ -13,6 +13,7 @@ import { webhookDueByEndpoint } from './0011-webhook-due-by-endpoint.js';
 import { memberGrants } from './0012-member-grants.js';
 import { memberGrantsLocked } from './0013-member-grants-locked.js';
 import { groupSizes } from './0014-group-sizes.js';
+import { groupGrantsByPlant } from './0015-group-grants-by-plant.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -33,6 +34,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0012-member-grants': memberGrants(dialect),
     '0013-member-grants-locked': memberGrantsLocked(dialect),
     '0014-group-sizes': groupSizes(dialect),
+    '0015-group-grants-by-plant': groupGrantsByPlant(dialect),
   };
 }
 
