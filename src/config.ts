@@ -1,6 +1,14 @@
 import { loadJwtConfig, type JwtConfig } from './auth/jwt-config.js';
 import { invalidInput } from './catalogue/errors.js';
-import { readSettings, type ConfigInput, type LogLevel, type RateLimitConfig } from './settings.js';
+import {
+  readSettings,
+  SETTINGS,
+  type ConfigInput,
+  type LogLevel,
+  type RateLimitConfig,
+  type SettingName,
+  type SettingValues,
+} from './settings.js';
 import { isPostgresUrl, type StoreConfig } from './store/open-store.js';
 
 export type { StoreConfig };
@@ -10,7 +18,7 @@ export type { LogLevel } from './settings.js';
 /**
  * Validated configuration, one slice per consumer: the store, the server process and the HTTP application. Only
  * the entry points read the environment; everything else gets its slice. Each setting is defined once, in
- * settings.ts; what is checked here is how settings go together.
+ * settings.ts, with the slots it fills (`into`); what is written here is how settings go together.
  */
 export interface Config {
   store: StoreConfig;
@@ -91,6 +99,9 @@ export interface MetricsListen {
 
 export type { ConfigInput, RateLimitConfig };
 
+/** Slots filled from several settings together, below; every other slot is a setting's `into`. */
+type Combined = 'server.metrics' | 'app.metrics' | 'app.jwt';
+
 export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {}): Config {
   const v = readSettings(input, env);
   if (v.readDb && !isPostgresUrl(v.db)) {
@@ -101,43 +112,59 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
   }
   if (v.metricsPort !== undefined && v.metricsHost.trim() === '') throw invalidInput('invalid metrics host: must not be empty');
-  return {
-    store: { db: v.db, readDb: v.readDb, poolSize: v.pgPoolSize, statementTimeoutMs: v.pgStatementTimeoutMs },
-    server: {
-      host: v.host,
-      port: v.port,
-      workers: v.workers,
-      shutdownGraceSeconds: v.shutdownGraceSeconds,
-      metrics: v.metricsPort === undefined ? undefined : { host: v.metricsHost, port: v.metricsPort },
-      logLevel: v.logLevel,
-    },
-    app: {
-      logLevel: v.logLevel,
-      logRequests: v.logRequests,
-      cache: v.cache,
-      jwt: loadJwtConfig(v),
-      corsOrigins: v.corsOrigins,
-      http: {
-        maxHeaderBytes: v.maxHeaderBytes,
-        maxUrlBytes: v.maxUrlBytes,
-        headersTimeoutMs: v.headersTimeoutMs,
-        requestTimeoutMs: v.requestTimeoutMs,
-        keepAliveTimeoutMs: v.keepAliveTimeoutMs,
-        maxConnections: v.maxConnections,
-      },
-      rateLimit: v.rateLimit,
-      writeRateLimit: v.writeRateLimit,
-      redisUrl: v.redisUrl,
-      redisKeyPrefix: v.redisKeyPrefix,
-      metrics: v.metricsPort !== undefined,
-      listings: {
-        perProcess: v.maxListings,
-        perUser: v.maxListingsPerUser,
-        minBytesPerSecond: v.listingMinRate,
-        rateWindowSeconds: v.listingRateWindow,
-      },
-      webhookLeaseSeconds: v.webhookLease,
-      webhookAllowPrivate: v.webhookAllowPrivate,
-    },
+  const config: Record<string, unknown> = {};
+  for (const [name, s] of Object.entries(SETTINGS) as Array<[SettingName, { into: readonly string[] }]>) {
+    for (const path of s.into) put(config, path, v[name]);
+  }
+  const combined: Record<Combined, unknown> = {
+    'server.metrics': v.metricsPort === undefined ? undefined : ({ host: v.metricsHost, port: v.metricsPort } satisfies MetricsListen),
+    'app.metrics': v.metricsPort !== undefined,
+    'app.jwt': loadJwtConfig(v),
   };
+  for (const [path, value] of Object.entries(combined)) put(config, path, value);
+  // Every slot is filled with a value of its type: checked at compile time below.
+  return config as unknown as Config;
 }
+
+/** Sets the value at a dotted path, making the slices on the way. */
+function put(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.');
+  const last = keys.pop()!;
+  let slice = target;
+  for (const key of keys) slice = (slice[key] ??= {}) as Record<string, unknown>;
+  slice[last] = value;
+}
+
+// The compile-time check of the settings' slots: a setting whose value does not fit a slot it names, or a slot of
+// Config that nothing fills, makes `SLOTS_CHECKED` fail to compile with the path in the message.
+
+/** Config's slots as dotted paths: slices are walked into, anything else (a list, an optional object) is a slot. */
+type Slots<T, Prefix extends string = ''> = {
+  [K in keyof T & string]: T[K] extends readonly unknown[]
+    ? `${Prefix}${K}`
+    : T[K] extends object
+      ? Slots<T[K], `${Prefix}${K}.`>
+      : `${Prefix}${K}`;
+}[keyof T & string];
+
+/** The type of the slot at a dotted path. */
+type At<T, P extends string> = P extends `${infer K}.${infer Rest}`
+  ? K extends keyof T
+    ? At<T[K], Rest>
+    : never
+  : P extends keyof T
+    ? T[P]
+    : never;
+
+type Into<K extends SettingName> = (typeof SETTINGS)[K]['into'][number];
+type Misfit<K extends SettingName, P> = P extends string
+  ? [SettingValues[K]] extends [At<Config, P>]
+    ? never
+    : `${K} does not fit ${P}`
+  : never;
+type Misfits = { [K in SettingName]: Misfit<K, Into<K>> }[SettingName];
+type Unfilled = Exclude<Slots<Config>, { [K in SettingName]: Into<K> }[SettingName] | Combined>;
+
+// Assigning `true` compiles only when there is no mistake; otherwise the error names them.
+const SLOTS_CHECKED: [Misfits, Unfilled] extends [never, never] ? true : { misfits: Misfits; unfilled: Unfilled } = true;
+void SLOTS_CHECKED;

@@ -9,7 +9,7 @@ import { isPostgresUrl } from './store/open-store.js';
  * A flag wins over its variable, which wins over the default. Every setting has a flag except the JWT secret
  * itself, which would show in the process list (its file has one).
  */
-export interface Setting<T> {
+export interface Setting<T, Into extends readonly string[] = readonly string[]> {
   /** `--port <port>`; the option's key in `ConfigInput` is its camel-cased name (`port`). */
   readonly flag: string | undefined;
   readonly env: string;
@@ -23,6 +23,12 @@ export interface Setting<T> {
   readonly meaning: string;
   /** The README table the setting is listed in. */
   readonly table: 'service' | 'jwt';
+  /**
+   * Where its value goes in `Config` (config.ts), as dotted paths: `app.listings.perProcess`. Empty for a setting
+   * that config.ts reads together with others (the metrics listener, the JWT settings); config.ts checks at compile
+   * time that each path is a slot of the value's type and that every slot is filled.
+   */
+  readonly into: Into;
   /** Reads the text (undefined when not set and no default); throws an invalid-input error naming what is wrong. */
   readonly parse: (text: string | undefined) => T;
 }
@@ -103,7 +109,7 @@ const commaList = (text: string | undefined): string[] =>
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const setting = <T>(s: Setting<T>): Setting<T> => s;
+const setting = <T, const Into extends readonly string[]>(s: Setting<T, Into>): Setting<T, Into> => s;
 
 export const SETTINGS = {
   db: setting({
@@ -114,6 +120,7 @@ export const SETTINGS = {
     meaning:
       'A SQLite file (created and migrated on first use) or a `postgres://` URL (migrated on start). A `?schema=NAME` parameter on the URL puts Plant Store in a schema of its own.',
     table: 'service',
+    into: ['store.db'],
     parse: nonEmpty('database: PLANTSTORE_DB / --db'),
   }),
   readDb: setting({
@@ -124,6 +131,7 @@ export const SETTINGS = {
     summary: 'PostgreSQL read replica for listings',
     meaning: 'PostgreSQL read replica for listings (see Deployment).',
     table: 'service',
+    into: ['store.readDb'],
     parse: (text) => {
       if (text !== undefined && text !== '' && !isPostgresUrl(text)) {
         throw invalidInput('invalid read database: PLANTSTORE_READ_DB / --read-db must be a postgres:// URL');
@@ -138,6 +146,7 @@ export const SETTINGS = {
     summary: 'HTTP worker processes sharing the port; dead ones are replaced',
     meaning: '`serve` forks N HTTP worker processes sharing the port; dead workers are replaced.',
     table: 'service',
+    into: ['server.workers'],
     parse: wholeNumber('workers', 1, 256),
   }),
   pgPoolSize: setting({
@@ -147,6 +156,7 @@ export const SETTINGS = {
     summary: 'PostgreSQL connections per pool (a process has two: listings, and the rest)',
     meaning: 'PostgreSQL connections per pool; each process (each worker) has two pools, one for listings and one for the rest.',
     table: 'service',
+    into: ['store.poolSize'],
     parse: wholeNumber('pool size', 1, 1000),
   }),
   pgStatementTimeoutMs: setting({
@@ -157,6 +167,7 @@ export const SETTINGS = {
     meaning:
       'PostgreSQL statement timeout; a query that runs longer fails with `503`. `import` and `export` run without it (one long statement each, by design).',
     table: 'service',
+    into: ['store.statementTimeoutMs'],
     parse: wholeNumber('statement timeout', 1, 3_600_000),
   }),
   host: setting({
@@ -166,6 +177,7 @@ export const SETTINGS = {
     summary: 'address to listen on',
     meaning: 'Address `serve` listens on (`0.0.0.0` for all interfaces).',
     table: 'service',
+    into: ['server.host'],
     parse: nonEmpty('host'),
   }),
   port: setting({
@@ -175,6 +187,7 @@ export const SETTINGS = {
     summary: 'port to listen on',
     meaning: 'Port `serve` listens on.',
     table: 'service',
+    into: ['server.port'],
     parse: wholeNumber('port', 0, 65535),
   }),
   logLevel: setting({
@@ -184,6 +197,7 @@ export const SETTINGS = {
     summary: 'fatal, error, warn, info, debug, trace or silent',
     meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.',
     table: 'service',
+    into: ['server.logLevel', 'app.logLevel'],
     parse: oneOf('log level', LOG_LEVELS),
   }),
   logRequests: setting({
@@ -193,6 +207,7 @@ export const SETTINGS = {
     summary: 'one log line per request and response',
     meaning: 'One JSON log line per request and response (never headers).',
     table: 'service',
+    into: ['app.logRequests'],
     parse: boolean('request logging'),
   }),
   shutdownGraceSeconds: setting({
@@ -202,6 +217,7 @@ export const SETTINGS = {
     summary: 'time to finish in-flight requests on SIGTERM/SIGINT',
     meaning: 'On SIGTERM/SIGINT: time to finish in-flight requests before exiting.',
     table: 'service',
+    into: ['server.shutdownGraceSeconds'],
     parse: wholeNumber('shutdown grace', 0, 3600),
   }),
   cache: setting({
@@ -212,6 +228,7 @@ export const SETTINGS = {
     meaning:
       'In-memory caches of token checks, JWT users and pages of listings; a committed change drops only the entries it can affect (see [Consistency and caching](docs/deployment.md#consistency-and-caching)).',
     table: 'service',
+    into: ['app.cache'],
     parse: boolean('cache'),
   }),
   corsOrigins: setting({
@@ -223,6 +240,7 @@ export const SETTINGS = {
     meaning:
       'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`, `HEAD`, `POST` and `DELETE` (preflights with `Authorization` and `Content-Type`), and can read `Link`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
     table: 'service',
+    into: ['app.corsOrigins'],
     parse: corsOrigins,
   }),
   rateLimit: setting({
@@ -236,6 +254,7 @@ export const SETTINGS = {
     meaning:
       'Requests per window per token: `<requests>/<window>` with a window in `ms`, `s`, `m` or `h` (`100/10s`), or `off`. See [Limits](#limits-and-rate-limiting).',
     table: 'service',
+    into: ['app.rateLimit'],
     parse: (text) => parseRateLimit(text ?? ''),
   }),
   writeRateLimit: setting({
@@ -248,6 +267,7 @@ export const SETTINGS = {
     meaning:
       "Writes per window per user, every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. A write is an authenticated `POST /plants`, `DELETE /plants/{id}`, `PUT /plants/{id}/access`, or `PUT` or `DELETE` of `/plants/{id}/access/users/{name}` or `…/groups/{name}`; it counts whatever it then answers (`403`, `404`, `409`, `412`, `422`). One refused as malformed (any `400`: an id, query or body not of the operation's schema, a name or tag the rules refuse, a malformed `If-Match`; or `401`, the per-token `429`, `406`, `413`, `415`) counts for nothing, as does every read. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).",
     table: 'service',
+    into: ['app.writeRateLimit'],
     parse: (text) => parseRateLimit(text ?? ''),
   }),
   redisUrl: setting({
@@ -259,6 +279,7 @@ export const SETTINGS = {
     meaning:
       '`redis://` or `rediss://` URL: rate-limit counters shared by every instance and worker. Without it, each process counts on its own.',
     table: 'service',
+    into: ['app.redisUrl'],
     parse: (text) => {
       if (text === undefined || text.trim() === '') return undefined;
       if (!/^rediss?:\/\/./i.test(text.trim()))
@@ -273,6 +294,7 @@ export const SETTINGS = {
     summary: 'prefix of the counter keys in Redis',
     meaning: 'Prefix of the counter keys in Redis.',
     table: 'service',
+    into: ['app.redisKeyPrefix'],
     parse: (text) => text ?? '',
   }),
   maxHeaderBytes: setting({
@@ -282,6 +304,7 @@ export const SETTINGS = {
     summary: 'request line plus headers; more is a 431',
     meaning: 'Request line plus headers; more is a `431`.',
     table: 'service',
+    into: ['app.http.maxHeaderBytes'],
     parse: wholeNumber('maximum header size', 1024, 1_048_576),
   }),
   maxUrlBytes: setting({
@@ -291,6 +314,7 @@ export const SETTINGS = {
     summary: 'request target (path and query); more is a 414',
     meaning: 'Request target (path and query); more is a `414`. Keep it below the header limit.',
     table: 'service',
+    into: ['app.http.maxUrlBytes'],
     parse: wholeNumber('maximum URL size', 64, 1_048_576),
   }),
   headersTimeoutMs: setting({
@@ -300,6 +324,7 @@ export const SETTINGS = {
     summary: 'time to receive the request line and headers',
     meaning: 'Time to receive the request line and headers (slow-header clients); then `408` and the connection closes.',
     table: 'service',
+    into: ['app.http.headersTimeoutMs'],
     parse: wholeNumber('headers timeout', 1, 3_600_000),
   }),
   requestTimeoutMs: setting({
@@ -309,6 +334,7 @@ export const SETTINGS = {
     summary: 'time to receive a whole request',
     meaning: 'Time to receive a whole request; at least the headers timeout.',
     table: 'service',
+    into: ['app.http.requestTimeoutMs'],
     parse: wholeNumber('request timeout', 1, 3_600_000),
   }),
   keepAliveTimeoutMs: setting({
@@ -318,6 +344,7 @@ export const SETTINGS = {
     summary: 'idle time of a keep-alive connection',
     meaning: 'Idle keep-alive connections are closed after this (longer than the 60 s idle timeout of common load balancers).',
     table: 'service',
+    into: ['app.http.keepAliveTimeoutMs'],
     parse: wholeNumber('keep-alive timeout', 1, 3_600_000),
   }),
   maxConnections: setting({
@@ -327,6 +354,7 @@ export const SETTINGS = {
     summary: 'open connections per process',
     meaning: 'Open connections per process (per worker); connections beyond it are closed as soon as they arrive.',
     table: 'service',
+    into: ['app.http.maxConnections'],
     parse: wholeNumber('maximum connections', 1, 1_000_000),
   }),
   maxListings: setting({
@@ -336,6 +364,7 @@ export const SETTINGS = {
     summary: 'full listings streamed at once per process (then 503)',
     meaning: 'Full listings (no `limit`, or above 1000) streamed at once per process; more get `503` with `Retry-After`.',
     table: 'service',
+    into: ['app.listings.perProcess'],
     parse: wholeNumber('maximum listings', 1, 100_000),
   }),
   maxListingsPerUser: setting({
@@ -345,6 +374,7 @@ export const SETTINGS = {
     summary: 'full listings streamed at once for one user (then 429)',
     meaning: 'Full listings streamed at once for one user (all their tokens); more get `429` with `Retry-After`.',
     table: 'service',
+    into: ['app.listings.perUser'],
     parse: wholeNumber('maximum listings per user', 1, 100_000),
   }),
   listingMinRate: setting({
@@ -354,6 +384,7 @@ export const SETTINGS = {
     summary: "slowest full listing's client served, in bytes a second",
     meaning: "Bytes a second a full listing's client must take, averaged over the window below, or it is cut off.",
     table: 'service',
+    into: ['app.listings.minBytesPerSecond'],
     parse: wholeNumber('listing minimum rate', 0, 1_000_000_000),
   }),
   listingRateWindow: setting({
@@ -363,6 +394,7 @@ export const SETTINGS = {
     summary: "seconds over which a full listing's client's rate is judged",
     meaning: "Seconds over which a full listing's client's rate is judged.",
     table: 'service',
+    into: ['app.listings.rateWindowSeconds'],
     parse: wholeNumber('listing rate window', 1, 3600),
   }),
   webhookLease: setting({
@@ -374,6 +406,7 @@ export const SETTINGS = {
       'Seconds a process holds a webhook delivery it is sending (more than the 15 s a receiver has to answer); if the ' +
       'process dies, another sends it once this has passed.',
     table: 'service',
+    into: ['app.webhookLeaseSeconds'],
     parse: wholeNumber('webhook lease', 16, 86_400),
   }),
   webhookAllowPrivate: setting({
@@ -385,6 +418,7 @@ export const SETTINGS = {
       'Send webhooks to receivers at loopback, private and other non-public addresses too (receivers inside your own ' +
       'network); link-local and cloud metadata addresses stay refused. Also read by `webhooks add`.',
     table: 'service',
+    into: ['app.webhookAllowPrivate'],
     parse: boolean('private webhook receivers'),
   }),
   metricsPort: setting({
@@ -395,6 +429,7 @@ export const SETTINGS = {
     summary: 'serve Prometheus /metrics on this admin port; off when unset',
     meaning: 'Serve Prometheus metrics at `/metrics` on this separate admin port (see [Metrics](docs/deployment.md#metrics)).',
     table: 'service',
+    into: [],
     parse: optionalWholeNumber('metrics port', 0, 65535),
   }),
   metricsHost: setting({
@@ -404,6 +439,7 @@ export const SETTINGS = {
     summary: 'address of the metrics listener',
     meaning: 'Address of the metrics listener.',
     table: 'service',
+    into: [],
     // Checked where it is used: only with a metrics port.
     parse: (text) => text ?? '',
   }),
@@ -416,6 +452,7 @@ export const SETTINGS = {
     summary: "provider's JSON Web Key Set",
     meaning: "The provider's JSON Web Key Set (RS/PS/ES/EdDSA keys).",
     table: 'jwt',
+    into: [],
     parse: optionalText,
   }),
   jwtPublicKey: setting({
@@ -426,6 +463,7 @@ export const SETTINGS = {
     summary: 'PEM public key for RS/PS/ES/EdDSA tokens',
     meaning: 'Instead: one PEM public key (or certificate), as text or a file path. Its type fixes the algorithms.',
     table: 'jwt',
+    into: [],
     parse: optionalText,
   }),
   jwtSecretFile: setting({
@@ -436,6 +474,7 @@ export const SETTINGS = {
     summary: 'file holding the HS256/384/512 secret',
     meaning: 'Instead: a file holding an HMAC secret (UTF-8, at least 32 bytes; HS384/HS512 need 48/64; one trailing newline is ignored).',
     table: 'jwt',
+    into: [],
     parse: optionalText,
   }),
   jwtSecret: setting({
@@ -446,6 +485,7 @@ export const SETTINGS = {
     summary: 'the HMAC secret itself',
     meaning: 'Or the HMAC secret itself, when no secret file is given. It has no flag, so that it never shows in the process list.',
     table: 'jwt',
+    into: [],
     parse: optionalText,
   }),
   jwtIssuer: setting({
@@ -456,6 +496,7 @@ export const SETTINGS = {
     summary: 'required issuer, comma-separated if several',
     meaning: 'Accepted `iss` (comma-separated for several).',
     table: 'jwt',
+    into: [],
     parse: commaList,
   }),
   jwtAudience: setting({
@@ -466,6 +507,7 @@ export const SETTINGS = {
     summary: 'required audience, comma-separated if several',
     meaning: 'Accepted `aud` (comma-separated); the token must name one.',
     table: 'jwt',
+    into: [],
     parse: commaList,
   }),
   jwtUserClaim: setting({
@@ -475,6 +517,7 @@ export const SETTINGS = {
     summary: 'claim naming the user',
     meaning: 'Claim whose value is the Plant Store user name (`preferred_username`, `email`…).',
     table: 'jwt',
+    into: [],
     // Checked where it is used: only when JWTs are configured.
     parse: (text) => (text ?? '').trim(),
   }),
@@ -487,6 +530,7 @@ export const SETTINGS = {
     meaning:
       'Claim listing group names; they count for access exactly like stored memberships, for that request. A dotted name is a path (`realm_access.roles`) unless a claim has that exact name.',
     table: 'jwt',
+    into: [],
     parse: (text) => optionalText(text?.trim()),
   }),
   jwtAlgorithms: setting({
@@ -497,6 +541,7 @@ export const SETTINGS = {
     summary: 'accepted algorithms',
     meaning: 'Narrow the allow-list, e.g. `RS256`.',
     table: 'jwt',
+    into: [],
     parse: commaList,
   }),
   jwtClockTolerance: setting({
@@ -506,6 +551,7 @@ export const SETTINGS = {
     summary: 'seconds of clock skew allowed for exp/nbf',
     meaning: 'Seconds of clock skew allowed for `exp` and `nbf` (at most 300).',
     table: 'jwt',
+    into: [],
     parse: seconds('JWT clock tolerance', 300),
   }),
   jwtUnknownUsers: setting({
@@ -516,6 +562,7 @@ export const SETTINGS = {
     meaning:
       "A subject with no Plant Store user: `reject` (401, code 40112) or `provision` (created as an ordinary user with no grants: it sees public plants and what its groups claim gives). A name that looks like an existing user's is refused (401, 40111; see below).",
     table: 'jwt',
+    into: [],
     parse: oneOf('unknown JWT users', ['reject', 'provision']),
   }),
   jwtAdmins: setting({
@@ -525,6 +572,7 @@ export const SETTINGS = {
     summary: 'allow or deny admin rights to JWTs naming an admin',
     meaning: 'A JWT naming a Plant Store admin acts as an ordinary user (`deny`) or as the admin (`allow`).',
     table: 'jwt',
+    into: [],
     parse: oneOf('JWT admins', ['allow', 'deny'], { lowerCase: true }),
   }),
   jwksCooldown: setting({
@@ -534,6 +582,7 @@ export const SETTINGS = {
     summary: 'seconds between JWKS fetches caused by an unknown kid',
     meaning: 'Seconds between JWKS fetches caused by an unknown `kid` or after a failed fetch.',
     table: 'jwt',
+    into: [],
     parse: seconds('JWKS cooldown', 3600),
   }),
   jwksRefresh: setting({
@@ -543,6 +592,7 @@ export const SETTINGS = {
     summary: 'background JWKS refresh period (0: never)',
     meaning: 'Background JWKS refresh period in seconds, so keys the provider withdraws stop being trusted (0: never).',
     table: 'jwt',
+    into: [],
     parse: seconds('JWKS refresh', 86_400),
   }),
 } as const;
