@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type pg from 'pg';
 import { visiblePlantsSql } from '../../src/store/postgres/postgres-listing-sql.js';
 import { openStore } from '../../src/store/open-store.js';
-import { createPool } from '../../src/store/postgres/postgres-pool.js';
+import { createPool } from '../../src/store/postgres/postgres-connection.js';
 import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
 
 // A listing's cost must not grow with the catalogue (docs/performance.md): its plan is kept rather than made again

@@ -14,7 +14,7 @@ import { exportSnapshot } from './postgres-export.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
 import { PostgresImport } from './postgres-import.js';
-import { createPool, type PostgresOptions } from './postgres-pool.js';
+import { createPool, type PostgresOptions } from './postgres-connection.js';
 import { PostgresReads } from './postgres-reads.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import { PreparedStatements } from './prepared-statements.js';

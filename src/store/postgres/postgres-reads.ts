@@ -34,7 +34,7 @@ const ALL_PLANTS: Listing = { name: 'all_plants', text: ALL_PLANTS_SQL };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
- * listings go to a pool of their own, whose sessions keep the listing's plan (postgres-pool.ts): the read replica's
+ * listings go to a pool of their own, whose sessions keep the listing's plan (postgres-connection.ts): the read replica's
  * when there is one, but for a user whose own write the replica has not replayed yet, whose listing is read again
  * on the primary so that the user sees it.
  */
