@@ -1,12 +1,12 @@
 import type { CatalogueRecord, NumberedRecord } from '../import-format/records.js';
 import { exportCatalogue } from './catalogue-export.js';
 import { importCatalogue } from './catalogue-import.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 import type { CatalogueCounts, ImportProgress, ImportSummary } from './records.js';
 import type { Database } from './schema.js';
 
 /** The whole catalogue at once: import, export, counts and backups (the CLI). */
-export function bulkCatalogue(d: StoreDialect) {
+export function bulkCatalogue(d: DatabaseSeam) {
   return {
     /** All-or-nothing: either every record is written or none is. Records come in batches, in file order. */
     async importRecords(batches: AsyncIterable<readonly NumberedRecord[]>, progress?: ImportProgress): Promise<ImportSummary> {

@@ -1,6 +1,6 @@
 import { bulkCatalogue } from './bulk.js';
 import { credentialLookup } from './credentials.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 import { storeHealth } from './health.js';
 import { HotQueries } from './hot-queries.js';
 import { listingPages } from './listing.js';
@@ -13,8 +13,8 @@ import { userRepository } from './repositories/users.js';
 import type { Store } from './store.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 
-/** A Store composed from a database's seam (dialect.ts): each role built by its own module, none differing by database. */
-export function createStore(d: StoreDialect): Store {
+/** A Store composed from a database's seam (seam.ts): each role built by its own module, none differing by database. */
+export function createStore(d: DatabaseSeam): Store {
   const hot = new HotQueries(d);
   return {
     credentials: credentialLookup(d, hot),

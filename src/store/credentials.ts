@@ -1,11 +1,11 @@
 import type { Awaitable } from '../awaitable.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
 import type { TokenCredential, UserCredential } from './records.js';
 import { provisionUser } from './repositories/users.js';
 
 /** Who a presented token or a JWT's user claim names: the authenticator's whole view of the store. */
-export function credentialLookup(d: StoreDialect, hot: HotQueries) {
+export function credentialLookup(d: DatabaseSeam, hot: HotQueries) {
   return {
     // SQLite answers synchronously, PostgreSQL with a promise.
     findToken: (hash: Buffer): Awaitable<TokenCredential | undefined> => hot.run('find_token', () => d.reads.findToken(hash)),

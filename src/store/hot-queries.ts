@@ -1,5 +1,5 @@
 import type { Awaitable } from '../awaitable.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 import type { HotQuery, QueryTimer } from './records.js';
 import { storeErrorOf } from './writes.js';
 
@@ -11,7 +11,7 @@ import { storeErrorOf } from './writes.js';
 export class HotQueries {
   private timer: QueryTimer | undefined;
 
-  constructor(private readonly dialect: StoreDialect) {}
+  constructor(private readonly seam: DatabaseSeam) {}
 
   /** Reports every hot query's duration to `timer` from now on; undefined stops it. */
   timeWith(timer: QueryTimer | undefined): void {
@@ -26,7 +26,7 @@ export class HotQueries {
       result = read();
     } catch (err) {
       timer?.(name, (performance.now() - started) / 1000);
-      throw storeErrorOf(this.dialect, err);
+      throw storeErrorOf(this.seam, err);
     }
     if (!(result instanceof Promise)) {
       timer?.(name, (performance.now() - started) / 1000);
@@ -39,7 +39,7 @@ export class HotQueries {
       },
       (err: unknown) => {
         timer?.(name, (performance.now() - started) / 1000);
-        throw storeErrorOf(this.dialect, err);
+        throw storeErrorOf(this.seam, err);
       },
     );
   }

@@ -149,7 +149,7 @@ const claimedGroups = (claims: string): string => `SELECT id FROM groups WHERE n
 
 /**
  * Whether user `user` may see the plant at catalogue position `plant` (the rule above, for one plant), as a
- * condition both dialects evaluate; `claimedGroupIds` are the stored groups a JWT's groups claim names. Every
+ * condition both databases evaluate; `claimedGroupIds` are the stored groups a JWT's groups claim names. Every
  * value is an id the store read itself, never client text, so they are written as literals.
  */
 export function plantVisibleSql(plant: Position, user: number, claimedGroupIds: readonly number[]): string {

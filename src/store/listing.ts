@@ -1,14 +1,14 @@
 import type { Viewer } from '../catalogue/access-rule.js';
 import { seesEverything } from '../catalogue/access-rule.js';
 import type { Awaitable } from '../awaitable.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
 import type { PageRequest, VisiblePage } from './records.js';
 
 const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, next: undefined, groupIds: [], cacheable: true });
 
 /** Pages of the listing: what `GET /plants` reads. */
-export function listingPages(d: StoreDialect, hot: HotQueries) {
+export function listingPages(d: DatabaseSeam, hot: HotQueries) {
   return {
     /**
      * One page of the plants `viewer` may see (catalogue/access-rule.ts), in catalogue order: those after position

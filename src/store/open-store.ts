@@ -26,8 +26,8 @@ export async function openStore(
 ): Promise<Store> {
   // Only the backend in use is loaded: every CLI command starts faster without the other's driver.
   if (!isPostgresUrl(config.db))
-    return (await import('./sqlite/sqlite-dialect.js')).openSqliteStore({ path: config.db, create, groupCommit: !oneShot });
-  const { openPostgresStore } = await import('./postgres/postgres-dialect.js');
+    return (await import('./sqlite/sqlite-seam.js')).openSqliteStore({ path: config.db, create, groupCommit: !oneShot });
+  const { openPostgresStore } = await import('./postgres/postgres-seam.js');
   return openPostgresStore({
     url: config.db,
     create,

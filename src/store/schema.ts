@@ -39,5 +39,5 @@ export interface Database {
   };
 }
 
-/** Which database a store runs on: the seam's name for it (StoreDialect.backend), and what its SQL builders take. */
+/** Which database a store runs on: the seam's name for it (DatabaseSeam.backend), and what its SQL builders take. */
 export type Backend = 'sqlite' | 'postgres';

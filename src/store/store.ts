@@ -18,7 +18,7 @@ export type { Listing } from './listing.js';
 
 /**
  * A backend (SQLite, PostgreSQL) as a record of roles, each built by its own module from the database's seam
- * (dialect.ts) and declared beside its code. Each consumer takes the role it uses: the authenticator `credentials`,
+ * (seam.ts) and declared beside its code. Each consumer takes the role it uses: the authenticator `credentials`,
  * `GET /plants` `listing`, the write routes `plants` and `access`, health routes and metrics `health`, each CLI
  * command its own. Names identify users and groups; a plant has a public id and a catalogue position
  * (catalogue/plant-ids.ts).

@@ -68,7 +68,7 @@ type Row = Record<string, string | number | null>;
 /** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
 export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
 
-/** How a database claims due deliveries (part of StoreDialect's WritingStatements). */
+/** How a database claims due deliveries (part of DatabaseSeam's WritingStatements). */
 export interface DeliveryClaims {
   /**
    * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
@@ -95,7 +95,7 @@ const date = (v: unknown): Date | undefined => (v === null || v === undefined ? 
 export class WebhookOutbox {
   constructor(
     private readonly db: () => Kysely<Database>,
-    /** Where the dispatcher's own writes run (StoreDialect.unfollowedWrites): claims, outcomes, releases. */
+    /** Where the dispatcher's own writes run (DatabaseSeam.unfollowedWrites): claims, outcomes, releases. */
     private readonly dispatcherWrites: () => Kysely<Database>,
     /** The database's claim statement (WritingStatements.claimDeliveries). */
     private readonly statements: DeliveryClaims,

@@ -1,18 +1,18 @@
 import { conflict, unavailable } from '../catalogue/errors.js';
-import type { StoreDialect } from './dialect.js';
+import type { DatabaseSeam } from './seam.js';
 
 /**
  * Resolves with the result of `write` once it is committed and this process's change feed has taken it in, so
  * that the next request served here sees it (read-your-writes) without waiting for a notification.
  */
-export async function seenHere<T>(d: StoreDialect, write: Promise<T>): Promise<T> {
+export async function seenHere<T>(d: DatabaseSeam, write: Promise<T>): Promise<T> {
   const result = await write;
   await d.changes.catchUp();
   return result;
 }
 
 /** Runs an insert whose unique key another row may hold: that is a conflict naming `what`. */
-export async function insertUnique<T>(d: StoreDialect, what: string, insert: () => Promise<T>): Promise<T> {
+export async function insertUnique<T>(d: DatabaseSeam, what: string, insert: () => Promise<T>): Promise<T> {
   try {
     return await insert();
   } catch (err) {
@@ -25,7 +25,7 @@ export async function insertUnique<T>(d: StoreDialect, what: string, insert: () 
  * `err`, or what it means to a caller: "unavailable" (503) when the database cannot be reached; a conflict (409)
  * when a row the write referred to was removed by another writer after it was read (the write changed nothing).
  */
-export function storeErrorOf(d: StoreDialect, err: unknown): unknown {
+export function storeErrorOf(d: DatabaseSeam, err: unknown): unknown {
   switch (d.classify(err)) {
     case 'unavailable':
       return unavailable('database unavailable', err);
@@ -40,7 +40,7 @@ export function storeErrorOf(d: StoreDialect, err: unknown): unknown {
  * Runs `work` (a request's write, or its read of the primary) with the database's failures as the store's errors:
  * one that cannot be reached, or is locked too long, is "unavailable" (503); see storeErrorOf.
  */
-export async function withStoreErrors<T>(d: StoreDialect, work: () => Promise<T>): Promise<T> {
+export async function withStoreErrors<T>(d: DatabaseSeam, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {

@@ -1,4 +1,4 @@
-import type { ErrorKind } from '../dialect.js';
+import type { ErrorKind } from '../seam.js';
 
 /**
  * Errors that mean "the database is not there right now" rather than "this request is wrong": the server cannot be
@@ -18,7 +18,7 @@ export function isConnectionError(err: unknown): boolean {
   );
 }
 
-/** What a node-postgres error means to Plant Store (see StoreDialect.classify). */
+/** What a node-postgres error means to Plant Store (see DatabaseSeam.classify). */
 export function classifyPostgresError(err: unknown): ErrorKind | undefined {
   const code = (err as { code?: string }).code;
   if (code === '23505') return 'unique_violation';
@@ -29,7 +29,7 @@ export function classifyPostgresError(err: unknown): ErrorKind | undefined {
 }
 
 /**
- * Takes the advisory lock of key $1 in this schema until the transaction ends (see StoreDialect.lock). The text
+ * Takes the advisory lock of key $1 in this schema until the transaction ends (see DatabaseSeam.lock). The text
  * hashed is the schema's name, a dot and the key: what migration 0007's numbering trigger locks for automatic ids.
  */
 export const advisoryLockSql = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.' || $1))";

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { RequestReads } from '../dialect.js';
+import type { RequestReads } from '../seam.js';
 import { metGonePlant, pageFromColumns } from '../listing-sql.js';
 import { ALL_PLANTS_SQL, visiblePlantsSql } from './postgres-listing-sql.js';
 import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';

@@ -2,7 +2,7 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import { OPERATOR } from '../../catalogue/access-rule.js';
 import { notFound } from '../../catalogue/errors.js';
 import { noSuchGrantee, type AccessChange, type Grantee } from '../../catalogue/plant-access.js';
-import type { StoreDialect } from '../dialect.js';
+import type { DatabaseSeam } from '../seam.js';
 import type { GrantInfo } from '../records.js';
 import { accessRepository } from './plant-access.js';
 import { plantPosition } from './plants.js';
@@ -11,7 +11,7 @@ import { plantPosition } from './plants.js';
 // the one path of every actor (plant-access.ts).
 
 /** Grants, and the public flag, as the operator changes and lists them (the CLI). */
-export function grantRepository(d: StoreDialect) {
+export function grantRepository(d: DatabaseSeam) {
   const access = accessRepository(d);
   /** The operator's change of one plant's access: whether it changed anything; a missing plant or name is not_found. */
   const change = async (plantId: PlantId, accessChange: AccessChange): Promise<boolean> => {

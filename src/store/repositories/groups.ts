@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { notFound } from '../../catalogue/errors.js';
 import { checkGroupName } from '../../catalogue/names.js';
-import type { StoreDialect } from '../dialect.js';
+import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { GroupInfo } from '../records.js';
 import { insertUnique, seenHere } from '../writes.js';
@@ -15,7 +15,7 @@ type Db = Kysely<Database> | Transaction<Database>;
 export const groupIdByName = (db: Db, name: string, lock = ''): Promise<number> => idByName(db, 'group', name, lock);
 
 /** Groups and their members, one at a time (the CLI). */
-export function groupRepository(d: StoreDialect) {
+export function groupRepository(d: DatabaseSeam) {
   return {
     async add(name: string): Promise<GroupInfo> {
       checkGroupName(name);

@@ -11,7 +11,7 @@ import {
   type PlantAccess,
 } from '../../catalogue/plant-access.js';
 import { position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
-import type { StoreDialect } from '../dialect.js';
+import type { DatabaseSeam } from '../seam.js';
 import { plantVisibleSql } from '../listing-sql.js';
 import type { Database } from '../schema.js';
 import type { AccessRead, AccessWrite } from '../records.js';
@@ -31,7 +31,7 @@ interface ChangeablePlant {
 /**
  * The plant with public id `id`, when `actor` may change it (the rule of delete, access-rule.ts): 'hidden' when
  * there is none or the actor may not see it, so that a change tells nothing of a plant the actor cannot see; 'forbidden'
- * when the actor sees it but may not change it. In a writing transaction, `lock` (StoreDialect's rowLocks.change)
+ * when the actor sees it but may not change it. In a writing transaction, `lock` (DatabaseSeam's rowLocks.change)
  * holds the plant until the commit: a delete under way is waited for, and then there is none.
  */
 export async function changeablePlant(db: Db, actor: Actor, id: PlantId, lock = ''): Promise<ChangeablePlant | 'hidden' | 'forbidden'> {
@@ -118,7 +118,7 @@ async function idsOf(db: Db, named: Names, lock: string): Promise<{ ids: Record<
  * Who has access to a plant, read and changed with the actor's rights (catalogue/access-rule.ts): its owner or an
  * admin over HTTP, or the operator (the CLI). One path whoever asks.
  */
-export function accessRepository(d: StoreDialect) {
+export function accessRepository(d: DatabaseSeam) {
   return {
     /** The access of the plant with public id `id`, when `actor` may change it. */
     async read(actor: Actor, id: PlantId): Promise<AccessRead> {

@@ -4,7 +4,7 @@ import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
-import type { OwnChanges, StoreDialect } from '../dialect.js';
+import type { OwnChanges, DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
 import type { CreatedPlant, PlantInfo } from '../records.js';
@@ -60,7 +60,7 @@ function insertOperatorPlant(db: Db, id: PlantId, owner: string, row: PlantRow) 
 
 /**
  * The change-log row of a plant added or deleted, as its triggers write it (migration 0003), for its writer's own
- * caches (StoreDialect.writeStatement). A deleted plant's grants are logged as rows of their own (see SHARED).
+ * caches (DatabaseSeam.writeStatement). A deleted plant's grants are logged as rows of their own (see SHARED).
  */
 const plantChanged = (row: { id: Position; owner_id: number; is_public: number }): Change => ({
   table: 'plants',
@@ -87,7 +87,7 @@ const SHARED = sql<boolean | number>`(EXISTS (SELECT 1 FROM plant_user_grants g 
 class StatementShapes {
   private readonly texts = new Map<string, string>();
 
-  constructor(private readonly d: StoreDialect) {}
+  constructor(private readonly d: DatabaseSeam) {}
 
   async run<R>(db: Kysely<Database>, shape: string, parameters: readonly unknown[], build: () => Compilable): Promise<R[]> {
     let text = this.texts.get(shape);
@@ -109,7 +109,7 @@ class StatementShapes {
 const MAX_SHAPES = 1024;
 
 /** The column `tx` a writing statement returns: its transaction, as the change log records it. */
-const transaction = (d: StoreDialect) => sql.raw<string | null>(d.statements.transactionIdSql).as('tx');
+const transaction = (d: DatabaseSeam) => sql.raw<string | null>(d.statements.transactionIdSql).as('tx');
 
 /** What a statement that added or deleted plants changed, from the rows it returned (see plantChanged). */
 const ownChanges = (rows: readonly WrittenRow[]): OwnChanges => ({
@@ -143,7 +143,7 @@ type WriteRows<I> = (items: readonly I[]) => Promise<readonly boolean[]>;
  * batch.ts): one round trip however many clients write at once. Elsewhere each is a statement of its own, and
  * SQLite's group commit puts them in one transaction.
  */
-export function plantRepository(d: StoreDialect) {
+export function plantRepository(d: DatabaseSeam) {
   const shapes = new StatementShapes(d);
   // Which rows went in: those the statement returns. The first of two creates of one id in a batch wins it.
   const insertRows: WriteRows<UserCreate> = async (items) => {
@@ -213,8 +213,8 @@ export function plantRepository(d: StoreDialect) {
 
 export type PlantRepository = ReturnType<typeof plantRepository>;
 
-/** A write of one item: in the batch of this turn of the event loop where the dialect writes many rows at once. */
-function oneByOneOrBatched<I>(d: StoreDialect, write: WriteRows<I>): (item: I) => Promise<boolean> {
+/** A write of one item: in the batch of this turn of the event loop where the database writes many rows at once. */
+function oneByOneOrBatched<I>(d: DatabaseSeam, write: WriteRows<I>): (item: I) => Promise<boolean> {
   if (!d.statements.manyRows) return async (item) => (await write([item]))[0]!;
   const batch = new Batch<I, boolean>(write);
   return (item) => batch.add(item);
@@ -227,7 +227,7 @@ function oneByOneOrBatched<I>(d: StoreDialect, write: WriteRows<I>): (item: I) =
  * a retried create (`existing`), another is a conflict.
  */
 async function create(
-  d: StoreDialect,
+  d: DatabaseSeam,
   creates: (item: UserCreate) => Promise<boolean>,
   actor: Actor,
   draft: PlantDraft,
@@ -285,7 +285,7 @@ async function create(
  * (docs/security.md says what a create's 409 tells); one the actor sees but may not change is `forbidden`. Of concurrent deletes of one plant, one is `deleted`.
  */
 async function remove(
-  d: StoreDialect,
+  d: DatabaseSeam,
   deletes: (item: Deletion) => Promise<boolean>,
   actor: Actor,
   id: PlantId,
@@ -301,7 +301,7 @@ async function remove(
 }
 
 /** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */
-async function listPlants(d: StoreDialect, filter: { owner?: string }): Promise<PlantInfo[]> {
+async function listPlants(d: DatabaseSeam, filter: { owner?: string }): Promise<PlantInfo[]> {
   if (filter.owner !== undefined) await userIdByName(d.db, filter.owner);
   let query = d.db
     .selectFrom('plants')

@@ -1,5 +1,5 @@
 import { notFound } from '../../catalogue/errors.js';
-import type { StoreDialect } from '../dialect.js';
+import type { DatabaseSeam } from '../seam.js';
 import type { NewToken, TokenInfo } from '../records.js';
 import { seenHere } from '../writes.js';
 import { userIdByName } from './users.js';
@@ -7,7 +7,7 @@ import { userIdByName } from './users.js';
 // Tokens (only their hashes are stored): the shared SQL of both backends.
 
 /** Tokens, one at a time (the CLI); only their hashes are stored. */
-export function tokenRepository(d: StoreDialect) {
+export function tokenRepository(d: DatabaseSeam) {
   return {
     /** One statement, the user's id read in it; a user that is not there fails it (user_id is NOT NULL), and is then named. */
     async add(token: NewToken): Promise<TokenInfo> {

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkUserName, nameKey } from '../../catalogue/names.js';
-import type { StoreDialect } from '../dialect.js';
+import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { UserCredential, UserInfo } from '../records.js';
 import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
@@ -11,7 +11,7 @@ import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
 type Db = Kysely<Database> | Transaction<Database>;
 
 /**
- * The id of the user or group named `name`, or not_found. In a writing transaction, `lock` (StoreDialect's
+ * The id of the user or group named `name`, or not_found. In a writing transaction, `lock` (DatabaseSeam's
  * rowLocks.keep) holds the row until the commit: a delete under way is waited for, and then there is none.
  */
 export async function idByName(db: Db, what: 'user' | 'group', name: string, lock = ''): Promise<number> {
@@ -32,7 +32,7 @@ export const userIdByName = (db: Db, name: string, lock = ''): Promise<number> =
  * The name of another user whose name looks like `name` (its nameKey is `key`), if any, with the key's lock taken
  * so that two concurrent writers of look-alike names cannot both find none.
  */
-async function lockedLookalike(d: StoreDialect, trx: Transaction<Database>, name: string, key: string): Promise<string | undefined> {
+async function lockedLookalike(d: DatabaseSeam, trx: Transaction<Database>, name: string, key: string): Promise<string | undefined> {
   await d.lock(trx, `name ${key}`);
   const other = await trx.selectFrom('users').select('name').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
   return other?.name;
@@ -69,7 +69,7 @@ const credential = (row: { id: number; is_admin: number }): UserCredential => ({
  * A new name that looks like an existing user's (the same nameKey: `ALICE`, a Cyrillic look-alike) is refused
  * (conflict): the provider's user would otherwise pass for the other one in every list.
  */
-export async function provisionUser(d: StoreDialect, name: string): Promise<UserCredential> {
+export async function provisionUser(d: DatabaseSeam, name: string): Promise<UserCredential> {
   checkUserName(name);
   const key = nameKey(name);
   const provisioned = d.writeTransaction(async (trx) => {
@@ -97,7 +97,7 @@ export async function userNameById(db: Db, id: number): Promise<string> {
 }
 
 /** Users, one at a time (the CLI). */
-export function userRepository(d: StoreDialect) {
+export function userRepository(d: DatabaseSeam) {
   return {
     /**
      * Adds a user. A name that looks like an existing user's (the same nameKey: `ALICE` beside `alice`, a Cyrillic

@@ -1,9 +1,9 @@
-import type { ErrorKind } from '../dialect.js';
+import type { ErrorKind } from '../seam.js';
 
 /** SQLite's result codes of a database that cannot serve now: locked too long, failing I/O, read-only, full, closed. */
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)/;
 
-/** What a better-sqlite3 error means to Plant Store (see StoreDialect.classify). */
+/** What a better-sqlite3 error means to Plant Store (see DatabaseSeam.classify). */
 export function classifySqliteError(err: unknown): ErrorKind | undefined {
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return undefined;

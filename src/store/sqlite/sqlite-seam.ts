@@ -4,7 +4,7 @@ import { Kysely, type Transaction } from 'kysely';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
-import type { BulkDialect, DialectHealth, ErrorKind, RequestReads, StoreDialect, WritingStatements } from '../dialect.js';
+import type { BulkSeam, SeamHealth, ErrorKind, RequestReads, DatabaseSeam, WritingStatements } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import type { Store } from '../store.js';
@@ -43,7 +43,7 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
   }
   const { sqlite, db } = await openDatabase(options.path, false);
   try {
-    return createStore(new SqliteDialect(sqlite, db, options.path, options.groupCommit !== false && options.path !== ':memory:'));
+    return createStore(new SqliteSeam(sqlite, db, options.path, options.groupCommit !== false && options.path !== ':memory:'));
   } catch (err) {
     await db.destroy();
     throw err;
@@ -51,11 +51,11 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
 }
 
 /**
- * SQLite's side of the store (see dialect.ts): writes go through Kysely on one connection, in writing transactions
+ * SQLite's side of the store (see seam.ts): writes go through Kysely on one connection, in writing transactions
  * (writing-transactions.ts); the request path and the change feed read on a connection of their own
  * (sqlite-reads.ts), synchronously.
  */
-class SqliteDialect implements StoreDialect {
+class SqliteSeam implements DatabaseSeam {
   readonly backend = 'sqlite' as const;
   readonly statements: WritingStatements = {
     transactionIdSql: 'NULL',
@@ -73,8 +73,8 @@ class SqliteDialect implements StoreDialect {
   private commits: GroupCommit | undefined;
   private readonly grouped: Kysely<Database> | undefined;
   readonly reads: RequestReads;
-  readonly bulk: BulkDialect;
-  readonly health: DialectHealth;
+  readonly bulk: BulkSeam;
+  readonly health: SeamHealth;
 
   constructor(
     // Not readonly: a file replaced under the store is opened again.

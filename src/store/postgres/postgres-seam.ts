@@ -3,7 +3,7 @@ import pg from 'pg';
 import { notFound, unavailable } from '../../catalogue/errors.js';
 import { CHANGE_LOG_PRUNE_EVERY_MS, CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
-import type { BulkDialect, DialectHealth, ErrorKind, OwnChanges, StoreDialect, WritingStatements } from '../dialect.js';
+import type { BulkSeam, SeamHealth, ErrorKind, OwnChanges, DatabaseSeam, WritingStatements } from '../seam.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { PoolStats } from '../records.js';
@@ -48,7 +48,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
     await migrateWithoutTimeout(options, schema);
-    return createStore(new PostgresDialect(pool, readPool, options.readUrl !== undefined, db, prepared));
+    return createStore(new PostgresSeam(pool, readPool, options.readUrl !== undefined, db, prepared));
   } catch (err) {
     await pool.end();
     await readPool.end();
@@ -78,16 +78,16 @@ async function migrateWithoutTimeout(options: PostgresOptions, schema: string | 
 }
 
 /**
- * PostgreSQL's side of the store (see dialect.ts): Kysely and the request path on one pool of the primary, listings
+ * PostgreSQL's side of the store (see seam.ts): Kysely and the request path on one pool of the primary, listings
  * on a pool of their own (the replica's when there is one), and the change feed on a connection of its own.
  */
-class PostgresDialect implements StoreDialect {
+class PostgresSeam implements DatabaseSeam {
   readonly backend = 'postgres' as const;
   readonly statements: WritingStatements;
   readonly changes: PostgresChangeFeed;
   readonly reads: PostgresReads;
-  readonly bulk: BulkDialect;
-  readonly health: DialectHealth;
+  readonly bulk: BulkSeam;
+  readonly health: SeamHealth;
   private readonly announcer: ChangeAnnouncer;
   private pruner: NodeJS.Timeout | undefined;
   private closed = false;

@@ -35,7 +35,7 @@ export interface RequestReads {
 }
 
 /** What a database tells of its own health (health.ts adds the checks common to both). */
-export interface DialectHealth {
+export interface SeamHealth {
   /**
    * Embedded backends only: check every `intervalMs` that the database file is still the one open. When it is
    * removed or replaced, reads answer "unavailable" until the file at the path is reopened.
@@ -46,7 +46,7 @@ export interface DialectHealth {
 }
 
 /** Import and export of the whole catalogue (the flows are shared: catalogue-import.ts, catalogue-export.ts). */
-export interface BulkDialect {
+export interface BulkSeam {
   /** Runs an import on a connection of its own, in one transaction. */
   importing<T>(run: (target: ImportTarget) => Promise<T>): Promise<T>;
   /** A consistent snapshot to export from. */
@@ -70,7 +70,7 @@ export interface OwnChanges {
 export interface WritingStatements extends DeliveryClaims {
   /**
    * SQL a writing statement returns (RETURNING … AS tx) to name its own transaction as the change log records it
-   * (see StoreDialect.writeStatement's `changed`): `pg_current_xact_id()` on PostgreSQL, NULL on SQLite.
+   * (see DatabaseSeam.writeStatement's `changed`): `pg_current_xact_id()` on PostgreSQL, NULL on SQLite.
    */
   readonly transactionIdSql: string;
   /**
@@ -100,7 +100,7 @@ export interface WritingStatements extends DeliveryClaims {
  * shared repositories (repositories/*.ts) run on, how a write is committed, the request path's reads, the change
  * feed, bulk import and export, and the lifetime. create-store.ts composes a Store from it.
  */
-export interface StoreDialect {
+export interface DatabaseSeam {
   readonly backend: Backend;
   /** Kysely on the primary database; read anew each time (SQLite reopens a file replaced under it). */
   readonly db: Kysely<Database>;
@@ -136,8 +136,8 @@ export interface StoreDialect {
   readonly reads: RequestReads;
   /** Every committed change, from any writer (see change-log.ts). */
   readonly changes: ChangeFeed;
-  readonly bulk: BulkDialect;
+  readonly bulk: BulkSeam;
   /** Embedded backends follow their file; servers report their pools. */
-  readonly health: DialectHealth;
+  readonly health: SeamHealth;
   close(): Promise<void>;
 }
