@@ -1,4 +1,5 @@
 import { invalidInput } from './errors.js';
+import type { PlantFields } from './plant-fields.js';
 
 /**
  * The access rule of Plant Store, in one place: who sees a plant and who may change it.
@@ -71,16 +72,14 @@ export function mayChangePlant(actor: Actor, ownerId: number): boolean {
 }
 
 /** A new plant as an actor asks for it: a user's is the user's own and private; the operator names both. */
-export interface PlantDraft {
+export type PlantDraft = PlantFields & {
   /** Its public id; without one, the next automatic id (see plant-ids.ts). */
   id?: number;
-  name: string;
-  tag?: string;
   /** The owner's name: given by the operator only (a user's plant is the user's). */
   owner?: string;
   /** Only the operator makes a plant public; a user's is private and shared with nobody. */
   public?: boolean;
-}
+};
 
 /**
  * Who owns a new plant, by the actor's rights: a user's plant is the user's own and private; the operator names

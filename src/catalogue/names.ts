@@ -1,5 +1,6 @@
 import { remove as withoutConfusables } from 'confusables';
 import { invalidInput } from './errors.js';
+import { PLANT_FIELDS, type PlantFields } from './plant-fields.js';
 
 /** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
 export const MAX_NAME_LENGTH = 1024;
@@ -17,24 +18,28 @@ function checkText(what: string, value: string): void {
 }
 
 /**
- * A plant's name, and its tag when it has one, as a client sends them (`POST /plants`): anything printable
+ * A plant's fields (plant-fields.ts: its name, and its tag when it has one) as a client sends them (`POST /plants`): anything printable
  * (quotes, HTML, any script), but no control characters, which would reach other people's terminals and logs as
  * escape sequences.
  */
-export function checkClientPlant(plant: { name: string; tag?: string | undefined }): void {
+export function checkClientPlant(plant: PlantFields): void {
   checkPlant(plant);
-  if (CONTROL.test(plant.name)) throw invalidInput('plant name must not contain control characters');
-  if (plant.tag !== undefined && CONTROL.test(plant.tag)) throw invalidInput('tag must not contain control characters');
+  for (const { name, label } of PLANT_FIELDS) {
+    const value = (plant as Record<string, string | undefined>)[name];
+    if (value !== undefined && CONTROL.test(value)) throw invalidInput(`${label} must not contain control characters`);
+  }
 }
 
 /**
- * A plant's name and tag as the operator gives them (`plants add`, an import): anything but NUL, control
+ * A plant's fields (its name and tag) as the operator gives them (`plants add`, an import): anything but NUL, control
  * characters included, so that a catalogue exported from any version imports back byte for byte. The CLI shows
  * control characters escaped.
  */
-export function checkPlant(plant: { name: string; tag?: string | undefined }): void {
-  checkText('plant name', plant.name);
-  if (plant.tag !== undefined) checkText('tag', plant.tag);
+export function checkPlant(plant: PlantFields): void {
+  for (const { name, label } of PLANT_FIELDS) {
+    const value = (plant as Record<string, string | undefined>)[name];
+    if (value !== undefined) checkText(label, value);
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Awaitable } from '../awaitable.js';
 import { granteeText } from '../catalogue/names.js';
+import { fieldSelection, fieldsOfRow, type FieldColumns } from '../catalogue/plant-fields.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
@@ -15,7 +16,7 @@ function exportQueries(nameList: ExportSnapshot['nameList']): { users: string; g
       `SELECT g.name, ${nameList('SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
       'FROM groups g ORDER BY g.id',
     plants:
-      `SELECT p.api_id, p.name, p.tag, u.name AS owner, p.is_public, ` +
+      `SELECT p.api_id, ${fieldSelection('p').join(', ')}, u.name AS owner, p.is_public, ` +
       `${nameList('SELECT gu.name FROM plant_user_grants g JOIN users gu ON gu.id = g.user_id WHERE g.plant_id = p.id ORDER BY gu.id')} AS users, ` +
       `${nameList('SELECT gr.name FROM plant_group_grants g JOIN groups gr ON gr.id = g.group_id WHERE g.plant_id = p.id ORDER BY gr.id')} AS groups ` +
       'FROM plants p JOIN users u ON u.id = p.owner_id ORDER BY p.id',
@@ -24,10 +25,8 @@ function exportQueries(nameList: ExportSnapshot['nameList']): { users: string; g
 
 type UserRow = { name: string; is_admin: number };
 type GroupRow = { name: string; members: NameList };
-type PlantRow = {
+type PlantRow = FieldColumns & {
   api_id: number | string;
-  name: string;
-  tag: string | null;
   owner: string;
   is_public: number;
   users: NameList;
@@ -56,8 +55,7 @@ const exportRecord = {
     return {
       type: 'plant',
       id: Number(p.api_id),
-      name: p.name,
-      ...(p.tag === null ? {} : { tag: p.tag }),
+      ...fieldsOfRow(p),
       owner: p.owner,
       public: p.is_public === 1,
       ...(sharedWith.length > 0 ? { sharedWith } : {}),

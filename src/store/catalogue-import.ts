@@ -1,3 +1,4 @@
+import type { PlantFields } from '../catalogue/plant-fields.js';
 import { then, type Awaitable } from '../awaitable.js';
 import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
@@ -40,8 +41,8 @@ export class KnownNames {
 export interface ImportedPlant {
   /** Its public id: the record's, or the next automatic one. */
   id: PlantId;
-  name: string;
-  tag: string | null;
+  /** Its fields (catalogue/plant-fields.ts), as the record gives them. */
+  fields: PlantFields;
   ownerId: number;
   isPublic: boolean;
   userIds: readonly number[];
@@ -394,8 +395,7 @@ function newPlant(
 ): ImportedPlant {
   return {
     id,
-    name: record.name,
-    tag: record.tag ?? null,
+    fields: record,
     ownerId,
     isPublic: record.public === true,
     userIds: ids.length === 0 ? NONE : idsOf('user', grantees, ids),

@@ -1,4 +1,5 @@
 import type { Grantee, PlantAccess } from '../catalogue/plant-access.js';
+import type { PlantFields } from '../catalogue/plant-fields.js';
 import type { PlantId, Position } from '../catalogue/plant-ids.js';
 import type { TokenLifetime } from '../catalogue/tokens.js';
 
@@ -20,14 +21,12 @@ export interface GroupInfo {
   createdAt: Date;
 }
 
-export interface PlantInfo {
+export type PlantInfo = PlantFields & {
   id: PlantId;
-  name: string;
-  tag?: string;
   owner: string;
   public: boolean;
   createdAt: Date;
-}
+};
 
 export type { Grantee } from '../catalogue/plant-access.js';
 

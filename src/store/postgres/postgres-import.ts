@@ -1,3 +1,4 @@
+import { FIELD_NAMES } from '../../catalogue/plant-fields.js';
 import type pg from 'pg';
 import type { Awaitable } from '../../awaitable.js';
 import { nameKey } from '../../catalogue/names.js';
@@ -124,9 +125,13 @@ export class PostgresImport implements ImportTarget {
       groupGrants.push(index, id);
       this.growth.add(id, 1, 0);
     }
-    const tag = plant.tag === null ? '\\N' : copyText(plant.tag);
+    let fields = '';
+    for (const name of FIELD_NAMES) {
+      const value = plant.fields[name];
+      fields += value === undefined ? '\t\\N' : `\t${copyText(value)}`;
+    }
     // A plant's COPY row is built when it is read, all but the id.
-    rows.add(`\t${plant.id}\t${copyText(plant.name)}\t${tag}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
+    rows.add(`\t${plant.id}${fields}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
     if (rows.count >= this.batchSize) return this.flushPlants();
   }
 
@@ -278,7 +283,11 @@ export class PostgresImport implements ImportTarget {
     await previous;
     // COPY writes the reserved ids into the identity column as given (like OVERRIDING SYSTEM VALUE).
     try {
-      await copyInto(this.client, 'COPY plants (id, api_id, name, tag, owner_id, is_public, created_at) FROM STDIN', plantRows);
+      await copyInto(
+        this.client,
+        `COPY plants (id, api_id, ${FIELD_NAMES.join(', ')}, owner_id, is_public, created_at) FROM STDIN`,
+        plantRows,
+      );
     } catch (err) {
       throw takenInBatch(err as Reported, publicIds, ids, this.positions) ?? err;
     }

@@ -2,6 +2,7 @@ import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } fr
 import { changeablePlants, isOperator, newPlantOwner, type Actor, type PlantDraft } from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
+import { fieldColumns, fieldSelection, fieldsOfRow, sameFields, type FieldColumns } from '../../catalogue/plant-fields.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
 import type { OwnChanges, DatabaseSeam } from '../seam.js';
@@ -37,12 +38,10 @@ export async function plantPosition(db: Db, id: PlantId): Promise<Position> {
   return position(Number(row.id));
 }
 
-interface PlantRow {
-  name: string;
-  tag: string | null;
+type PlantRow = FieldColumns & {
   is_public: number;
   created_at: number;
-}
+};
 
 /**
  * Inserts the plant unless its id is taken. DO NOTHING waits for a concurrent insert of the same id and then
@@ -235,7 +234,7 @@ async function create(
   if (isOperator(actor)) checkPlant(draft);
   else checkClientPlant(draft);
   const owner = newPlantOwner(actor, draft);
-  const row: PlantRow = { name: draft.name, tag: draft.tag ?? null, is_public: draft.public === true ? 1 : 0, created_at: Date.now() };
+  const row: PlantRow = { ...fieldColumns(draft), is_public: draft.public === true ? 1 : 0, created_at: Date.now() };
   let id = draft.id === undefined ? undefined : plantId(draft.id);
   let inserted: boolean;
   if ('userId' in owner && id !== undefined) {
@@ -265,14 +264,13 @@ async function create(
   const taken = await d.db
     .selectFrom('plants')
     .innerJoin('users', 'users.id', 'plants.owner_id')
-    .select(['plants.owner_id', 'users.name as owner', 'plants.name', 'plants.tag', 'plants.is_public'])
+    .select(['plants.owner_id', 'users.name as owner', 'plants.is_public', ...fieldSelection('plants')])
     .where('plants.api_id', '=', id!)
     .executeTakeFirst();
   const same =
     taken !== undefined &&
     ('userId' in owner ? Number(taken.owner_id) === owner.userId : taken.owner === owner.name) &&
-    taken.name === row.name &&
-    taken.tag === row.tag &&
+    sameFields(fieldsOfRow(taken), draft) &&
     (!isOperator(actor) || Number(taken.is_public) === row.is_public);
   if (same) return { outcome: 'existing', id: id! };
   throw conflict(`plant id ${id} is taken by another plant`);
@@ -306,14 +304,13 @@ async function listPlants(d: DatabaseSeam, filter: { owner?: string }): Promise<
   let query = d.db
     .selectFrom('plants')
     .innerJoin('users', 'users.id', 'plants.owner_id')
-    .select(['plants.api_id as id', 'plants.name', 'plants.tag', 'plants.is_public', 'plants.created_at', 'users.name as owner'])
+    .select(['plants.api_id as id', 'plants.is_public', 'plants.created_at', 'users.name as owner', ...fieldSelection('plants')])
     .orderBy('plants.id');
   if (filter.owner !== undefined) query = query.where('users.name', '=', filter.owner);
   const rows = await query.execute();
   return rows.map((r) => ({
     id: Number(r.id) as PlantId,
-    name: r.name,
-    ...(r.tag === null ? {} : { tag: r.tag }),
+    ...fieldsOfRow(r),
     owner: r.owner,
     public: Number(r.is_public) === 1,
     createdAt: new Date(Number(r.created_at)),

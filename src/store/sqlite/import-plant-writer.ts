@@ -1,3 +1,4 @@
+import { FIELD_NAMES, fieldValues } from '../../catalogue/plant-fields.js';
 import { ACCESS_PATHS } from '../../catalogue/access-rule.js';
 import type BetterSqlite3 from 'better-sqlite3';
 import { BULK_IMPORT_INDEXES, TakenPlantId, type ImportedPlant } from '../catalogue-import.js';
@@ -13,7 +14,7 @@ const SORT_IN_RUNS_FROM = 200_000;
 const SORT_RUN_CACHE = -2048;
 const SORT_THREADS = 2;
 /** The columns an import writes a plant's row to, in the order its values are queued. */
-const PLANT_COLUMNS = ['id', 'api_id', 'name', 'tag', 'owner_id', 'is_public', 'created_at'] as const;
+const PLANT_COLUMNS = ['id', 'api_id', ...FIELD_NAMES, 'owner_id', 'is_public', 'created_at'];
 
 /**
  * Writes an import's plants and their grants, inside its transaction, with catalogue positions assigned here
@@ -71,14 +72,17 @@ export class ImportPlantWriter {
     if (!this.bulk && id - this.before > this.before) this.startBulk();
     const isPublic = plant.isPublic ? 1 : 0;
     if (this.bulk) {
-      this.pending.push(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
+      const { pending } = this;
+      pending.push(id, plant.id);
+      for (const name of FIELD_NAMES) pending.push(plant.fields[name] ?? null);
+      pending.push(plant.ownerId, isPublic, this.createdAt);
       if (this.pending.length === ROWS_PER_INSERT * PLANT_COLUMNS.length) {
         this.many.run(this.pending);
         this.pending.length = 0;
       }
     } else {
       try {
-        this.one.run(id, plant.id, plant.name, plant.tag, plant.ownerId, isPublic, this.createdAt);
+        this.one.run(id, plant.id, ...fieldValues(plant.fields), plant.ownerId, isPublic, this.createdAt);
       } catch (err) {
         if (!isTakenId(err)) throw err;
         const earlier = this.db.prepare('SELECT id FROM plants WHERE api_id = ?').pluck().get(plant.id) as number;
