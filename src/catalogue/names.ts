@@ -25,7 +25,7 @@ function checkText(what: string, value: string): void {
 export function checkClientPlant(plant: PlantFields): void {
   checkPlant(plant);
   for (const { name, label } of PLANT_FIELDS) {
-    const value = (plant as Record<string, string | undefined>)[name];
+    const value = plant[name];
     if (value !== undefined && CONTROL.test(value)) throw invalidInput(`${label} must not contain control characters`);
   }
 }
@@ -37,7 +37,7 @@ export function checkClientPlant(plant: PlantFields): void {
  */
 export function checkPlant(plant: PlantFields): void {
   for (const { name, label } of PLANT_FIELDS) {
-    const value = (plant as Record<string, string | undefined>)[name];
+    const value = plant[name];
     if (value !== undefined) checkText(label, value);
   }
 }

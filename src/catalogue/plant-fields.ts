@@ -19,37 +19,32 @@ export type PlantFields = { [F in Required]: string } & { [F in Optional]?: stri
 /** The fields' columns of a plant's row: null for an optional field the plant does not have. */
 export type FieldColumns = { [F in Required]: string } & { [F in Optional]: string | null };
 
+/** The fields' column names, in PLANT_FIELDS' order. */
+export const FIELD_NAMES: ReadonlyArray<Field['name']> = PLANT_FIELDS.map(({ name }) => name);
+
 /** The fields' columns, with their table's alias: what a query selects. */
 export const fieldSelection = <A extends string>(alias: A): Array<`${A}.${Field['name']}`> =>
-  PLANT_FIELDS.map(({ name }) => `${alias}.${name}` as const);
+  FIELD_NAMES.map((name) => `${alias}.${name}` as const);
 
 /** A plant's fields as the columns of its row, in PLANT_FIELDS' order. */
 export function fieldColumns(plant: PlantFields): FieldColumns {
   const columns: Record<string, string | null> = {};
-  for (const { name } of PLANT_FIELDS) columns[name] = (plant as Record<string, string | undefined>)[name] ?? null;
+  for (const name of FIELD_NAMES) columns[name] = plant[name] ?? null;
   return columns as FieldColumns;
 }
 
 /** A plant's fields as its row's values, in PLANT_FIELDS' order: what the import writers write. */
-export function fieldValues(plant: PlantFields): Array<string | null> {
-  const values: Array<string | null> = [];
-  for (const { name } of PLANT_FIELDS) values.push((plant as Record<string, string | undefined>)[name] ?? null);
-  return values;
-}
-
-/** The fields' column names, in PLANT_FIELDS' order. */
-export const FIELD_NAMES: ReadonlyArray<Field['name']> = PLANT_FIELDS.map(({ name }) => name);
+export const fieldValues = (plant: PlantFields): Array<string | null> => FIELD_NAMES.map((name) => plant[name] ?? null);
 
 /** A plant's fields from its row: an optional field is left out when its column is null. */
 export function fieldsOfRow(row: FieldColumns): PlantFields {
   const fields: Record<string, string> = {};
-  for (const { name } of PLANT_FIELDS) {
-    const value = (row as Record<string, string | null>)[name];
-    if (value !== null && value !== undefined) fields[name] = value;
+  for (const name of FIELD_NAMES) {
+    const value = row[name];
+    if (value !== null) fields[name] = value;
   }
   return fields as PlantFields;
 }
 
 /** Whether two plants' fields are the same: a retried create. */
-export const sameFields = (a: PlantFields, b: PlantFields): boolean =>
-  PLANT_FIELDS.every(({ name }) => (a as Record<string, unknown>)[name] === (b as Record<string, unknown>)[name]);
+export const sameFields = (a: PlantFields, b: PlantFields): boolean => FIELD_NAMES.every((name) => a[name] === b[name]);

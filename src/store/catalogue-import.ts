@@ -118,13 +118,14 @@ export class GroupGrowth {
 /**
  * How a backend writes the statements of grownGroupsSql: its SQL for the set of grown groups' ids and for the
  * rows of their growth (group_id, plants, members), with the values each takes; how it inserts a row that may be
- * there already; and what it first locks the groups with, if anything.
+ * there already; and the row lock it first takes the groups with, if any.
  */
 export interface GrowthSql {
   ids: { sql: string; values: unknown[] };
   growth: { sql: string; values: unknown[] };
   insertIgnoring: (insert: string) => string;
-  lockFirst: string | undefined;
+  /** The row lock the groups are first taken with, in id order (PostgreSQL: the triggers' FOR NO KEY UPDATE); none on SQLite. */
+  lockGroups: string | undefined;
 }
 
 /**
@@ -135,9 +136,11 @@ export interface GrowthSql {
  * reads anew); SQLite's import holds the write lock.
  */
 export function grownGroupsSql(parts: GrowthSql): Array<{ sql: string; values: unknown[] }> {
-  const { ids, growth, insertIgnoring, lockFirst } = parts;
+  const { ids, growth, insertIgnoring, lockGroups } = parts;
   return [
-    ...(lockFirst === undefined ? [] : [{ sql: lockFirst, values: ids.values }]),
+    ...(lockGroups === undefined
+      ? []
+      : [{ sql: `SELECT FROM groups WHERE id IN ${ids.sql} ORDER BY id ${lockGroups}`, values: ids.values }]),
     {
       sql:
         `INSERT INTO ${GROUP_SIZES} AS s (group_id, plants, members, ranged) SELECT d.group_id, d.plants, d.members, 0 FROM ${growth.sql} ` +

@@ -149,7 +149,7 @@ export class PostgresImport implements ImportTarget {
           values: [ids, plants, members],
         },
         insertIgnoring: (insert) => `${insert} ON CONFLICT DO NOTHING`,
-        lockFirst: 'SELECT FROM groups WHERE id IN (SELECT unnest($1::bigint[])) ORDER BY id FOR NO KEY UPDATE',
+        lockGroups: 'FOR NO KEY UPDATE',
       });
       for (const { sql, values } of growth) await this.client.query(sql, values);
     }

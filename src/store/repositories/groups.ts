@@ -16,6 +16,14 @@ export const groupIdByName = (db: Db, name: string, lock = ''): Promise<number> 
 
 /** Groups and their members, one at a time (the CLI). */
 export function groupRepository(d: DatabaseSeam) {
+  /**
+   * The ids of a membership's group and user, both held until the commit: a member added to a group or of a user
+   * deleted meanwhile is a not_found, never a foreign-key error, as in either order one after the other.
+   */
+  const heldMembership = async (trx: Transaction<Database>, group: string, user: string) => ({
+    groupId: await groupIdByName(trx, group, d.statements.rowLocks.keep),
+    userId: await userIdByName(trx, user, d.statements.rowLocks.keep),
+  });
   return {
     async add(name: string): Promise<GroupInfo> {
       checkGroupName(name);
@@ -35,36 +43,28 @@ export function groupRepository(d: DatabaseSeam) {
     },
 
     /** Resolves to false when the user was already a member (nothing changed). */
-    async addMember(group: string, user: string): Promise<boolean> {
-      const added = d.writeTransaction(async (trx) => {
-        // Both held until the commit: a member added to a group or of a user deleted meanwhile is a not_found, never
-        // a foreign-key error, as in either order one after the other.
-        const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
-        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+    addMember: (group: string, user: string): Promise<boolean> =>
+      d.writeTransaction(async (trx) => {
+        const { groupId, userId } = await heldMembership(trx, group, user);
         const result = await trx
           .insertInto('group_members')
           .values({ group_id: groupId, user_id: userId })
           .onConflict((oc) => oc.doNothing())
           .executeTakeFirst();
         return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
-      });
-      return added;
-    },
+      }),
 
     /** Resolves to false when the user was not a member. */
-    async removeMember(group: string, user: string): Promise<boolean> {
-      const removed = d.writeTransaction(async (trx) => {
-        const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
-        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+    removeMember: (group: string, user: string): Promise<boolean> =>
+      d.writeTransaction(async (trx) => {
+        const { groupId, userId } = await heldMembership(trx, group, user);
         const result = await trx
           .deleteFrom('group_members')
           .where('group_id', '=', groupId)
           .where('user_id', '=', userId)
           .executeTakeFirst();
         return Number(result.numDeletedRows) > 0;
-      });
-      return removed;
-    },
+      }),
 
     async list(): Promise<GroupInfo[]> {
       const groups = await d.db.selectFrom('groups').selectAll().orderBy('id').execute();

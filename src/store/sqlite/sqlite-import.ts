@@ -135,7 +135,7 @@ export class SqliteImport implements ImportTarget {
               values: [ids, plants, members],
             },
             insertIgnoring: (insert) => insert.replace('INSERT INTO', 'INSERT OR IGNORE INTO'),
-            lockFirst: undefined,
+            lockGroups: undefined,
           });
     this.plants!.finish(() => {
       for (const { sql, values } of growth) db.prepare(sql).run(...values);
