@@ -18,6 +18,7 @@ import { RepliesAfterPoll } from './http/replies-after-poll.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { plantAccessRoutes } from './http/routes/plant-access.js';
+import { MERGE_PATCH_TYPE, onePlantRoutes } from './http/routes/one-plant.js';
 import { strictValidatorCompiler } from './http/request-validation.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -119,7 +120,7 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
 }
 
 /**
- * A DELETE has no body, but many clients (several generated from the original document, and common HTTP libraries)
+ * The JSON bodies the service parses. A DELETE has no body, but many clients (several generated from the original document, and common HTTP libraries)
  * send one with `Content-Type: application/json` and nothing after it, which Fastify's JSON parser refuses. An
  * empty JSON body of a DELETE is taken as no body; everything else goes to Fastify's own parser, as before.
  */
@@ -128,6 +129,12 @@ function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' && request.method === 'DELETE') return done(null, undefined);
+    void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
+  });
+  // A change of a plant is JSON Merge Patch (RFC 7396), parsed as JSON; no other request takes the type.
+  app.addContentTypeParser(MERGE_PATCH_TYPE, { parseAs: 'string' }, (request, body, done) => {
+    if (request.method !== 'PATCH')
+      return done(Object.assign(new Error(`${MERGE_PATCH_TYPE} is taken by PATCH only`), { statusCode: 415 }), undefined);
     void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
   });
 }
@@ -235,5 +242,6 @@ async function registerPlantRoutes(app: FastifyInstance, config: AppConfig, stor
   const writeBudget = createWriteBudget(config.writeRateLimit, { url: config.redisUrl, prefix: config.redisKeyPrefix }, app.log);
   if (writeBudget) app.addHook('onClose', async () => writeBudget.close());
   await app.register(plantWriteRoutes, { plants: store.plants, authenticate, writeBudget });
+  await app.register(onePlantRoutes, { plants: store.plants, authenticate, writeBudget });
   await app.register(plantAccessRoutes, { access: store.access, authenticate, writeBudget });
 }

@@ -1,6 +1,6 @@
 import { remove as withoutConfusables } from 'confusables';
 import { invalidInput } from './errors.js';
-import { PLANT_FIELDS, type PlantFields } from './plant-fields.js';
+import { PLANT_FIELDS, type PlantChange, type PlantFields } from './plant-fields.js';
 
 /** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
 export const MAX_NAME_LENGTH = 1024;
@@ -23,11 +23,27 @@ function checkText(what: string, value: string): void {
  * escape sequences.
  */
 export function checkClientPlant(plant: PlantFields): void {
-  checkPlant(plant);
   for (const { name, label } of PLANT_FIELDS) {
     const value = plant[name];
-    if (value !== undefined && CONTROL.test(value)) throw invalidInput(`${label} must not contain control characters`);
+    if (value !== undefined) checkClientText(label, value);
   }
+}
+
+/**
+ * A change of a plant's fields as a client sends it (`PATCH /plants/{id}`): each value given by the rules of
+ * checkClientPlant, and no required field removed.
+ */
+export function checkClientChange(change: PlantChange): void {
+  for (const { name, label, required } of PLANT_FIELDS) {
+    const value = change[name];
+    if (value === null && required) throw invalidInput(`${label} cannot be removed`);
+    if (typeof value === 'string') checkClientText(label, value);
+  }
+}
+
+function checkClientText(label: string, value: string): void {
+  checkText(label, value);
+  if (CONTROL.test(value)) throw invalidInput(`${label} must not contain control characters`);
 }
 
 /**

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { invalidInput } from './errors.js';
+
 /**
  * What a plant says of itself, beyond its id, owner and public flag: its name and its tag. Each field is a text
  * column of `plants` with the same name (null when absent), and goes everywhere a plant goes (created, listed for
@@ -48,3 +51,35 @@ export function fieldsOfRow(row: FieldColumns): PlantFields {
 
 /** Whether two plants' fields are the same: a retried create. */
 export const sameFields = (a: PlantFields, b: PlantFields): boolean => FIELD_NAMES.every((name) => a[name] === b[name]);
+
+/**
+ * A change of a plant's fields as JSON Merge Patch (RFC 7396) gives it: a field absent is kept, a value replaces
+ * it, and null removes an optional field (a required one cannot be removed: see changedFields).
+ */
+export type PlantChange = { [F in Required]?: string } & { [F in Optional]?: string | null };
+
+/** The fields after `change`; a required field set to null is refused like any value the rules refuse. */
+export function changedFields(current: PlantFields, change: PlantChange): PlantFields {
+  const next: Record<string, string> = {};
+  for (const { name, label, required } of PLANT_FIELDS) {
+    const asked = (change as Record<string, string | null | undefined>)[name];
+    const value = asked === undefined ? current[name] : asked;
+    if (value === null || value === undefined) {
+      if (required) throw invalidInput(`${label} cannot be removed`);
+      continue;
+    }
+    next[name] = value;
+  }
+  return next as PlantFields;
+}
+
+/**
+ * A plant's version, as its ETag carries it: a digest of what `GET /plants/{id}` shows (its id and fields), so
+ * that every process and instance gives one plant the same tag without storing one.
+ */
+export function plantVersion(id: number, fields: PlantFields): string {
+  return createHash('sha256')
+    .update(JSON.stringify([id, ...fieldValues(fields)]))
+    .digest('base64url')
+    .slice(0, 27);
+}

@@ -40,7 +40,8 @@ export const errorCatalogue = {
   not_owner: {
     code: 40301,
     status: 403,
-    summary: 'The caller can see the plant but may not delete it or see and change who has access to it: only its owner or an admin may.',
+    summary:
+      'The caller can see the plant but may not change it, delete it, or see and change who has access to it: only its owner or an admin may.',
   },
   not_found: { code: 40401, status: 404, summary: 'No such path.' },
   plant_not_found: { code: 40402, status: 404, summary: 'No plant with this id that the caller can see.' },
@@ -62,6 +63,11 @@ export const errorCatalogue = {
     code: 41201,
     status: 412,
     summary: "The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry.",
+  },
+  plant_changed: {
+    code: 41202,
+    status: 412,
+    summary: 'The plant changed since the version the If-Match header names; read it again (its ETag) and retry.',
   },
   payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
   uri_too_long: { code: 41401, status: 414, summary: 'The request target (path and query) is too long.' },

@@ -35,10 +35,22 @@ export const NewPlantSchema = Type.Intersect(
       }),
     }),
   ],
-  { $id: 'NewPlant', unevaluatedProperties: false },
+  { $id: 'NewPlant', type: 'object', unevaluatedProperties: false },
 );
 
 export type NewPlant = Plant & { id: number };
+
+/**
+ * A change of a plant's fields (not part of the original contract), as JSON Merge Patch (RFC 7396): a field left
+ * out is kept, a value replaces it, and `"tag": null` removes the tag. The name cannot be removed.
+ */
+export const PlantPatchSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ description: 'The new name of the plant' })),
+    tag: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'The new tag of the plant; null removes it' })),
+  },
+  { $id: 'PlantPatch', additionalProperties: false },
+);
 
 export const ErrorSchema = Type.Object(
   {
@@ -99,7 +111,9 @@ export const ListPlantsQuery = Type.Object({
 });
 export type ListPlantsQuery = Static<typeof ListPlantsQuery>;
 
-export const sharedSchemas = [PlantSchema, NewPlantSchema, PlantAccessSchema, ErrorSchema];
+export const sharedSchemas = [PlantSchema, NewPlantSchema, PlantPatchSchema, PlantAccessSchema, ErrorSchema];
+
+export const PlantPatchRef = Type.Ref('PlantPatch');
 
 export const PlantAccessRef = Type.Ref('PlantAccess');
 

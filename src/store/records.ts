@@ -139,6 +139,19 @@ export interface CreatedPlant {
   id: PlantId;
 }
 
+/** A plant as one who sees it reads it: its public id and its fields. */
+export type PlantRecord = PlantFields & { id: PlantId };
+
+/** One plant read with an actor's rights: 'hidden' when there is none or the actor may not see it. */
+export type PlantRead = { outcome: 'read'; plant: PlantRecord } | { outcome: 'hidden' };
+
+/**
+ * What a change of a plant's fields did: `changed` or `unchanged` (it already was so), with the plant it left;
+ * `stale` when the plant was no longer at a version the actor named (with the plant as it stands); `hidden` or
+ * `forbidden` as for a delete.
+ */
+export type PlantWrite = { outcome: 'changed' | 'unchanged' | 'stale'; plant: PlantRecord } | { outcome: 'hidden' | 'forbidden' };
+
 /** A plant's access as its owner or an admin reads it, or why the actor may not ('hidden', 'forbidden': as for a delete, repositories/plants.ts). */
 export type AccessRead = { outcome: 'read'; access: PlantAccess } | { outcome: 'hidden' | 'forbidden' };
 

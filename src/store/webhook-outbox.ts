@@ -1,6 +1,11 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
 import type { Database } from './schema.js';
+import { eventsOf, storedEvents, type DeliveredEvent, type EventType } from '../catalogue/plant-events.js';
+import { takingEndpoints } from './migrations/0016-webhook-event-types.js';
+
+/** The enabled endpoints that take new plants (migration 0016). */
+const NEW_PLANT_ENDPOINTS = takingEndpoints('plant.created');
 
 /**
  * A delivery `d` that waits to be sent: pending, to an enabled endpoint. A disabled endpoint's deliveries wait for
@@ -14,6 +19,10 @@ export interface WebhookEndpoint {
   id: number;
   url: string;
   createdAt: Date;
+  /** The event types it receives. */
+  types: EventType[];
+  /** Whether it chose them, and receives each in the Standard Webhooks envelope (else the original NewPlant). */
+  envelope: boolean;
   disabledAt?: Date;
   disabledReason?: string;
   /** Until when the previous secret signs too, after a rotation. */
@@ -44,8 +53,8 @@ export interface ClaimedDelivery {
   attempts: number;
   url: string;
   secrets: string[];
-  payload: { id: number; name: string; tag?: string };
-  createdAt: number;
+  /** The event, as the endpoint receives it (webhooks/event-body.ts). */
+  event: DeliveredEvent;
   /** When this process's hold on the delivery ends (epoch ms): past it, another process may send it. */
   leaseUntil: number;
 }
@@ -79,7 +88,8 @@ export interface DeliveryClaims {
 }
 
 /** What a claimed delivery is sent with: its event `e` and its endpoint `p`. */
-const CLAIMED_COLUMNS = 'e.message_id, e.plant_id, e.name, e.tag, e.created_at, p.url, p.secret, p.previous_secret, p.previous_until';
+const CLAIMED_COLUMNS =
+  'e.message_id, e.type, e.plant_id, e.name, e.tag, e.created_at, p.url, p.secret, p.previous_secret, p.previous_until, p.events';
 
 /** A delivery `d` that is due at `now` and that no process holds: what a claim takes. */
 const dueAt = (now: number) =>
@@ -101,18 +111,18 @@ export class WebhookOutbox {
     private readonly statements: DeliveryClaims,
   ) {}
 
-  async addEndpoint(url: string, secret: string): Promise<WebhookEndpoint> {
+  /** A new endpoint, enabled; `events`: the types it chose (without: the original webhook, new plants alone). */
+  async addEndpoint(url: string, secret: string, events?: readonly EventType[]): Promise<WebhookEndpoint> {
     const createdAt = Date.now();
-    const { rows } =
-      await sql<Row>`INSERT INTO webhook_endpoints (url, secret, created_at) VALUES (${url}, ${secret}, ${createdAt}) RETURNING id`.execute(
-        this.db(),
-      );
-    return { id: Number(rows[0]!.id), url, createdAt: new Date(createdAt) };
+    const stored = storedEvents(events);
+    const { rows } = await sql<Row>`INSERT INTO webhook_endpoints (url, secret, created_at, events)
+      VALUES (${url}, ${secret}, ${createdAt}, ${stored}) RETURNING id`.execute(this.db());
+    return { id: Number(rows[0]!.id), url, createdAt: new Date(createdAt), ...eventsOf(stored) };
   }
 
   async listEndpoints(): Promise<WebhookEndpoint[]> {
     const { rows } =
-      await sql<Row>`SELECT id, url, created_at, disabled_at, disabled_reason, previous_until FROM webhook_endpoints ORDER BY id`.execute(
+      await sql<Row>`SELECT id, url, created_at, disabled_at, disabled_reason, previous_until, events FROM webhook_endpoints ORDER BY id`.execute(
         this.db(),
       );
     const now = Date.now();
@@ -120,6 +130,7 @@ export class WebhookOutbox {
       id: Number(r.id),
       url: String(r.url),
       createdAt: new Date(Number(r.created_at)),
+      ...eventsOf(r.events === null ? null : String(r.events)),
       ...(r.disabled_at === null ? {} : { disabledAt: date(r.disabled_at)!, disabledReason: String(r.disabled_reason ?? '') }),
       ...(r.previous_until !== null && Number(r.previous_until) > now ? { previousSecretUntil: date(r.previous_until)! } : {}),
     }));
@@ -226,8 +237,13 @@ export class WebhookOutbox {
         attempts: Number(r.attempts),
         url: String(r.url),
         secrets: [String(r.secret), ...previous],
-        payload: { id: Number(r.plant_id), name: String(r.name), ...(r.tag === null ? {} : { tag: String(r.tag) }) },
-        createdAt: Number(r.created_at),
+        event: {
+          sequence: Number(r.event_id),
+          type: r.type as EventType,
+          plant: { id: Number(r.plant_id), name: String(r.name), ...(r.tag === null ? {} : { tag: String(r.tag) }) },
+          createdAt: Number(r.created_at),
+          envelope: r.events !== null,
+        },
         leaseUntil: now + leaseMs,
       };
     });
@@ -330,9 +346,9 @@ export function importedPlantEvents(
   const [column, value] = messageId === undefined ? ['', ''] : [', message_id', `, ${messageId}`];
   return [
     `INSERT INTO webhook_events (plant_id, name, tag, created_at${column}) SELECT api_id, name, tag, ${now}${value} FROM plants ` +
-      `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL) ORDER BY id`,
+      `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM ${NEW_PLANT_ENDPOINTS}) ORDER BY id`,
     `INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) SELECT e.id, p.id, ${now} ` +
-      `FROM webhook_events e CROSS JOIN webhook_endpoints p WHERE e.id > ${lastEvent} AND p.disabled_at IS NULL`,
+      `FROM webhook_events e CROSS JOIN (SELECT id FROM ${NEW_PLANT_ENDPOINTS}) p WHERE e.id > ${lastEvent}`,
   ];
 }
 

@@ -1,3 +1,4 @@
+import { eventBody } from './event-body.js';
 import type { AttemptOutcome, ClaimedDelivery, WebhookOutbox } from '../store/webhook-outbox.js';
 import { EndpointShares, type EndpointShare } from './endpoint-share.js';
 import { OutcomeRecorder, type WarningLog } from './outcome-recorder.js';
@@ -233,7 +234,7 @@ export class WebhookDispatcher {
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<AttemptOutcome> {
-    const body = JSON.stringify(delivery.payload);
+    const body = eventBody(delivery.event);
     const msgId = delivery.messageId;
     const timestamp = new Date();
     const attempts = delivery.attempts + 1;

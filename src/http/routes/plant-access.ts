@@ -15,10 +15,11 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessRepository } from '../../store/repositories/plant-access.js';
 import type { AccessWrite } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
+import { etagOf, ifMatchVersions } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, PlantAccessRef } from '../schemas.js';
-import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
+import { commonErrors, NoQuery, PLANT_PATH, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
 
 // Who has access to one plant, for its owner and admins: read and replaced whole at /plants/{id}/access, one user
 // or group shared or unshared at /plants/{id}/access/users/{name} and …/groups/{name}. The rule is delete's:
@@ -91,7 +92,7 @@ export async function plantAccessRoutes(
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
 
   routes.get(
-    '/plants/:id/access',
+    `${PLANT_PATH}/access`,
     {
       onRequest: [authenticate, requireJsonAcceptable],
       schema: {
@@ -116,7 +117,7 @@ export async function plantAccessRoutes(
   );
 
   routes.put(
-    '/plants/:id/access',
+    `${PLANT_PATH}/access`,
     {
       onRequest: [authenticate, requireJsonAcceptable],
       preHandler: [
@@ -156,7 +157,7 @@ export async function plantAccessRoutes(
   );
 
   for (const what of ['user', 'group'] as const) {
-    const path = `/plants/:id/access/${what}s/:name`;
+    const path = `${PLANT_PATH}/access/${what}s/:name`;
     const grantee = (name: string): Grantee => (what === 'user' ? { user: name } : { group: name });
     const shared = {
       querystring: NoQuery,
@@ -207,31 +208,12 @@ export async function plantAccessRoutes(
 }
 
 /** The ETag of an access: its version, quoted. */
-const tagOf = (access: PlantAccess): string => `"${accessVersion(access)}"`;
+const tagOf = (access: PlantAccess): string => etagOf(accessVersion(access));
 
 function sendAccess(reply: FastifyReply, access: PlantAccess): PlantAccess {
   void reply.header('etag', tagOf(access));
   return access;
 }
-
-/**
- * The versions an If-Match header names: undefined for none or `*` (the plant exists, or the answer is 404), else
- * its strong entity tags. A weak tag never matches (RFC 9110, 13.1.1), so a header of weak or malformed tags only
- * leaves an empty list, which nothing matches.
- */
-export function ifMatchVersions(header: string | undefined): string[] | undefined {
-  if (header === undefined || header.trim() === '*') return undefined;
-  if (!ENTITY_TAGS.test(header)) {
-    throw new ApiError(
-      'bad_request',
-      `If-Match must be * or entity tags in double quotes, as the ETag header gives them (such as "v1"), not ${JSON.stringify(header.slice(0, 40))}`,
-    );
-  }
-  return [...header.matchAll(/(W\/)?"([^"]*)"/g)].filter((m) => m[1] === undefined).map((m) => m[2]!);
-}
-
-/** An If-Match list of entity tags (RFC 9110, 8.8.3 and 13.1.1): strong or weak, comma-separated. */
-const ENTITY_TAGS = /^[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*(?:,[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*)*$/;
 
 /**
  * Refuses (400) a change with a malformed If-Match or a name nobody can have, before the write budget is spent

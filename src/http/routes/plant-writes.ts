@@ -7,7 +7,7 @@ import type { PlantRepository } from '../../store/repositories/plants.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { commonErrors, NoQuery, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
+import { commonErrors, NoQuery, PLANT_PATH, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
 
 /**
  * The largest body `POST /plants` reads: a NewPlant with the longest name and tag, each character written as a
@@ -103,7 +103,7 @@ export async function plantWriteRoutes(
     },
   );
 
-  routes.delete('/plants/:id', { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
+  routes.delete(PLANT_PATH, { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
     const { id } = request.params;
     const outcome = await plants.delete(request.viewer!, id as PlantId);
     switch (outcome) {

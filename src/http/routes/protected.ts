@@ -39,6 +39,12 @@ export const retryAfterWindow = {
 /** The 406 of every operation that answers JSON. */
 export const notAcceptable = errorResponse('The Accept header rules out application/json');
 
+/**
+ * The path of one plant; the routes under it extend it. The id is never empty: `/plants/` is no plant's path but an
+ * unknown one (404), as it was before plants could be read one by one.
+ */
+export const PLANT_PATH = '/plants/:id(^.+$)';
+
 /** A plant's public id in a path: what the original document's int64 ids are here, 1 to 2^53 - 1. */
 export const plantIdParam = (description: string) => Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_PLANT_ID, description });
 

@@ -14,6 +14,7 @@ import { memberGrants } from './0012-member-grants.js';
 import { memberGrantsLocked } from './0013-member-grants-locked.js';
 import { groupSizes } from './0014-group-sizes.js';
 import { groupGrantsByPlant } from './0015-group-grants-by-plant.js';
+import { webhookEventTypes } from './0016-webhook-event-types.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -35,6 +36,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0013-member-grants-locked': memberGrantsLocked(dialect),
     '0014-group-sizes': groupSizes(dialect),
     '0015-group-grants-by-plant': groupGrantsByPlant(dialect),
+    '0016-webhook-event-types': webhookEventTypes(dialect),
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type Grantee,
   type PlantAccess,
 } from '../../catalogue/plant-access.js';
+import { FIELD_NAMES, fieldsOfRow, type PlantFields } from '../../catalogue/plant-fields.js';
 import { position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { DatabaseSeam } from '../seam.js';
 import { plantVisibleSql } from '../listing-sql.js';
@@ -28,23 +29,39 @@ interface ChangeablePlant {
   isPublic: boolean;
 }
 
+/** A plant as an actor who sees it finds it: where it is, its fields, and whether the actor may change it. */
+export interface FoundPlant extends ChangeablePlant {
+  fields: PlantFields;
+  changeable: boolean;
+}
+
 /**
- * The plant with public id `id`, when `actor` may change it (the rule of delete, access-rule.ts): 'hidden' when
- * there is none or the actor may not see it, so that a change tells nothing of a plant the actor cannot see; 'forbidden'
- * when the actor sees it but may not change it. In a writing transaction, `lock` (DatabaseSeam's rowLocks.change)
- * holds the plant until the commit: a delete under way is waited for, and then there is none.
+ * The plant with public id `id` as `actor` finds it (the access rule, access-rule.ts): 'hidden' when there is none
+ * or the actor may not see it, so that nothing tells of a plant the actor cannot see. In a writing transaction,
+ * `lock` (DatabaseSeam's rowLocks.change) holds the plant until the commit: a delete under way is waited for,
+ * and then there is none.
  */
-export async function changeablePlant(db: Db, actor: Actor, id: PlantId, lock = ''): Promise<ChangeablePlant | 'hidden' | 'forbidden'> {
+export async function foundPlant(db: Db, actor: Actor, id: PlantId, lock = ''): Promise<FoundPlant | 'hidden'> {
   const plant = await db
     .selectFrom('plants')
-    .select(['id', 'owner_id', 'is_public'])
+    .select(['id', 'owner_id', 'is_public', ...FIELD_NAMES])
     .where('api_id', '=', id)
     .modifyEnd(sql.raw(lock))
     .executeTakeFirst();
   if (plant === undefined) return 'hidden';
   const at = position(Number(plant.id));
-  if (mayChangePlant(actor, Number(plant.owner_id))) return { at, isPublic: Number(plant.is_public) === 1 };
-  return 'operator' in actor || !(await visibleTo(db, at, actor)) ? 'hidden' : 'forbidden';
+  const found = { at, isPublic: Number(plant.is_public) === 1, fields: fieldsOfRow(plant) };
+  if (mayChangePlant(actor, Number(plant.owner_id))) return { ...found, changeable: true };
+  return 'operator' in actor || !(await visibleTo(db, at, actor)) ? 'hidden' : { ...found, changeable: false };
+}
+
+/**
+ * The plant with public id `id`, when `actor` may change it (the rule of delete, access-rule.ts): 'hidden' as
+ * foundPlant has it; 'forbidden' when the actor sees it but may not change it.
+ */
+export async function changeablePlant(db: Db, actor: Actor, id: PlantId, lock = ''): Promise<FoundPlant | 'hidden' | 'forbidden'> {
+  const plant = await foundPlant(db, actor, id, lock);
+  return plant === 'hidden' || plant.changeable ? plant : 'forbidden';
 }
 
 /** Whether the user `viewer` sees the plant at `at` (the access rule for one plant; see listing-sql.ts). */

@@ -2,19 +2,28 @@ import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } fr
 import { changeablePlants, isOperator, newPlantOwner, type Actor, type PlantDraft } from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
-import { fieldColumns, fieldSelection, fieldsOfRow, sameFields, type FieldColumns } from '../../catalogue/plant-fields.js';
+import {
+  changedFields,
+  fieldColumns,
+  fieldSelection,
+  fieldsOfRow,
+  plantVersion,
+  sameFields,
+  type FieldColumns,
+  type PlantChange,
+} from '../../catalogue/plant-fields.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
 import type { OwnChanges, DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
-import type { CreatedPlant, PlantInfo } from '../records.js';
+import type { CreatedPlant, PlantInfo, PlantRead, PlantWrite } from '../records.js';
 import { withStoreErrors } from '../writes.js';
-import { changeablePlant } from './plant-access.js';
+import { changeablePlant, foundPlant } from './plant-access.js';
 import { Batch } from '../batch.js';
 import { userIdByName, userNameById } from './users.js';
 
-// Plants: the one create and the one delete of every actor, and the operator's list, in the SQL both backends share.
+// Plants: the one create, read, change and delete of every actor, and the operator's list, in the SQL both backends share.
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -205,6 +214,21 @@ export function plantRepository(d: DatabaseSeam) {
      */
     delete: (actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'> =>
       withStoreErrors(d, () => remove(d, deletes, actor, id)),
+    /** The plant with public id `id`, as `actor` sees it: 'hidden' when there is none or the actor may not see it. */
+    read: (actor: Actor, id: PlantId): Promise<PlantRead> =>
+      withStoreErrors(d, async () => {
+        const plant = await foundPlant(d.db, actor, id);
+        return plant === 'hidden' ? { outcome: 'hidden' } : { outcome: 'read', plant: { id, ...plant.fields } };
+      }),
+    /**
+     * Changes the fields of the plant with public id `id` as `change` says (a merge patch, PlantChange) when `actor`
+     * may change it (as a delete: 'hidden', 'forbidden'); with `ifVersion`, only while its version
+     * (catalogue/plant-fields.ts, plantVersion) is one of those. The plant keeps its id, position, owner and grants.
+     * The row logs itself with its grantees, so every cache and instance follows (store/change-log.ts), and raises
+     * the plant.updated event (migration 0016).
+     */
+    update: (actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> =>
+      withStoreErrors(d, () => update(d, actor, id, change, ifVersion)),
     /** Every plant, or one owner's (the CLI). */
     list: (filter: { owner?: string }): Promise<PlantInfo[]> => listPlants(d, filter),
   };
@@ -296,6 +320,24 @@ async function remove(
   }
   // One the actor may change is not there any more: deleted meanwhile (and maybe added again since).
   return (await changeablePlant(d.db, actor, id)) === 'forbidden' ? 'forbidden' : 'hidden';
+}
+
+/** Changes a plant's fields in one transaction that holds the plant against every other change of it. */
+async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> {
+  const written = await d.writeTransaction(async (trx): Promise<PlantWrite> => {
+    const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
+    if (typeof plant === 'string') return { outcome: plant };
+    const current = { id, ...plant.fields };
+    if (ifVersion !== undefined && !ifVersion.includes(plantVersion(id, plant.fields))) return { outcome: 'stale', plant: current };
+    const next = changedFields(plant.fields, change);
+    if (isOperator(actor)) checkPlant(next);
+    else checkClientPlant(next);
+    if (sameFields(next, plant.fields)) return { outcome: 'unchanged', plant: current };
+    await trx.updateTable('plants').set(fieldColumns(next)).where('id', '=', plant.at).execute();
+    return { outcome: 'changed', plant: { id, ...next } };
+  });
+  if (written.outcome === 'changed' && !isOperator(actor)) await d.reads.rememberWriter(actor.userId);
+  return written;
 }
 
 /** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */
