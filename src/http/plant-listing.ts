@@ -41,8 +41,22 @@ export interface Page {
   link: string | undefined;
 }
 
-/** The RFC 8288 link to the page after `last` (the catalogue position of its last plant). */
-const nextLink = (limit: number, last: Position): string => `</plants?limit=${limit}&cursor=${encodeCursor(last)}>; rel="next"`;
+/** What narrows or widens a listing beyond the contract's (see ListingRequest): the same on every page of it. */
+export interface ListingView {
+  tag?: string;
+  withIds?: boolean;
+}
+
+/** The RFC 8288 link to the page after `last` (the catalogue position of its last plant), in the same view. */
+function nextLink(limit: number, last: Position, view: ListingView): string {
+  const tag = view.tag === undefined ? '' : `&tag=${encodeURIComponent(view.tag)}`;
+  const fields = view.withIds === true ? '&fields=id,name,tag' : '';
+  return `</plants?limit=${limit}&cursor=${encodeCursor(last)}${tag}${fields}>; rel="next"`;
+}
+
+/** The part of a page's cache key that a view adds: nothing for the contract's listing. */
+const viewKey = (view: ListingView): string =>
+  view.tag === undefined && view.withIds !== true ? '' : `|${view.withIds === true ? 'ids' : ''}|${view.tag ?? ''}`;
 
 /** Builds `GET /plants` answers: small pages buffered and cached, large listings streamed chunk by chunk. */
 export class PlantListing {
@@ -70,15 +84,15 @@ export class PlantListing {
    * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, with a Link when more follow. A cached page,
    * and any page on SQLite, is returned synchronously: no promise on the hot path.
    */
-  page(viewer: Viewer, after: number, limit: number): Page | Promise<Page> {
+  page(viewer: Viewer, after: number, limit: number, view: ListingView = {}): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', link: undefined };
     const usable = this.caches.usable();
-    const key = `${viewerKey(viewer)}|${after}|${limit}`;
+    const key = `${viewerKey(viewer)}|${after}|${limit}${viewKey(view)}`;
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
     const readAt = this.caches.position;
-    return then(this.store.listVisiblePlants(viewer, { after, limit }), ({ json, ids, more, next, groupIds, cacheable }) => {
-      const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!) : undefined };
+    return then(this.store.listVisiblePlants(viewer, { after, limit, ...view }), ({ json, ids, more, next, groupIds, cacheable }) => {
+      const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!, view) : undefined };
       if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) {
         // A plant added after the next one (a new plant, most often) or deleted there changes nothing in this page.
         this.pages.set(key, page, pageScopes(viewer, groupIds), readAt, { after, through: next ?? Infinity });
@@ -101,12 +115,13 @@ export class PlantListing {
     limit: number | undefined,
     cutOff: () => void,
     rightsNow: () => Promise<Viewer | undefined>,
+    view: ListingView = {},
   ): Promise<Readable | string> {
     const { store } = this;
     let remaining = limit ?? Infinity;
     const read = async (from: number, size: number, rights: Viewer) => {
       const chunk = Math.min(remaining, size);
-      const { json, ids, more } = await store.listVisiblePlants(rights, { after: from, limit: chunk });
+      const { json, ids, more } = await store.listVisiblePlants(rights, { after: from, limit: chunk, ...view });
       remaining -= ids.length;
       return { json, last: ids.at(-1), done: !more || remaining <= 0 };
     };

@@ -90,12 +90,13 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
 };
 
 /**
- * A parameter the schema does not name is refused, with its name: `?LIMIT=5`, `?limit[]=5` or `?tag=herb`
+ * A parameter the schema does not name is refused, with its name: `?LIMIT=5`, `?limit[]=5` or `?sort=name`
  * would otherwise be ignored, and the client would take a full listing for the filtered page it asked for.
  */
 function queryValidation(validator: Validator, properties: Properties): Validation {
   const known = new Set(properties.map(([name]) => name));
-  const takes = properties.length === 0 ? 'no query parameters' : `only ${properties.map(([name]) => `"${name}"`).join(' and ')}`;
+  const names = properties.map(([name]) => `"${name}"`);
+  const takes = names.length === 0 ? 'no query parameters' : `only ${names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`}`;
   return (data: unknown) => {
     const query = data as Record<string, unknown>;
     for (const name in query) {

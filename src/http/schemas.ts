@@ -88,6 +88,9 @@ export const PlantAccessSchema = Type.Object(
 
 export const INT32_MAX = 2_147_483_647;
 
+/** What `fields` may name: a listing of NewPlant objects, or the contract's Plant objects. */
+export const LISTING_FIELDS = ['id,name,tag', 'name,tag'] as const;
+
 export const ListPlantsQuery = Type.Object({
   limit: Type.Optional(
     Type.Integer({
@@ -106,6 +109,22 @@ export const ListPlantsQuery = Type.Object({
       description:
         'Not part of the original contract, optional: the opaque continuation from a `Link: <…>; rel="next"` ' +
         'response header. Use that URL as given; the next page starts after the last plant of the previous one.',
+    }),
+  ),
+  tag: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: MAX_NAME_LENGTH,
+      description: 'Not part of the original contract, optional: only the plants with this tag (exactly), in the same order.',
+    }),
+  ),
+  fields: Type.Optional(
+    Type.String({
+      enum: [...LISTING_FIELDS],
+      description:
+        'Not part of the original contract, optional: `id,name,tag` lists each plant with its id (`NewPlant` objects, ' +
+        '`{"id":…,"name":…,"tag":…}`), so that a client can read, change, share or delete it; `name,tag`, or no ' +
+        "`fields`, lists the contract's `Plant` objects.",
     }),
   ),
 });

@@ -15,7 +15,7 @@ export const UNMATCHED_ROUTE = '(unmatched)';
 /** Seconds; the service answers most requests well under a millisecond, so the low end is finely split. */
 const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
-const HOT_QUERIES: readonly HotQuery[] = ['ping', 'find_token', 'find_user', 'visible_plants', 'all_plants'];
+const HOT_QUERIES: readonly HotQuery[] = ['ping', 'find_token', 'find_user', 'visible_plants', 'all_plants', 'filtered_plants'];
 
 type Inc = { inc(value?: number): void };
 type Observe = { observe(value: number): void };

@@ -72,12 +72,13 @@ export interface ImportTarget {
 /**
  * The indexes a bulk import (SQLite: one that writes more plants than are stored; PostgreSQL: a first load)
  * drops and builds again once, from the whole table, instead of entry by entry: each is in another order than
- * the one rows arrive in (by owner, by public id; by plant, where SQLite writes grants and member grants by
+ * the one rows arrive in (by owner, by tag, by public id; by plant, where SQLite writes grants and member grants by
  * grantee), so every entry lands somewhere else, and sorting once costs less. The member grants are written
  * before the indexes are built again.
  */
 export const BULK_IMPORT_INDEXES = [
   'plants_by_owner',
+  'plants_by_tag',
   PLANT_API_ID_INDEX,
   'plant_user_grants_by_plant',
   'plant_group_grants_by_plant',

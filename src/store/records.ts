@@ -51,6 +51,27 @@ export interface PageRequest {
   limit: number;
 }
 
+/**
+ * A page of a listing as a client may narrow and widen it beyond the contract's: only the plants with tag `tag`,
+ * and each plant with its public id (`withIds`: `NewPlant` objects instead of `Plant`).
+ */
+export interface ListingRequest extends PageRequest {
+  tag?: string;
+  withIds?: boolean;
+}
+
+/**
+ * One plant as a filtered page reads it (store/listing.ts): its catalogue position, public id and fields, null
+ * for a position whose plant is gone (a grant left by plain SQL), and whether the viewer sees it.
+ */
+export interface PlantRow {
+  position: Position;
+  id: number | null;
+  name: string | null;
+  tag: string | null;
+  visible: boolean;
+}
+
 /** One page of a listing, and what a cached copy of it would depend on. */
 export interface VisiblePage {
   /**
@@ -117,7 +138,7 @@ export interface CatalogueCounts {
 }
 
 /** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */
-export type HotQuery = 'ping' | 'find_token' | 'find_user' | 'visible_plants' | 'all_plants';
+export type HotQuery = 'ping' | 'find_token' | 'find_user' | 'visible_plants' | 'all_plants' | 'filtered_plants';
 
 /** Receives a hot-path query's duration in seconds, failed queries included. */
 export type QueryTimer = (query: HotQuery, seconds: number) => void;

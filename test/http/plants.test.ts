@@ -150,7 +150,7 @@ for (const backend of BACKENDS) {
         for (const [query, named] of [
           ['foo=bar', ['"foo"']],
           ['offset=3&sort=name&limit=2', ['"offset"', '"sort"']],
-          ['tag=herb', ['"tag"']],
+          ['tags=herb', ['"tags"']],
           ['LIMIT=1', ['"LIMIT"']],
           ['limit[]=1', ['"limit[]"']],
           ['limit[0]=1', ['"limit[0]"']],
@@ -159,7 +159,7 @@ for (const backend of BACKENDS) {
         ] as const) {
           const { message } = assertError(await asUser('alice', `/plants?${query}`), 400, 40004);
           for (const name of named) assert.ok(message.includes(name), `${query}: ${message} names ${name}`);
-          assert.match(message, /takes only "limit" and "cursor"/);
+          assert.match(message, /takes only "limit", "cursor", "tag" and "fields"/);
         }
       });
     });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, onRequestHookHandler, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { decodeCursor, MAX_BUFFERED_LIMIT, type Page, type PlantListing } from '../plant-listing.js';
+import { decodeCursor, MAX_BUFFERED_LIMIT, type ListingView, type Page, type PlantListing } from '../plant-listing.js';
 import { JSON_TYPE } from '../common-headers.js';
 import type { Viewer } from '../../catalogue/access-rule.js';
 import type { RepliesAfterPoll } from '../replies-after-poll.js';
@@ -18,7 +18,9 @@ const listPlantsSchema = {
     '`Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent ' +
     'limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with ' +
     '`Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query ' +
-    'parameters other than `limit` and `cursor` are refused (400, code 40004).',
+    'parameters other than `limit`, `cursor`, `tag` and `fields` are refused (400, code 40004). With `tag`, only ' +
+    'the plants with that tag are listed; with `fields=id,name,tag`, each plant with its id (`NewPlant`). Without ' +
+    "them the answer is the contract's, byte for byte.",
   querystring: ListPlantsQuery,
   response: {
     200: {
@@ -26,7 +28,7 @@ const listPlantsSchema = {
       headers: {
         Link: {
           type: 'string',
-          pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}>; rel="next"$',
+          pattern: '^</plants\\?limit=[0-9]+&cursor=[A-Za-z0-9_-]{1,32}(&tag=[^>]+)?(&fields=id,name,tag)?>; rel="next"$',
           description: 'RFC 8288 `rel="next"` link to the next page, when there is one.',
         },
         ...rateLimitHeaders,
@@ -78,6 +80,7 @@ export async function plantRoutes(
     (request, reply) => {
       const { limit, cursor } = request.query;
       const after = cursor === undefined ? 0 : decodeCursor(cursor);
+      const view = viewOf(request.query);
       // Per-user data: the app-wide `Cache-Control: no-store` keeps it out of shared caches.
       reply.type(JSON_TYPE);
       if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
@@ -89,10 +92,11 @@ export async function plantRoutes(
             limit,
             () => reply.raw.destroy(),
             () => rightsNow(token),
+            view,
           )
           .then((stream) => reply.send(stream));
       }
-      return sendPage(replies, reply, listing.page(request.viewer!, after, limit));
+      return sendPage(replies, reply, listing.page(request.viewer!, after, limit, view));
     },
   );
   // HEAD answers the headers GET would, at the cost of at most one page read: a full listing would be streamed
@@ -103,9 +107,17 @@ export async function plantRoutes(
     const after = cursor === undefined ? 0 : decodeCursor(cursor);
     reply.type(JSON_TYPE);
     if (limit === undefined || limit > MAX_BUFFERED_LIMIT) return reply.send();
-    return sendPage(replies, reply, listing.page(request.viewer!, after, limit));
+    return sendPage(replies, reply, listing.page(request.viewer!, after, limit, viewOf(request.query)));
   });
 }
+
+/** The view a listing's query asks for: none for the contract's own parameters. */
+function viewOf({ tag, fields }: ListPlantsQuery): ListingView {
+  if (tag === undefined && fields === undefined) return NO_VIEW;
+  return { ...(tag === undefined ? {} : { tag }), ...(fields === 'id,name,tag' ? { withIds: true } : {}) };
+}
+
+const NO_VIEW: ListingView = Object.freeze({});
 
 /**
  * Sends a page: its Link when more follow, and its body, already serialized from the Plant schema. Sent with the

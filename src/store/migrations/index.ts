@@ -15,6 +15,7 @@ import { memberGrantsLocked } from './0013-member-grants-locked.js';
 import { groupSizes } from './0014-group-sizes.js';
 import { groupGrantsByPlant } from './0015-group-grants-by-plant.js';
 import { webhookEventTypes } from './0016-webhook-event-types.js';
+import { plantsByTag } from './0017-plants-by-tag.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -37,6 +38,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0014-group-sizes': groupSizes(dialect),
     '0015-group-grants-by-plant': groupGrantsByPlant(dialect),
     '0016-webhook-event-types': webhookEventTypes(dialect),
+    '0017-plants-by-tag': plantsByTag(),
   };
 }
 

@@ -1,4 +1,14 @@
-import { existing, GROUP_PATHS, pageRows, rangedGroups, viewerGroups, viewerRanges, type ListingParams } from '../listing-sql.js';
+import {
+  allRowsSql,
+  existing,
+  GROUP_PATHS,
+  pageRows,
+  rangedGroups,
+  taggedCandidatesSql,
+  viewerGroups,
+  viewerRanges,
+  type ListingParams,
+} from '../listing-sql.js';
 
 /**
  * PostgreSQL's listing statements, built from the access rule's parts (listing-sql.ts): each branch cut at
@@ -36,6 +46,14 @@ export function pageColumnsSql(sql: string, extra: string): string {
  * position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
  */
 export function visiblePlantsSql(withClaims: boolean, exact = false): string {
+  return (
+    `WITH page AS (${visiblePositions(withClaims, exact)}) ` +
+    pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups, ${REPLAYED} AS replayed`)
+  );
+}
+
+/** The positions user $1 may see after $2, at most $3 (claims in $4): the union of the viewer's ranges, each cut at $3. */
+function visiblePositions(withClaims: boolean, exact: boolean): string {
   const p = PARAMS;
   const branches = viewerRanges(p.user, exact).map(
     ({ column, from, distinct }) =>
@@ -47,11 +65,23 @@ export function visiblePlantsSql(withClaims: boolean, exact = false): string {
         `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
     );
   }
-  return (
-    `WITH page AS (${branches.join(' UNION ')} ORDER BY 1 LIMIT $3) ` +
-    pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(p, withClaims)}) AS groups, ${REPLAYED} AS replayed`)
-  );
+  return `${branches.join(' UNION ')} ORDER BY 1 LIMIT $3`;
 }
+
+/** The same positions as rows (id, api_id, name, tag) in catalogue order: what a filtered page reads (store/listing.ts). */
+export const visibleRowsSql = (withClaims: boolean): string =>
+  `WITH page AS (${visiblePositions(withClaims, false)}) ${pageRows('page')} ORDER BY id`;
+
+/** The plants with tag $4 after $2, at most $3, each with whether user $1 sees it (claims in $5; see taggedCandidatesSql). */
+export const taggedRowsSql = (withClaims: boolean): string =>
+  taggedCandidatesSql({ user: '$1', after: '$2', limit: '$3', tag: '$4', claims: '(SELECT unnest($5::text[]))' }, withClaims);
+
+/** Every plant after $1, at most $2, with tag $3 when `tagged`: rows (id, api_id, name, tag). */
+export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });
+
+/** The ids of the groups a page of user $1 counts, with the claimed names in $2 when `withClaims`. */
+export const viewerGroupIdsSql = (withClaims: boolean): string =>
+  `SELECT ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($2::text[]))' }, withClaims)}) AS groups`;
 
 /** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */
 export const ALL_PLANTS_SQL = pageColumnsSql(

@@ -1,8 +1,16 @@
 import type pg from 'pg';
 import type { RequestReads } from '../seam.js';
 import { metGonePlant, pageFromColumns } from '../listing-sql.js';
-import { ALL_PLANTS_SQL, visiblePlantsSql } from './postgres-listing-sql.js';
-import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import {
+  ALL_PLANTS_SQL,
+  allRowsSqlOf,
+  taggedRowsSql,
+  viewerGroupIdsSql,
+  visiblePlantsSql,
+  visibleRowsSql,
+} from './postgres-listing-sql.js';
+import type { Position } from '../../catalogue/plant-ids.js';
+import type { PageRequest, PlantRow, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
@@ -31,6 +39,19 @@ const VISIBLE_PLANTS_WITH_CLAIMS: Listing = {
   exact: { name: 'visible_plants_claims_exact', text: visiblePlantsSql(true, true) },
 };
 const ALL_PLANTS: Listing = { name: 'all_plants', text: ALL_PLANTS_SQL };
+
+// A filtered page's statements (see RequestReads.allRows and the others).
+const ALL_ROWS = allRowsSqlOf(false);
+const ALL_ROWS_TAGGED = allRowsSqlOf(true);
+const VISIBLE_ROWS = visibleRowsSql(false);
+const VISIBLE_ROWS_WITH_CLAIMS = visibleRowsSql(true);
+const TAGGED_ROWS = taggedRowsSql(false);
+const TAGGED_ROWS_WITH_CLAIMS = taggedRowsSql(true);
+const GROUPS = viewerGroupIdsSql(false);
+const GROUPS_WITH_CLAIMS = viewerGroupIdsSql(true);
+
+/** A row of those statements; `visible` (1 or 0) for tagged rows only. */
+type RowColumns = { id: string; api_id: string | null; name: string | null; tag: string | null; visible?: number };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -90,6 +111,49 @@ export class PostgresReads implements RequestReads {
 
   allPlants({ after, limit }: PageRequest, readerId: number): Promise<VisiblePage> {
     return this.listing(readerId, ALL_PLANTS, limit, [after, limit + 1]);
+  }
+
+  // A filtered page's reads (store/listing.ts): on the primary when listings are read from a replica, so that a
+  // page of several reads sees one catalogue, and its writer's own writes, without waiting for the replica.
+
+  async allRows(after: number, limit: number, tag: string | undefined): Promise<PlantRow[]> {
+    return tag === undefined
+      ? this.rows('all_rows', ALL_ROWS, [after, limit])
+      : this.rows('all_rows_tagged', ALL_ROWS_TAGGED, [after, limit, tag]);
+  }
+
+  async visibleRows(userId: number, after: number, limit: number, claims: readonly string[]): Promise<PlantRow[]> {
+    return claims.length > 0
+      ? this.rows('visible_rows_claims', VISIBLE_ROWS_WITH_CLAIMS, [userId, after, limit, claims])
+      : this.rows('visible_rows', VISIBLE_ROWS, [userId, after, limit]);
+  }
+
+  async taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Promise<PlantRow[]> {
+    return claims.length > 0
+      ? this.rows('tagged_rows_claims', TAGGED_ROWS_WITH_CLAIMS, [userId, after, limit, tag, claims])
+      : this.rows('tagged_rows', TAGGED_ROWS, [userId, after, limit, tag]);
+  }
+
+  async viewerGroupIds(userId: number, claims: readonly string[]): Promise<number[]> {
+    const [name, text, values] =
+      claims.length > 0 ? ['viewer_groups_claims', GROUPS_WITH_CLAIMS, [userId, claims]] : ['viewer_groups', GROUPS, [userId]];
+    const { rows } = await this.filteredPool.query<{ groups: Array<number | string> }>({ name, text, values });
+    return rows[0]!.groups.map(Number);
+  }
+
+  private get filteredPool(): pg.Pool {
+    return this.replica ? this.pool : this.readPool;
+  }
+
+  private async rows(name: string, text: string, values: unknown[]): Promise<PlantRow[]> {
+    const { rows } = await this.filteredPool.query<RowColumns>({ name, text, values });
+    return rows.map((r) => ({
+      position: Number(r.id) as Position,
+      id: r.api_id === null ? null : Number(r.api_id),
+      name: r.name,
+      tag: r.tag,
+      visible: r.visible === undefined || r.visible === 1,
+    }));
   }
 
   async rememberWriter(userId: number): Promise<void> {

@@ -1,4 +1,13 @@
-import { existing, GROUP_PATHS, pageRows, rangedGroups, viewerGroups, viewerRanges, type ListingParams } from '../listing-sql.js';
+import {
+  existing,
+  GROUP_PATHS,
+  pageRows,
+  rangedGroups,
+  taggedCandidatesSql,
+  viewerGroups,
+  viewerRanges,
+  type ListingParams,
+} from '../listing-sql.js';
 
 /**
  * SQLite's listing statements, built from the access rule's parts (listing-sql.ts). SQLite merges branches that
@@ -71,3 +80,6 @@ export function viewerGroupsSql(withClaims: boolean): string {
 
 /** One page of every plant (what an admin sees): rows (id, name, tag) in id order after `:after`, at most `limit`. */
 export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
+
+/** The plants with tag `:tag` after `:after`, at most `:limit`, each with whether `:user` sees it (see taggedCandidatesSql). */
+export const taggedRowsSql = (withClaims: boolean): string => taggedCandidatesSql({ ...PARAMS, tag: ':tag', limit: ':limit' }, withClaims);

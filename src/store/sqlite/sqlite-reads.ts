@@ -1,15 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { ChangeSubscribers, EVERYTHING, type Change, type ChangeBatch, type ChangeFeed, type LoggedTable } from '../change-log.js';
-import { metGonePlant, pageFromColumns } from '../listing-sql.js';
-import {
-  allPlantsSql,
-  groupParam,
-  pageColumnsSql,
-  SQLITE_GROUP_BRANCHES,
-  viewerGroupsSql,
-  visiblePlantsSql,
-} from './sqlite-listing-sql.js';
-import type { TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import { SqliteListingReads } from './sqlite-listing-reads.js';
+import type { TokenCredential, UserCredential } from '../records.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /**
@@ -19,8 +11,6 @@ import { findTokenSql, findUserSql } from '../credential-sql.js';
 const SNAPSHOT_MS = 1;
 /** A snapshot nobody renewed for this long is let go, so that checkpoints can move the WAL past it. */
 const RELEASE_MS = 2;
-/** Listing statements kept prepared, one per limit and shape (see sqlite-listing-sql.ts); the least recently made go first. */
-const PREPARED_LISTINGS = 64;
 
 type ChangeRow = [
   seq: number,
@@ -32,55 +22,6 @@ type ChangeRow = [
   name: string | null,
   isPublic: number | null,
 ];
-
-type PageColumns = [ids: string, plants: string];
-
-/** The query of a listing's rows (id, name, tag) in id order, at most `limit`; `exact` skips gone plants' positions. */
-type Rows = (limit: number, exact?: boolean) => string;
-
-/**
- * Listing statements made on first use, by key, the most recent PREPARED_LISTINGS kept. Each reads one row more
- * than the page holds and answers page columns (see pageColumnsSql): better-sqlite3 builds each row through
- * V8's generic property API, which costs more than the whole index work of a page, and the body would then be
- * serialized again; SQLite's JSON functions build it at once.
- */
-class PreparedListings {
-  private readonly statements = new Map<string, BetterSqlite3.Statement<unknown[]>>();
-
-  constructor(private readonly db: BetterSqlite3.Database) {}
-
-  /**
-   * A page of at most `limit` plants that counted `groupIds`. `rows(limit + 1)` is the query of its rows (id,
-   * name, tag) in id order, and `key` names it (with its limit).
-   */
-  page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1))).get(params) as PageColumns;
-    if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
-    const page = pageFromColumns(ids, plants, limit, groupIds, true);
-    if (page) return page;
-    // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
-    const sorted = this.get(`${key} ordered`, () => pageColumnsSql(rows(limit + 1), { ordered: true }));
-    const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
-    return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
-  }
-
-  /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
-  private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const exact = this.get(`${key} exact`, () => pageColumnsSql(rows(limit + 1, true), { ordered: true }));
-    const [ids, plants] = exact.get(params) as PageColumns;
-    return pageFromColumns(ids, plants, limit, groupIds, true)!;
-  }
-
-  private get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
-    let statement = this.statements.get(key);
-    if (statement === undefined) {
-      if (this.statements.size >= PREPARED_LISTINGS) this.statements.delete(this.statements.keys().next().value!);
-      statement = this.db.prepare(sql()).raw(true);
-      this.statements.set(key, statement);
-    }
-    return statement;
-  }
-}
 
 /**
  * The request path of a SQLite store, on a read connection of its own, and its change feed.
@@ -140,9 +81,7 @@ export class SqliteReadsAndChanges implements ChangeFeed {
     return {
       findToken: raw(findTokenSql('?')),
       findUser: raw(findUserSql('?')),
-      listings: new PreparedListings(db),
-      groups: raw(viewerGroupsSql(false)),
-      groupsWithClaims: raw(viewerGroupsSql(true)),
+      listings: new SqliteListingReads(db),
       // A row with seq -1 first says the log was pruned past what this process has seen.
       changes: raw(
         `SELECT -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM change_log_state WHERE pruned_through > :seen
@@ -203,28 +142,10 @@ export class SqliteReadsAndChanges implements ChangeFeed {
     return row && { userId: row[0], admin: row[1] === 1 };
   }
 
-  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[]): VisiblePage {
+  /** The listing reads, in a snapshot at most SNAPSHOT_MS old. */
+  listings(): SqliteListingReads {
     this.snapshot();
-    const { listings } = this.statements;
-    const claimed = claims.length > 0;
-    const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
-    const [counted, byRange] = (claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as [string, string];
-    const groupIds = JSON.parse(counted) as number[];
-    // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
-    const rangedIds = byRange === '[]' ? [] : (JSON.parse(byRange) as number[]);
-    if (rangedIds.length <= SQLITE_GROUP_BRANCHES) {
-      const params: Record<string, number> = { user, after };
-      for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
-      const rows: Rows = (n, exact) => visiblePlantsSql(n, rangedIds.length, exact);
-      return listings.page(`${limit} ${rangedIds.length}`, limit, rows, params, groupIds);
-    }
-    const rows: Rows = (n, exact) => visiblePlantsSql(n, 'joined', exact);
-    return listings.page(`${limit} joined`, limit, rows, { user, after, ranged: byRange }, groupIds);
-  }
-
-  listAllPlants(after: number, limit: number): VisiblePage {
-    this.snapshot();
-    return this.statements.listings.page(`${limit} all`, limit, (n) => allPlantsSql(n), { after }, []);
+    return this.statements.listings;
   }
 
   close(): void {

@@ -156,8 +156,15 @@ class SqliteSeam implements DatabaseSeam {
       findToken: (hash: Buffer): TokenCredential | undefined => (reader.open ? reader.findToken(hash) : readerClosed()),
       findUser: (name: string): UserCredential | undefined => (reader.open ? reader.findUser(name) : readerClosed()),
       visiblePlants: (userId: number, { after, limit }: PageRequest, claims: readonly string[]): VisiblePage =>
-        reader.open ? reader.listPlantsVisibleTo(userId, after, limit, claims) : readerClosed(),
-      allPlants: ({ after, limit }: PageRequest): VisiblePage => (reader.open ? reader.listAllPlants(after, limit) : readerClosed()),
+        reader.open ? reader.listings().listPlantsVisibleTo(userId, after, limit, claims) : readerClosed(),
+      allPlants: ({ after, limit }: PageRequest): VisiblePage =>
+        reader.open ? reader.listings().listAllPlants(after, limit) : readerClosed(),
+      allRows: (after, limit, tag) => (reader.open ? reader.listings().allRows(after, limit, tag) : readerClosed()),
+      visibleRows: (userId, after, limit, claims) =>
+        reader.open ? reader.listings().visibleRows(userId, after, limit, claims) : readerClosed(),
+      taggedRows: (userId, tag, after, limit, claims) =>
+        reader.open ? reader.listings().taggedRows(userId, tag, after, limit, claims) : readerClosed(),
+      viewerGroupIds: (userId, claims) => (reader.open ? reader.listings().viewerGroupIds(userId, claims) : readerClosed()),
       rememberWriter: async () => {},
     };
   }

@@ -1,0 +1,151 @@
+import BetterSqlite3 from 'better-sqlite3';
+import type { Position } from '../../catalogue/plant-ids.js';
+import { allRowsSql, metGonePlant, pageFromColumns } from '../listing-sql.js';
+import type { PlantRow, VisiblePage } from '../records.js';
+import {
+  allPlantsSql,
+  groupParam,
+  pageColumnsSql,
+  SQLITE_GROUP_BRANCHES,
+  taggedRowsSql,
+  viewerGroupsSql,
+  visiblePlantsSql,
+} from './sqlite-listing-sql.js';
+
+/** Listing statements kept prepared, one per limit and shape (see sqlite-listing-sql.ts); the least recently made go first. */
+const PREPARED_LISTINGS = 64;
+
+type PageColumns = [ids: string, plants: string];
+
+/** A row of a filtered page's reads: position, public id, name, tag, and (tagged rows only) whether the viewer sees it. */
+type RowColumns = [position: number, id: number | null, name: string | null, tag: string | null, visible?: number];
+
+const plantRows = (rows: RowColumns[]): PlantRow[] =>
+  rows.map(([position, id, name, tag, visible]) => ({ position: position as Position, id, name, tag, visible: visible !== 0 }));
+
+/** The query of a listing's rows (id, name, tag) in id order, at most `limit`; `exact` skips gone plants' positions. */
+type Rows = (limit: number, exact?: boolean) => string;
+
+/**
+ * Listing statements made on first use, by key, the most recent PREPARED_LISTINGS kept. Each reads one row more
+ * than the page holds and answers page columns (see pageColumnsSql): better-sqlite3 builds each row through
+ * V8's generic property API, which costs more than the whole index work of a page, and the body would then be
+ * serialized again; SQLite's JSON functions build it at once.
+ */
+class PreparedListings {
+  private readonly statements = new Map<string, BetterSqlite3.Statement<unknown[]>>();
+
+  constructor(private readonly db: BetterSqlite3.Database) {}
+
+  /**
+   * A page of at most `limit` plants that counted `groupIds`. `rows(limit + 1)` is the query of its rows (id,
+   * name, tag) in id order, and `key` names it (with its limit).
+   */
+  page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
+    const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1))).get(params) as PageColumns;
+    if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
+    const page = pageFromColumns(ids, plants, limit, groupIds, true);
+    if (page) return page;
+    // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
+    const sorted = this.get(`${key} ordered`, () => pageColumnsSql(rows(limit + 1), { ordered: true }));
+    const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
+    return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
+  }
+
+  /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
+  private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
+    const exact = this.get(`${key} exact`, () => pageColumnsSql(rows(limit + 1, true), { ordered: true }));
+    const [ids, plants] = exact.get(params) as PageColumns;
+    return pageFromColumns(ids, plants, limit, groupIds, true)!;
+  }
+
+  /** The statement of `key`, made from `sql` on first use: rows as arrays, in the order of its columns. */
+  get(key: string, sql: () => string): BetterSqlite3.Statement<unknown[]> {
+    let statement = this.statements.get(key);
+    if (statement === undefined) {
+      if (this.statements.size >= PREPARED_LISTINGS) this.statements.delete(this.statements.keys().next().value!);
+      statement = this.db.prepare(sql()).raw(true);
+      this.statements.set(key, statement);
+    }
+    return statement;
+  }
+}
+
+/**
+ * The listing's reads on a SQLite store's read connection (see SqliteReadsAndChanges, which holds their snapshot):
+ * pages of what a user or an admin sees, and the rows of filtered pages (store/listing.ts).
+ */
+export class SqliteListingReads {
+  private readonly listings: PreparedListings;
+  private readonly statements;
+
+  constructor(db: BetterSqlite3.Database) {
+    const raw = (sql: string) => db.prepare(sql).raw(true);
+    this.listings = new PreparedListings(db);
+    this.statements = {
+      tagged: raw(taggedRowsSql(false)),
+      taggedWithClaims: raw(taggedRowsSql(true)),
+      allRows: raw(allRowsSql({ after: ':after', limit: ':limit' })),
+      allTagged: raw(allRowsSql({ after: ':after', limit: ':limit', tag: ':tag' })),
+      groups: raw(viewerGroupsSql(false)),
+      groupsWithClaims: raw(viewerGroupsSql(true)),
+    };
+  }
+
+  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[]): VisiblePage {
+    const { groupIds, shape, rows, params } = this.viewerQuery(user, after, claims);
+    return this.listings.page(`${limit} ${shape}`, limit, rows, params, groupIds);
+  }
+
+  listAllPlants(after: number, limit: number): VisiblePage {
+    return this.listings.page(`${limit} all`, limit, (n) => allPlantsSql(n), { after }, []);
+  }
+
+  /** The positions `user` sees after `after`, at most `limit`, each with its plant (see RequestReads.visibleRows). */
+  visibleRows(user: number, after: number, limit: number, claims: readonly string[]): PlantRow[] {
+    const { shape, rows, params } = this.viewerQuery(user, after, claims);
+    const read = this.listings.get(`rows ${limit} ${shape}`, () => rows(limit)).all(params) as RowColumns[];
+    // SQLite does not promise that the join keeps the order of the positions it reads.
+    return plantRows(read).sort((a, b) => a.position - b.position);
+  }
+
+  /** The plants with `tag` after `after`, at most `limit`, each with whether `user` sees it (RequestReads.taggedRows). */
+  taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): PlantRow[] {
+    const claimed = claims.length > 0;
+    const statement = claimed ? this.statements.taggedWithClaims : this.statements.tagged;
+    const params = { user, tag, after, limit, ...(claimed ? { claims: JSON.stringify(claims) } : {}) };
+    return plantRows(statement.all(params) as RowColumns[]);
+  }
+
+  /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
+  allRows(after: number, limit: number, tag: string | undefined): PlantRow[] {
+    const rows = tag === undefined ? this.statements.allRows.all({ after, limit }) : this.statements.allTagged.all({ after, limit, tag });
+    return plantRows(rows as RowColumns[]);
+  }
+
+  viewerGroupIds(user: number, claims: readonly string[]): number[] {
+    return this.viewerGroups(user, claims).groupIds;
+  }
+
+  /** The groups a page of `user` counts, and those it reads range by range (ranged or claimed). */
+  private viewerGroups(user: number, claims: readonly string[]): { groupIds: number[]; rangedIds: number[]; byRange: string } {
+    const claimed = claims.length > 0;
+    const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
+    const [counted, byRange] = (claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as [string, string];
+    return { groupIds: JSON.parse(counted) as number[], rangedIds: byRange === '[]' ? [] : (JSON.parse(byRange) as number[]), byRange };
+  }
+
+  /** The listing query of what `user` sees after `after`: its shape (a statement per shape and limit), rows and parameters. */
+  private viewerQuery(user: number, after: number, claims: readonly string[]) {
+    const { groupIds, rangedIds, byRange } = this.viewerGroups(user, claims);
+    // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
+    if (rangedIds.length <= SQLITE_GROUP_BRANCHES) {
+      const params: Record<string, number> = { user, after };
+      for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
+      const rows: Rows = (n, exact) => visiblePlantsSql(n, rangedIds.length, exact);
+      return { groupIds, shape: String(rangedIds.length), rows, params };
+    }
+    const rows: Rows = (n, exact) => visiblePlantsSql(n, 'joined', exact);
+    return { groupIds, shape: 'joined', rows, params: { user, after, ranged: byRange } };
+  }
+}
