@@ -101,3 +101,20 @@ export function* manyGroupsCatalogue(spec: CatalogueSpec): Generator<CatalogueRe
     yield record;
   }
 }
+
+/** The tags of the tag rows: one held by 1 plant in 10,000, one by half the catalogue (see withBenchTags). */
+export const BENCH_TAGS = { rare: 'rare-10000', half: 'half' } as const;
+
+/** `records` with every 10,000th plant tagged BENCH_TAGS.rare and every other plant BENCH_TAGS.half. */
+export function* withBenchTags(records: Iterable<CatalogueRecord>): Generator<CatalogueRecord> {
+  let plant = 0;
+  for (const record of records) {
+    if (record.type === 'plant') {
+      const tag = plant % 10_000 === 0 ? BENCH_TAGS.rare : plant % 2 === 1 ? BENCH_TAGS.half : record.tag;
+      plant++;
+      yield { ...record, ...(tag === undefined ? {} : { tag }) };
+    } else {
+      yield record;
+    }
+  }
+}

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { DEFAULT_SPEC, MANY_GROUPS, manyGroupsCatalogue, userName, type CatalogueSpec } from './catalogue.js';
+import { BENCH_TAGS, DEFAULT_SPEC, MANY_GROUPS, manyGroupsCatalogue, userName, withBenchTags, type CatalogueSpec } from './catalogue.js';
 import { type LoadResult } from './load.js';
 import { serverCpuSeconds } from './process-cpu.js';
 
@@ -229,7 +229,17 @@ export async function fullListing(
 /** Users in many groups against typical users, uncached, on one catalogue; and PostgreSQL's page at 10^7 against 10^5. */
 export interface GroupResults {
   plants: number;
-  manyGroups: Record<string, { typical: Measured; crowd: Measured; cpuRatio: number; roundCpuRatios: number[] }>;
+  manyGroups: Record<
+    string,
+    {
+      typical: Measured;
+      crowd: Measured;
+      cpuRatio: number;
+      roundCpuRatios: number[];
+      /** Typical users' first pages of one tag: held by 1 plant in 10,000, and by half the catalogue. */
+      tags: Record<keyof typeof BENCH_TAGS, { measured: Measured; cpuRatio: number; roundCpuRatios: number[] }>;
+    }
+  >;
   postgresScale?: {
     small: Measured;
     large: Measured;
@@ -263,17 +273,24 @@ export async function benchGroups(dir: string, plants: number, withPostgres: boo
       log(`${label}: a user in ${MANY_GROUPS.groups} groups against typical users, caches off…`);
       const pid = service.process.pid!;
       const url = `${service.url}/plants?limit=20`;
-      const [t, c] = await inRounds([
-        { name: `${label}, typical users`, url, tokens: typical, pid, ...(cpuSeconds ? { cpuSeconds } : {}) },
-        { name: `${label}, users in ${MANY_GROUPS.groups} groups`, url, tokens: crowdTokens, pid, ...(cpuSeconds ? { cpuSeconds } : {}) },
+      const cpu = cpuSeconds ? { cpuSeconds } : {};
+      const [t, c, rare, half] = await inRounds([
+        { name: `${label}, typical users`, url, tokens: typical, pid, ...cpu },
+        { name: `${label}, users in ${MANY_GROUPS.groups} groups`, url, tokens: crowdTokens, pid, ...cpu },
+        { name: `${label}, typical users, a tag of 1 plant in 10,000`, url: `${url}&tag=${BENCH_TAGS.rare}`, tokens: typical, pid, ...cpu },
+        { name: `${label}, typical users, a tag of half the plants`, url: `${url}&tag=${BENCH_TAGS.half}`, tokens: typical, pid, ...cpu },
       ]);
-      const [typicalAll, crowdAll] = [combine(t!), combine(c!)];
-      return {
-        typical: typicalAll,
-        crowd: crowdAll,
-        cpuRatio: cpuPerRequestUs(crowdAll) / cpuPerRequestUs(typicalAll),
-        roundCpuRatios: c!.map((round, i) => cpuPerRequestUs(round) / cpuPerRequestUs(t![i]!)),
+      const typicalAll = combine(t!);
+      const against = (rounds: Measured[]) => {
+        const measured = combine(rounds);
+        return {
+          measured,
+          cpuRatio: cpuPerRequestUs(measured) / cpuPerRequestUs(typicalAll),
+          roundCpuRatios: rounds.map((round, i) => cpuPerRequestUs(round) / cpuPerRequestUs(t![i]!)),
+        };
       };
+      const { measured: crowdAll, cpuRatio, roundCpuRatios } = against(c!);
+      return { typical: typicalAll, crowd: crowdAll, cpuRatio, roundCpuRatios, tags: { rare: against(rare!), half: against(half!) } };
     } finally {
       await service.stop();
     }
@@ -281,7 +298,7 @@ export async function benchGroups(dir: string, plants: number, withPostgres: boo
   const results: GroupResults = { plants, manyGroups: {} };
   log(`\ngroups: importing ${fmt(plants)} plants with ${MANY_GROUPS.groups} groups of ${MANY_GROUPS.plantsPerGroup} plants each…`);
   const sqliteDb = join(dir, 'groups.db');
-  await buildDatabase(sqliteDb, spec, dir, manyGroupsCatalogue(spec));
+  await buildDatabase(sqliteDb, spec, dir, withBenchTags(manyGroupsCatalogue(spec)));
   results.manyGroups.sqlite = await crowd(sqliteDb, 'SQLite')();
   await rm(sqliteDb, { force: true });
   if (!withPostgres) return results;
@@ -289,7 +306,7 @@ export async function benchGroups(dir: string, plants: number, withPostgres: boo
   const groupsSchema = `bench_groups_${process.pid}`;
   try {
     log(`PostgreSQL: the same…`);
-    await buildDatabase(schemaUrl(groupsSchema), spec, dir, manyGroupsCatalogue(spec));
+    await buildDatabase(schemaUrl(groupsSchema), spec, dir, withBenchTags(manyGroupsCatalogue(spec)));
     await settle(schemaUrl(groupsSchema));
     results.manyGroups.postgres = await crowd(schemaUrl(groupsSchema), 'PostgreSQL')();
   } finally {
@@ -341,9 +358,10 @@ export function renderGroups(g: GroupResults): { section: string[]; targets: str
   const ranged = (ratio: number, rounds: number[]) =>
     rounds.length > 1 ? `${fmt(ratio, 2)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, 2);
   const section = [
-    `## Users in many groups (caches off, ${fmt(g.plants)} plants)`,
+    `## Users in many groups, and pages of one tag (caches off, ${fmt(g.plants)} plants)`,
     '',
     `The first page (\`limit=20\`) of users in ${MANY_GROUPS.groups} groups of ${MANY_GROUPS.plantsPerGroup} plants each, ` +
+      'and typical users\' first pages of one tag (`tag=`, held by 1 plant in 10,000 and by half the catalogue), ' +
       'against typical users (in 2 groups) on the same service, in alternating rounds; caches off, so every request reads ' +
       'its token and its page from the database.',
     '',
@@ -359,6 +377,8 @@ export function renderGroups(g: GroupResults): { section: string[]; targets: str
     for (const [who, x] of [
       ['typical', m.typical],
       [`in ${MANY_GROUPS.groups} groups`, m.crowd],
+      ['typical, `tag=` of 1 plant in 10,000', m.tags.rare.measured],
+      ['typical, `tag=` of half the plants', m.tags.half.measured],
     ] as const) {
       section.push(
         `| ${name} | ${who} | ${fmt(x.rps)} | ${fmt(cpuPerRequestUs(x), 1)} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`,
@@ -368,6 +388,15 @@ export function renderGroups(g: GroupResults): { section: string[]; targets: str
       `| ${name}, caches off: a user in ${MANY_GROUPS.groups} groups ≤ 1.5 × a typical user's CPU per first page | ` +
         `${ranged(m.cpuRatio, m.roundCpuRatios)} × | ${verdict(m.cpuRatio <= 1.5)} |`,
     );
+    for (const [which, t] of [
+      ['1 plant in 10,000', m.tags.rare],
+      ['half the plants', m.tags.half],
+    ] as const) {
+      targets.push(
+        `| ${name}, caches off: a first page of a tag held by ${which} ≤ 1.5 × an untagged first page's CPU | ` +
+          `${ranged(t.cpuRatio, t.roundCpuRatios)} × | ${verdict(t.cpuRatio <= 1.5)} |`,
+      );
+    }
   }
   const p = g.postgresScale;
   if (p) {

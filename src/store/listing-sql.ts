@@ -1,7 +1,7 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
 import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
-import type { VisiblePage } from './records.js';
+import type { PlantRow, ScannedRows, VisiblePage } from './records.js';
 
 /**
  * The access rule (catalogue/access-rule.ts) as SQL for both backends: one page of what a user may see, in one
@@ -172,20 +172,101 @@ export function visibleSql(plant: string, user: string, claimed: string | undefi
 }
 
 /**
- * Up to `limit` plants with tag `tag` after position `after`, in catalogue order, each with whether the viewer
- * sees it (`visible`, 1 or 0): rows (id, api_id, name, tag, visible), read by the index of plants by tag. What a
- * tag's page reads first (listing.ts): few rows when the tag is rare, whatever the viewer sees.
+ * Whether the viewer whose id is `user` sees the plant in row `row` of a query of `plants` (which has the plant's own
+ * columns: its flag and owner need no probe), with the groups read range by range given as the SQL of their ids
+ * (`ranged`: the viewer's ranged groups and those a JWT claims; none when undefined). One index probe for each
+ * path through another table.
  */
-export function taggedCandidatesSql(params: ListingParams & { tag: string; limit: string }, withClaims: boolean): string {
-  const claimed = withClaims ? claimedGroups(params.claims) : undefined;
-  return (
-    `SELECT p.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag, ` +
-    `CASE WHEN ${visibleSql('p.id', params.user, claimed)} THEN 1 ELSE 0 END AS visible ` +
-    `FROM plants p WHERE p.tag = ${params.tag} AND p.id > ${params.after} ORDER BY p.id LIMIT ${params.limit}`
-  );
+function rowVisibleSql(row: string, user: string, ranged: string | undefined): string {
+  const branches: string[] = [];
+  // The OFFSET keeps each probe a probe: PostgreSQL would otherwise read all of the viewer's rows of a table into a
+  // hash table (a "hashed SubPlan") whenever its generic plan guesses that cheaper (an EXISTS with an OFFSET is never
+  // turned into one). SQLite takes an OFFSET only after a LIMIT.
+  const probe = (table: string, where: string) =>
+    `EXISTS (SELECT 1 FROM ${table} x WHERE ${where} AND x.plant_id = ${row}.id LIMIT 1 OFFSET 0)`;
+  for (const path of ACCESS_PATH_LIST) {
+    switch (path.by) {
+      case 'public':
+        branches.push(path.table === 'plants' ? `${row}.${path.key} = 1` : probe(path.table, `x.${path.key} = 1`));
+        break;
+      case 'user':
+        branches.push(path.table === 'plants' ? `${row}.${path.key} = ${user}` : probe(path.table, `x.${path.key} = ${user}`));
+        break;
+      case 'group':
+        branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
+        if (ranged !== undefined) branches.push(probe(path.table, `x.${path.key} IN (${ranged})`));
+        break;
+      default:
+        path.by satisfies never;
+    }
+  }
+  return branches.join(' OR ');
 }
 
-/** Up to `limit` plants after `after` in catalogue order, with `tag` when given: rows (id, api_id, name, tag) of what an admin sees. */
+/**
+ * How a filtered page's reads answer (store/listing.ts): the rows that match, (id, api_id, name, tag), and one row
+ * more, whose name is null, with the last position read (`id`) and how many were read (`api_id`), so that the next
+ * read starts there and the search knows when it has read everything. `read` is the SQL of the rows read, `c`, in
+ * catalogue order; `matches` the SQL of the rows that match, from `c`.
+ */
+const scanned = (read: string, matches: string): string =>
+  `WITH c AS MATERIALIZED (${read}) ${matches} UNION ALL SELECT max(id), count(*), NULL, NULL FROM c`;
+
+/**
+ * Up to `limit` plants with tag `tag` after position `after`, read by the index of plants by tag, and of them those
+ * the viewer sees (see scanned): what a tag's page reads first (store/listing.ts), few rows when the tag is rare,
+ * whatever the viewer sees. Ordered by tag and id, the one order only that index gives, so that a plan made for any
+ * tag reads it.
+ */
+export function taggedRowsSql(params: { user: string; after: string; limit: string; tag: string }, ranged: string | undefined): string {
+  // Only the index's own columns: a plant's row is read for those the viewer sees alone.
+  const read =
+    `SELECT id, tag, is_public, owner_id FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ` +
+    `ORDER BY tag, id LIMIT ${params.limit}`;
+  const matches = `SELECT c.id, p.api_id, p.name, p.tag FROM c JOIN plants p ON p.id = c.id WHERE ${rowVisibleSql('c', params.user, ranged)}`;
+  return scanned(read, matches);
+}
+
+/**
+ * The positions a viewer sees (`positions`, SQL of one column in catalogue order), each with its plant, and of them
+ * those with tag `tag` when given (see scanned). A position whose plant is gone matches nothing.
+ */
+export const visibleRowsSql = (positions: string, tag: string | undefined): string =>
+  scanned(
+    `SELECT page.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag FROM (${positions}) page LEFT JOIN plants p ON p.id = page.id`,
+    `SELECT id, api_id, name, tag FROM c WHERE name IS NOT NULL${tag === undefined ? '' : ` AND tag = ${tag}`}`,
+  );
+
+/**
+ * Up to `limit` plants after `after` in catalogue order, with `tag` when given: rows (id, api_id, name, tag) of what
+ * an admin sees; a tag's read by its index (see taggedRowsSql).
+ */
 export const allRowsSql = (params: { after: string; limit: string; tag?: string }): string =>
-  `SELECT id, api_id, name, tag FROM plants WHERE ${params.tag === undefined ? '' : `tag = ${params.tag} AND `}id > ${params.after} ` +
-  `ORDER BY id LIMIT ${params.limit}`;
+  params.tag === undefined
+    ? `SELECT id, api_id, name, tag FROM plants WHERE id > ${params.after} ORDER BY id LIMIT ${params.limit}`
+    : `SELECT id, api_id, name, tag FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ORDER BY tag, id LIMIT ${params.limit}`;
+
+/** A row of the statements of `scanned`, as either database answers it: position, api_id, name, tag. */
+export type ScannedColumns = [position: number | string | null, id: number | string | null, name: string | null, tag: string | null];
+
+/** What the rows of `scanned` say: the matches in catalogue order, and the row with no name, how far the read went. */
+export function scannedRows(rows: readonly ScannedColumns[]): ScannedRows {
+  const matches: PlantRow[] = [];
+  let last: Position | undefined;
+  let read = 0;
+  for (const [position, id, name, tag] of rows) {
+    if (name === null) {
+      read = Number(id ?? 0);
+      last = position === null ? undefined : (Number(position) as Position);
+    } else {
+      matches.push({ position: Number(position) as Position, id: Number(id), name, tag });
+    }
+  }
+  // Neither database promises that a join keeps the order of the positions it reads.
+  matches.sort((a, b) => a.position - b.position);
+  return { matches, last, read };
+}
+
+/** How many plants have tag `tag` after `after`, up to `cap`: one column `n`, read from the index of plants by tag alone. */
+export const countTaggedSql = (params: { tag: string; after: string; cap: string }): string =>
+  `SELECT count(*) AS n FROM (SELECT 1 FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ORDER BY tag, id LIMIT ${params.cap}) t`;

@@ -3,15 +3,17 @@ import { seesEverything } from '../catalogue/access-rule.js';
 import type { Awaitable } from '../awaitable.js';
 import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
-import type { ListingRequest, PlantRow, VisiblePage } from './records.js';
+import type { ListingRequest, PlantRow, ScannedRows, VisiblePage } from './records.js';
 
 const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, next: undefined, groupIds: [], cacheable: true });
 
 /**
  * The rows a filtered page's first reads take of each kind; each further read takes twice as many. Enough that a
- * page of a tag held by a tenth of what a viewer sees is one read of each kind.
+ * page of 20 of a tag held by a third of what a viewer sees is one read.
  */
 const FIRST_READ = 64;
+/** A tag held by fewer plants than this (from a page's start on) is read whole, by its index, with one statement. */
+const RARE_TAG = 256;
 /** The most rows one read takes, however long a page's search goes on. */
 const LARGEST_READ = 8192;
 
@@ -40,12 +42,13 @@ export type Listing = ReturnType<typeof listingPages>;
 /**
  * A page of one tag, or with ids: the database's rows, each plant serialized here.
  *
- * A tag's page looks for its plants two ways at once, each read twice as far as the one before, and ends with
- * whichever finds the page first: the plants with the tag, each checked against the access rule (a few index probes
- * each: cheap when the tag is rare), and what the viewer sees, each checked for the tag (cheap when the viewer sees
- * few plants, or the tag is common among them). Either way's rows are the page's exactly as far as it has read, so
- * a page costs about twice the cheaper way's reads. Both are dear only for a tag common in the catalogue and rare
- * among the many plants one viewer sees (docs/performance.md).
+ * A tag held by fewer than RARE_TAG plants from the page on is read whole by the index of plants by tag, each plant
+ * checked against the access rule (a few index probes each). Another tag's page looks for its plants two ways at
+ * once, each read twice as far as the one before, and ends with whichever finds the page first: what the viewer
+ * sees, each checked for the tag (cheap when the tag is common among them), and the plants with the tag, each
+ * checked against the rule (cheap when the viewer sees most of them). Either way's rows are the page's exactly as
+ * far as it has read, so a page costs about twice the cheaper way's reads. Both are dear only for a tag common in
+ * the catalogue and rare among the many plants one viewer sees (docs/performance.md).
  */
 async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingRequest): Promise<VisiblePage> {
   const { after, limit, tag } = page;
@@ -54,44 +57,38 @@ async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingReques
   if (seesEverything(viewer)) return pageOf(await d.reads.allRows(after, wanted, tag), limit, [], withIds);
   const claims = viewer.groups ?? [];
   const groupIds = await d.reads.viewerGroupIds(viewer.userId, claims);
-  // A position whose plant is gone (name null) is no plant, and counts only as read.
-  const seen = new Search(
-    (from, size) => d.reads.visibleRows(viewer.userId, from, size, claims),
-    (row) => row.name !== null && (tag === undefined || row.tag === tag),
-    after,
-  );
+  const seen = new Search((from, size) => d.reads.visibleRows(viewer.userId, from, size, claims, tag), after);
   if (tag === undefined) {
     for (let size = wanted; ; size = Math.min(size * 2, LARGEST_READ)) {
       if (await seen.read(size, wanted)) return pageOf(seen.found, limit, groupIds, withIds);
     }
   }
-  const tagged = new Search(
-    (from, size) => d.reads.taggedRows(viewer.userId, tag, from, size, claims),
-    (row) => row.visible,
-    after,
-  );
+  const tagged = new Search((from, size) => d.reads.taggedRows(viewer.userId, tag, from, size, claims), after);
+  if ((await d.reads.countTagged(tag, after, RARE_TAG)) < RARE_TAG) {
+    await tagged.read(RARE_TAG, wanted);
+    return pageOf(tagged.found, limit, groupIds, withIds);
+  }
   for (let size = Math.max(FIRST_READ, wanted); ; size = Math.min(size * 2, LARGEST_READ)) {
-    if (await tagged.read(size, wanted)) return pageOf(tagged.found, limit, groupIds, withIds);
     if (await seen.read(size, wanted)) return pageOf(seen.found, limit, groupIds, withIds);
+    if (await tagged.read(size, wanted)) return pageOf(tagged.found, limit, groupIds, withIds);
   }
 }
 
-/** One way of looking for a page's plants: rows read in catalogue order, from where the last read stopped. */
+/** One way of looking for a page's plants: reads in catalogue order, each from where the last one stopped. */
 class Search {
   readonly found: PlantRow[] = [];
 
   constructor(
-    private readonly next: (after: number, size: number) => Awaitable<PlantRow[]>,
-    private readonly matches: (row: PlantRow) => boolean,
+    private readonly next: (after: number, size: number) => Awaitable<ScannedRows>,
     private from: number,
   ) {}
 
   /** Reads `size` more rows; true when it has found `wanted` plants or read to the end. */
   async read(size: number, wanted: number): Promise<boolean> {
-    const rows = await this.next(this.from, size);
-    for (const row of rows) if (this.matches(row)) this.found.push(row);
-    if (rows.length > 0) this.from = rows.at(-1)!.position;
-    return this.found.length >= wanted || rows.length < size;
+    const { matches, last, read } = await this.next(this.from, size);
+    this.found.push(...matches);
+    if (last !== undefined) this.from = last;
+    return this.found.length >= wanted || read < size;
   }
 }
 
@@ -105,4 +102,4 @@ function pageOf(found: readonly PlantRow[], limit: number, groupIds: readonly nu
 
 /** A plant's fields as the contract's Plant has them: `tag` only when it has one. */
 const fieldsOf = (row: PlantRow): { name: string; tag?: string } =>
-  row.tag === null ? { name: row.name! } : { name: row.name!, tag: row.tag };
+  row.tag === null ? { name: row.name } : { name: row.name, tag: row.tag };

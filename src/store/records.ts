@@ -60,16 +60,21 @@ export interface ListingRequest extends PageRequest {
   withIds?: boolean;
 }
 
-/**
- * One plant as a filtered page reads it (store/listing.ts): its catalogue position, public id and fields, null
- * for a position whose plant is gone (a grant left by plain SQL), and whether the viewer sees it.
- */
+/** One plant as a filtered page reads it (store/listing.ts): its catalogue position, public id and fields. */
 export interface PlantRow {
   position: Position;
-  id: number | null;
-  name: string | null;
+  id: number;
+  name: string;
   tag: string | null;
-  visible: boolean;
+}
+
+/** What one read of a filtered page found: the plants that match, in catalogue order, and how far it read. */
+export interface ScannedRows {
+  matches: PlantRow[];
+  /** The last position read (undefined when none was): where the next read starts. */
+  last: Position | undefined;
+  /** How many rows were read: fewer than asked for means the end. */
+  read: number;
 }
 
 /** One page of a listing, and what a cached copy of it would depend on. */

@@ -4,7 +4,7 @@ import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
-import type { PageRequest, PlantRow, PoolStats, TokenCredential, UserCredential, VisiblePage } from './records.js';
+import type { PageRequest, PlantRow, PoolStats, ScannedRows, TokenCredential, UserCredential, VisiblePage } from './records.js';
 import type { DeliveryClaims } from './webhook-outbox.js';
 
 /**
@@ -28,14 +28,16 @@ export interface RequestReads {
   /** A page of every plant; `readerId` is the admin who asks (see `rememberWriter`). */
   allPlants(page: PageRequest, readerId: number): Awaitable<VisiblePage>;
   /**
-   * The rows a filtered page reads (store/listing.ts), each at most `limit` after position `after`, in catalogue
-   * order: every plant (with tag `tag` when given), what an admin sees; the positions user `userId` sees, each with
-   * its plant (the viewer's ranges, as visiblePlants reads them); and the plants with tag `tag`, each with whether
-   * the user sees it. `claims` count like stored memberships. Read where the user's own writes are already seen.
+   * The reads of a filtered page (store/listing.ts), each of at most `limit` rows after position `after`, in
+   * catalogue order: every plant (with tag `tag` when given), what an admin sees; the positions user `userId` sees
+   * (the viewer's ranges, as visiblePlants reads them), and of them those with tag `tag` when given; the plants with
+   * tag `tag`, and of them those the user sees. `claims` count like stored memberships.
    */
   allRows(after: number, limit: number, tag: string | undefined): Awaitable<PlantRow[]>;
-  visibleRows(userId: number, after: number, limit: number, claims: readonly string[]): Awaitable<PlantRow[]>;
-  taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Awaitable<PlantRow[]>;
+  visibleRows(userId: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): Awaitable<ScannedRows>;
+  taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Awaitable<ScannedRows>;
+  /** How many plants have tag `tag` after position `after`, counted up to `cap`: from the index of plants by tag alone. */
+  countTagged(tag: string, after: number, cap: number): Awaitable<number>;
   /** The ids of the groups a page of user `userId` counts (stored memberships, and those `claims` names). */
   viewerGroupIds(userId: number, claims: readonly string[]): Awaitable<number[]>;
   /**

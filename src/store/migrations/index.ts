@@ -38,7 +38,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0014-group-sizes': groupSizes(dialect),
     '0015-group-grants-by-plant': groupGrantsByPlant(dialect),
     '0016-webhook-event-types': webhookEventTypes(dialect),
-    '0017-plants-by-tag': plantsByTag(),
+    '0017-plants-by-tag': plantsByTag(dialect),
   };
 }
 

@@ -36,7 +36,12 @@ function splitUrl(url: string): { connectionString: string; schema?: string; app
  */
 export type PoolUse = 'statements' | 'listings';
 
-const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off'];
+/**
+ * And without JIT compilation: a generic plan's cost is guessed from a parameter's average selectivity, and a page of a
+ * tag (listing.ts) can be guessed past `jit_above_cost`, when compiling it would cost tens of milliseconds a page
+ * that reads a few hundred index entries.
+ */
+const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off', '-c jit=off'];
 
 /**
  * Listing sessions kept open through a pause in reads. Writes keep the statements pool busy, but nothing else uses

@@ -4,7 +4,8 @@ import {
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  taggedCandidatesSql,
+  taggedRowsSql as taggedRowsOf,
+  visibleRowsSql as visibleRowsOf,
   viewerGroups,
   viewerRanges,
   type ListingParams,
@@ -68,13 +69,22 @@ function visiblePositions(withClaims: boolean, exact: boolean): string {
   return `${branches.join(' UNION ')} ORDER BY 1 LIMIT $3`;
 }
 
-/** The same positions as rows (id, api_id, name, tag) in catalogue order: what a filtered page reads (store/listing.ts). */
-export const visibleRowsSql = (withClaims: boolean): string =>
-  `WITH page AS (${visiblePositions(withClaims, false)}) ${pageRows('page')} ORDER BY id`;
+/**
+ * The positions user $1 sees after $2, at most $3 (claims in $4 when `withClaims`), and of them those with the tag
+ * in the next parameter when `tagged` (see visibleRowsSql in listing-sql.ts).
+ */
+export const visibleRowsSql = (withClaims: boolean, tagged: boolean): string =>
+  visibleRowsOf(visiblePositions(withClaims, false), tagged ? (withClaims ? '$5' : '$4') : undefined);
 
-/** The plants with tag $4 after $2, at most $3, each with whether user $1 sees it (claims in $5; see taggedCandidatesSql). */
+/**
+ * The plants with tag $4 after $2, at most $3, and of them those user $1 sees, with the claimed group names in $5
+ * when `withClaims` (see taggedRowsSql in listing-sql.ts).
+ */
 export const taggedRowsSql = (withClaims: boolean): string =>
-  taggedCandidatesSql({ user: '$1', after: '$2', limit: '$3', tag: '$4', claims: '(SELECT unnest($5::text[]))' }, withClaims);
+  taggedRowsOf(
+    { user: '$1', after: '$2', limit: '$3', tag: '$4' },
+    rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims),
+  );
 
 /** Every plant after $1, at most $2, with tag $3 when `tagged`: rows (id, api_id, name, tag). */
 export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { RequestReads } from '../seam.js';
-import { metGonePlant, pageFromColumns } from '../listing-sql.js';
+import { countTaggedSql, metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
 import {
   ALL_PLANTS_SQL,
   allRowsSqlOf,
@@ -9,8 +9,7 @@ import {
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
-import type { Position } from '../../catalogue/plant-ids.js';
-import type { PageRequest, PlantRow, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type { PageRequest, PlantRow, ScannedRows, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
@@ -43,15 +42,18 @@ const ALL_PLANTS: Listing = { name: 'all_plants', text: ALL_PLANTS_SQL };
 // A filtered page's statements (see RequestReads.allRows and the others).
 const ALL_ROWS = allRowsSqlOf(false);
 const ALL_ROWS_TAGGED = allRowsSqlOf(true);
-const VISIBLE_ROWS = visibleRowsSql(false);
-const VISIBLE_ROWS_WITH_CLAIMS = visibleRowsSql(true);
+/** By whether the viewer has claims, and whether the page is of one tag. */
+const VISIBLE_ROWS: Record<string, string> = {
+  'false false': visibleRowsSql(false, false),
+  'false true': visibleRowsSql(false, true),
+  'true false': visibleRowsSql(true, false),
+  'true true': visibleRowsSql(true, true),
+};
 const TAGGED_ROWS = taggedRowsSql(false);
 const TAGGED_ROWS_WITH_CLAIMS = taggedRowsSql(true);
+const COUNT_TAGGED = countTaggedSql({ tag: '$1', after: '$2', cap: '$3' });
 const GROUPS = viewerGroupIdsSql(false);
 const GROUPS_WITH_CLAIMS = viewerGroupIdsSql(true);
-
-/** A row of those statements; `visible` (1 or 0) for tagged rows only. */
-type RowColumns = { id: string; api_id: string | null; name: string | null; tag: string | null; visible?: number };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -117,21 +119,37 @@ export class PostgresReads implements RequestReads {
   // page of several reads sees one catalogue, and its writer's own writes, without waiting for the replica.
 
   async allRows(after: number, limit: number, tag: string | undefined): Promise<PlantRow[]> {
-    return tag === undefined
-      ? this.rows('all_rows', ALL_ROWS, [after, limit])
-      : this.rows('all_rows_tagged', ALL_ROWS_TAGGED, [after, limit, tag]);
+    const rows =
+      tag === undefined
+        ? await this.rows('all_rows', ALL_ROWS, [after, limit])
+        : await this.rows('all_rows_tagged', ALL_ROWS_TAGGED, [after, limit, tag]);
+    return scannedRows(rows).matches;
   }
 
-  async visibleRows(userId: number, after: number, limit: number, claims: readonly string[]): Promise<PlantRow[]> {
-    return claims.length > 0
-      ? this.rows('visible_rows_claims', VISIBLE_ROWS_WITH_CLAIMS, [userId, after, limit, claims])
-      : this.rows('visible_rows', VISIBLE_ROWS, [userId, after, limit]);
+  async visibleRows(
+    userId: number,
+    after: number,
+    limit: number,
+    claims: readonly string[],
+    tag: string | undefined,
+  ): Promise<ScannedRows> {
+    const claimed = claims.length > 0;
+    const name = `visible_rows${claimed ? '_claims' : ''}${tag === undefined ? '' : '_tagged'}`;
+    const values: unknown[] = [userId, after, limit, ...(claimed ? [claims] : []), ...(tag === undefined ? [] : [tag])];
+    return scannedRows(await this.rows(name, VISIBLE_ROWS[`${claimed} ${tag !== undefined}`]!, values));
   }
 
-  async taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Promise<PlantRow[]> {
-    return claims.length > 0
-      ? this.rows('tagged_rows_claims', TAGGED_ROWS_WITH_CLAIMS, [userId, after, limit, tag, claims])
-      : this.rows('tagged_rows', TAGGED_ROWS, [userId, after, limit, tag]);
+  async taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Promise<ScannedRows> {
+    const rows =
+      claims.length > 0
+        ? await this.rows('tagged_rows_claims', TAGGED_ROWS_WITH_CLAIMS, [userId, after, limit, tag, claims])
+        : await this.rows('tagged_rows', TAGGED_ROWS, [userId, after, limit, tag]);
+    return scannedRows(rows);
+  }
+
+  async countTagged(tag: string, after: number, cap: number): Promise<number> {
+    const { rows } = await this.filteredPool.query<{ n: string }>({ name: 'count_tagged', text: COUNT_TAGGED, values: [tag, after, cap] });
+    return Number(rows[0]!.n);
   }
 
   async viewerGroupIds(userId: number, claims: readonly string[]): Promise<number[]> {
@@ -145,15 +163,9 @@ export class PostgresReads implements RequestReads {
     return this.replica ? this.pool : this.readPool;
   }
 
-  private async rows(name: string, text: string, values: unknown[]): Promise<PlantRow[]> {
-    const { rows } = await this.filteredPool.query<RowColumns>({ name, text, values });
-    return rows.map((r) => ({
-      position: Number(r.id) as Position,
-      id: r.api_id === null ? null : Number(r.api_id),
-      name: r.name,
-      tag: r.tag,
-      visible: r.visible === undefined || r.visible === 1,
-    }));
+  private async rows(name: string, text: string, values: unknown[]): Promise<ScannedColumns[]> {
+    const { rows } = await this.filteredPool.query<ScannedColumns>({ name, text, values, rowMode: 'array' });
+    return rows;
   }
 
   async rememberWriter(userId: number): Promise<void> {

@@ -1,7 +1,14 @@
 import BetterSqlite3 from 'better-sqlite3';
-import type { Position } from '../../catalogue/plant-ids.js';
-import { allRowsSql, metGonePlant, pageFromColumns } from '../listing-sql.js';
-import type { PlantRow, VisiblePage } from '../records.js';
+import {
+  allRowsSql,
+  countTaggedSql,
+  metGonePlant,
+  pageFromColumns,
+  scannedRows,
+  visibleRowsSql,
+  type ScannedColumns,
+} from '../listing-sql.js';
+import type { PlantRow, ScannedRows, VisiblePage } from '../records.js';
 import {
   allPlantsSql,
   groupParam,
@@ -10,18 +17,13 @@ import {
   taggedRowsSql,
   viewerGroupsSql,
   visiblePlantsSql,
+  visiblePositionsSql,
 } from './sqlite-listing-sql.js';
 
 /** Listing statements kept prepared, one per limit and shape (see sqlite-listing-sql.ts); the least recently made go first. */
 const PREPARED_LISTINGS = 64;
 
 type PageColumns = [ids: string, plants: string];
-
-/** A row of a filtered page's reads: position, public id, name, tag, and (tagged rows only) whether the viewer sees it. */
-type RowColumns = [position: number, id: number | null, name: string | null, tag: string | null, visible?: number];
-
-const plantRows = (rows: RowColumns[]): PlantRow[] =>
-  rows.map(([position, id, name, tag, visible]) => ({ position: position as Position, id, name, tag, visible: visible !== 0 }));
 
 /** The query of a listing's rows (id, name, tag) in id order, at most `limit`; `exact` skips gone plants' positions. */
 type Rows = (limit: number, exact?: boolean) => string;
@@ -83,9 +85,8 @@ export class SqliteListingReads {
     const raw = (sql: string) => db.prepare(sql).raw(true);
     this.listings = new PreparedListings(db);
     this.statements = {
-      tagged: raw(taggedRowsSql(false)),
-      taggedWithClaims: raw(taggedRowsSql(true)),
       allRows: raw(allRowsSql({ after: ':after', limit: ':limit' })),
+      countTagged: raw(countTaggedSql({ tag: ':tag', after: ':after', cap: ':cap' })),
       allTagged: raw(allRowsSql({ after: ':after', limit: ':limit', tag: ':tag' })),
       groups: raw(viewerGroupsSql(false)),
       groupsWithClaims: raw(viewerGroupsSql(true)),
@@ -101,26 +102,34 @@ export class SqliteListingReads {
     return this.listings.page(`${limit} all`, limit, (n) => allPlantsSql(n), { after }, []);
   }
 
-  /** The positions `user` sees after `after`, at most `limit`, each with its plant (see RequestReads.visibleRows). */
-  visibleRows(user: number, after: number, limit: number, claims: readonly string[]): PlantRow[] {
-    const { shape, rows, params } = this.viewerQuery(user, after, claims);
-    const read = this.listings.get(`rows ${limit} ${shape}`, () => rows(limit)).all(params) as RowColumns[];
-    // SQLite does not promise that the join keeps the order of the positions it reads.
-    return plantRows(read).sort((a, b) => a.position - b.position);
+  /** The positions `user` sees after `after`, at most `limit`, and of them those with `tag` (RequestReads.visibleRows). */
+  visibleRows(user: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): ScannedRows {
+    const { shape, positions, params } = this.viewerQuery(user, after, claims);
+    const key = `rows ${limit} ${shape}${tag === undefined ? '' : ' tag'}`;
+    const statement = this.listings.get(key, () => visibleRowsSql(positions(limit), tag === undefined ? undefined : ':tag'));
+    return scannedRows(statement.all(tag === undefined ? params : { ...params, tag }) as ScannedColumns[]);
   }
 
-  /** The plants with `tag` after `after`, at most `limit`, each with whether `user` sees it (RequestReads.taggedRows). */
-  taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): PlantRow[] {
-    const claimed = claims.length > 0;
-    const statement = claimed ? this.statements.taggedWithClaims : this.statements.tagged;
-    const params = { user, tag, after, limit, ...(claimed ? { claims: JSON.stringify(claims) } : {}) };
-    return plantRows(statement.all(params) as RowColumns[]);
+  /** The plants with `tag` after `after`, at most `limit`, and of them those `user` sees (RequestReads.taggedRows). */
+  taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): ScannedRows {
+    const { rangedIds, byRange } = this.viewerGroups(user, claims);
+    // As for the listing's statements: a few groups are parameters of their own, more one JSON array.
+    const params: Record<string, number | string> = { user, tag, after, limit };
+    const shape = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
+    if (shape === 'joined') params.ranged = byRange;
+    else for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
+    const statement = this.listings.get(`tagged ${shape}`, () => taggedRowsSql(shape));
+    return scannedRows(statement.all(params) as ScannedColumns[]);
   }
 
   /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
   allRows(after: number, limit: number, tag: string | undefined): PlantRow[] {
     const rows = tag === undefined ? this.statements.allRows.all({ after, limit }) : this.statements.allTagged.all({ after, limit, tag });
-    return plantRows(rows as RowColumns[]);
+    return scannedRows(rows as ScannedColumns[]).matches;
+  }
+
+  countTagged(tag: string, after: number, cap: number): number {
+    return (this.statements.countTagged.get({ tag, after, cap }) as [number])[0];
   }
 
   viewerGroupIds(user: number, claims: readonly string[]): number[] {
@@ -143,9 +152,11 @@ export class SqliteListingReads {
       const params: Record<string, number> = { user, after };
       for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
       const rows: Rows = (n, exact) => visiblePlantsSql(n, rangedIds.length, exact);
-      return { groupIds, shape: String(rangedIds.length), rows, params };
+      const positions = (n: number) => visiblePositionsSql(n, rangedIds.length);
+      return { groupIds, shape: String(rangedIds.length), rows, positions, params };
     }
     const rows: Rows = (n, exact) => visiblePlantsSql(n, 'joined', exact);
-    return { groupIds, shape: 'joined', rows, params: { user, after, ranged: byRange } };
+    const positions = (n: number) => visiblePositionsSql(n, 'joined');
+    return { groupIds, shape: 'joined', rows, positions, params: { user, after, ranged: byRange } };
   }
 }

@@ -3,7 +3,7 @@ import {
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  taggedCandidatesSql,
+  taggedRowsSql as taggedRowsOf,
   viewerGroups,
   viewerRanges,
   type ListingParams,
@@ -47,6 +47,12 @@ export const groupParam = (i: number): string => `g${i}`;
  * gone (see metGonePlant).
  */
 export function visiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
+  // Joined rather than `WHERE id IN (…)`, which builds a temporary index of the page's ids first.
+  return pageRows(`(${visiblePositionsSql(limit, groups, exact)}) page`);
+}
+
+/** The positions of that page, one column in catalogue order (see visiblePlantsSql). */
+export function visiblePositionsSql(limit: number, groups: number | 'joined', exact = false): string {
   const p = PARAMS;
   // A UNION of ordered ranges drops repeated positions as it merges them: no range needs DISTINCT of its own.
   const branches = viewerRanges(p.user, exact).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
@@ -64,8 +70,7 @@ export function visiblePlantsSql(limit: number, groups: number | 'joined', exact
         );
     }
   }
-  // Joined rather than `WHERE id IN (…)`, which builds a temporary index of the page's ids first.
-  return pageRows(`(${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}) page`);
+  return `${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}`;
 }
 
 /**
@@ -81,5 +86,17 @@ export function viewerGroupsSql(withClaims: boolean): string {
 /** One page of every plant (what an admin sees): rows (id, name, tag) in id order after `:after`, at most `limit`. */
 export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
 
-/** The plants with tag `:tag` after `:after`, at most `:limit`, each with whether `:user` sees it (see taggedCandidatesSql). */
-export const taggedRowsSql = (withClaims: boolean): string => taggedCandidatesSql({ ...PARAMS, tag: ':tag', limit: ':limit' }, withClaims);
+/**
+ * The plants with tag `:tag` after `:after`, at most `:limit`, and of them those `:user` sees (listing-sql.ts,
+ * taggedRowsSql), also through the viewer's ranged and claimed groups: `groups` of them as parameters (`:g0`…, see
+ * groupParam), or with 'joined' their ids as the JSON array `:ranged`.
+ */
+export function taggedRowsSql(groups: number | 'joined'): string {
+  const ids =
+    groups === 'joined'
+      ? '(SELECT value FROM json_each(:ranged))'
+      : groups === 0
+        ? undefined
+        : Array.from({ length: groups }, (_, i) => `:${groupParam(i)}`).join(', ');
+  return taggedRowsOf({ user: ':user', after: ':after', limit: ':limit', tag: ':tag' }, ids);
+}

@@ -160,10 +160,11 @@ class SqliteSeam implements DatabaseSeam {
       allPlants: ({ after, limit }: PageRequest): VisiblePage =>
         reader.open ? reader.listings().listAllPlants(after, limit) : readerClosed(),
       allRows: (after, limit, tag) => (reader.open ? reader.listings().allRows(after, limit, tag) : readerClosed()),
-      visibleRows: (userId, after, limit, claims) =>
-        reader.open ? reader.listings().visibleRows(userId, after, limit, claims) : readerClosed(),
+      visibleRows: (userId, after, limit, claims, tag) =>
+        reader.open ? reader.listings().visibleRows(userId, after, limit, claims, tag) : readerClosed(),
       taggedRows: (userId, tag, after, limit, claims) =>
         reader.open ? reader.listings().taggedRows(userId, tag, after, limit, claims) : readerClosed(),
+      countTagged: (tag, after, cap) => (reader.open ? reader.listings().countTagged(tag, after, cap) : readerClosed()),
       viewerGroupIds: (userId, claims) => (reader.open ? reader.listings().viewerGroupIds(userId, claims) : readerClosed()),
       rememberWriter: async () => {},
     };
