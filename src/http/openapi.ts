@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errorCatalogueMarkdown } from './error-codes.js';
 import { VERSION } from '../version.js';
 import { sharedSchemas } from './schemas.js';
+import { EVENT_TYPES, type EventType } from '../catalogue/plant-events.js';
 
 export const API_TITLE = 'OpenAPI Plant Store';
 /**
@@ -69,9 +70,68 @@ const signatureHeaders = [
   ],
 ] as const;
 
+/** The signature headers, as the parameters of a webhook's request. */
+const signatureParameters = signatureHeaders.map(([name, description]) => ({
+  name,
+  in: 'header' as const,
+  required: true,
+  description,
+  schema: { type: 'string' as const },
+}));
+
+/** What every delivery's answer means, whatever it carries. */
+const deliveryOutcome =
+  'A 2xx answer within 15 s is success; anything else is tried again with backoff (at once, 5 s, 5 min, 30 min, ' +
+  '2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the endpoint, and redirects are not followed.';
+
+const received = { '200': { description: 'Return a 200 status (any 2xx) to indicate that the data was received successfully' } };
+
+/** The events an endpoint chooses with `webhooks add --events`, each sent in the envelope (webhooks/event-body.ts). */
+const plantEvents: Record<EventType, { operationId: string; summary: string; what: string; data: string }> = {
+  'plant.created': {
+    operationId: 'plantCreated',
+    summary: 'A plant was added',
+    what: 'A plant was added (over HTTP, by the CLI, by an import or by plain SQL).',
+    data: 'The plant added.',
+  },
+  'plant.updated': {
+    operationId: 'plantUpdated',
+    summary: "A plant's name or tag changed",
+    what: "A plant's name or tag changed (a change that leaves both as they were raises none).",
+    data: 'The plant as it is now (without `tag` when its tag was removed).',
+  },
+  'plant.deleted': {
+    operationId: 'plantDeleted',
+    summary: 'A plant was deleted',
+    what: 'A plant was deleted.',
+    data: 'The plant as it last was.',
+  },
+};
+
+/** The envelope of event `type`: the Standard Webhooks `{type, timestamp, data}`, with the plant's `sequence`. */
+const envelope = (type: string, data: string) => ({
+  type: 'object' as const,
+  required: ['type', 'timestamp', 'sequence', 'data'],
+  properties: {
+    type: { type: 'string' as const, const: type, description: 'The event type.' },
+    timestamp: { type: 'string' as const, format: 'date-time', description: 'When the change was made.' },
+    sequence: {
+      type: 'integer' as const,
+      format: 'int64',
+      minimum: 1,
+      description:
+        'Larger for every later change of the same plant (a plant deleted and added again included), in the order ' +
+        'those changes were committed; not consecutive, and between two plants it says nothing of their order. ' +
+        'Deliveries may arrive out of order: per plant id, keep the event with the largest sequence.',
+    },
+    data: { description: data, allOf: [{ $ref: '#/components/schemas/NewPlant' }] },
+  },
+});
+
 /**
- * The original document's one webhook, as this service sends it: every plant added (over HTTP, by the CLI or
- * an import), to every endpoint an operator registered, signed as the Standard Webhooks specification says.
+ * The webhooks, as this service sends them, signed as the Standard Webhooks specification says: the original
+ * document's one webhook (every plant added, by any writer, to every endpoint registered without a choice of
+ * events, its body the `NewPlant`), and the plant events an endpoint chooses, each in the envelope.
  */
 const webhooks = {
   '/plant/webhook': {
@@ -80,24 +140,43 @@ const webhooks = {
       summary: 'A plant was added',
       description:
         'Information about a new plant added to the store, sent to every endpoint registered with ' +
-        '`plantstore webhooks add URL`. A 2xx answer within 15 s is success; anything else is tried again with ' +
-        'backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the ' +
-        'endpoint, and redirects are not followed.',
+        `\`plantstore webhooks add URL\`. ${deliveryOutcome}`,
       security: [],
-      parameters: signatureHeaders.map(([name, description]) => ({
-        name,
-        in: 'header' as const,
-        required: true,
-        description,
-        schema: { type: 'string' as const },
-      })),
+      parameters: signatureParameters,
       requestBody: {
         description: 'plant added to the store',
         content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPlant' } } },
       },
-      responses: { '200': { description: 'Return a 200 status (any 2xx) to indicate that the data was received successfully' } },
+      responses: received,
     },
   },
+  ...Object.fromEntries(
+    EVENT_TYPES.map((type) => {
+      const { operationId, summary, what, data } = plantEvents[type];
+      return [
+        type,
+        {
+          post: {
+            operationId,
+            summary,
+            description:
+              `${what} Sent in the Standard Webhooks envelope to every endpoint that chose \`${type}\` with ` +
+              `\`plantstore webhooks add URL --events ${type},…\`; one registered without \`--events\` receives new ` +
+              'plants alone, as the `newPlant` webhook. To mirror the catalogue, take all three types and keep, per ' +
+              'plant id, the event of the largest `sequence`: the plant, unless that event is `plant.deleted`. ' +
+              deliveryOutcome,
+            security: [],
+            parameters: signatureParameters,
+            requestBody: {
+              description: `the \`${type}\` event`,
+              content: { 'application/json': { schema: envelope(type, data) } },
+            },
+            responses: received,
+          },
+        },
+      ];
+    }),
+  ),
 };
 
 /**

@@ -329,11 +329,12 @@ export class WebhookOutbox {
 
 /**
  * The statements an import runs before its commit to raise one event per plant it added (and their deliveries),
- * instead of a trigger per row: plants after catalogue position `before` that `imported` says the import wrote
- * (PostgreSQL: only its own transaction's; another writer's plant raised its own event by trigger), events after
- * `lastEvent`. `messageId` is the SQL of a new message id where the table's column does not draw one itself
- * (migration 0010: SQLite). Nothing is raised while no endpoint is enabled. Values are integers the import read
- * itself, written as literals.
+ * instead of a trigger per row: for the plants after catalogue position `before`, then the deliveries of the events
+ * after `lastEvent`, each only of the rows `imported` says the import wrote (PostgreSQL: its own transaction's, as
+ * schema-names.ts writtenHere; another writer's plant, change or delete, committed meanwhile, raised its event and
+ * its deliveries by trigger). `messageId` is the SQL of a new message id where the table's column does not draw one
+ * itself (migration 0010: SQLite). Nothing is raised while no endpoint is enabled. Values are integers the import
+ * read itself, written as literals.
  */
 export function importedPlantEvents(
   { imported, messageId }: { imported: string | undefined; messageId: string | undefined },
@@ -347,8 +348,9 @@ export function importedPlantEvents(
   return [
     `INSERT INTO webhook_events (plant_id, name, tag, created_at${column}) SELECT api_id, name, tag, ${now}${value} FROM plants ` +
       `WHERE id > ${before}${ours} AND EXISTS (SELECT 1 FROM ${NEW_PLANT_ENDPOINTS}) ORDER BY id`,
+    // In a query of its own, webhook_events is the one table `imported` can be about, as plants is above.
     `INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) SELECT e.id, p.id, ${now} ` +
-      `FROM webhook_events e CROSS JOIN (SELECT id FROM ${NEW_PLANT_ENDPOINTS}) p WHERE e.id > ${lastEvent}`,
+      `FROM (SELECT id FROM webhook_events WHERE id > ${lastEvent}${ours}) e CROSS JOIN (SELECT id FROM ${NEW_PLANT_ENDPOINTS}) p`,
   ];
 }
 

@@ -125,6 +125,25 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     assert.ok(hook.responses['200']);
   });
 
+  it('declares the plant events an endpoint chooses, each in the envelope with its sequence, beside the new-plant webhook', () => {
+    assert.deepEqual(Object.keys(doc.webhooks), ['/plant/webhook', 'plant.created', 'plant.updated', 'plant.deleted']);
+    const newPlant = doc.webhooks['/plant/webhook'].post as Json;
+    for (const type of ['plant.created', 'plant.updated', 'plant.deleted']) {
+      const hook = doc.webhooks[type].post as Json;
+      assert.deepEqual(hook.parameters, newPlant.parameters, `${type}: the same signature headers`);
+      assert.match(hook.description, new RegExp(`webhooks add URL --events ${type.replace('.', '\\.')}`), type);
+      assert.match(hook.description, /largest `sequence`/, type);
+      const schema = hook.requestBody.content['application/json'].schema as Json;
+      assert.deepEqual(schema.required, ['type', 'timestamp', 'sequence', 'data'], type);
+      assert.equal(schema.properties.type.const, type);
+      assert.deepEqual([schema.properties.timestamp.type, schema.properties.timestamp.format], ['string', 'date-time']);
+      assert.deepEqual([schema.properties.sequence.type, schema.properties.sequence.format], ['integer', 'int64']);
+      assert.match(schema.properties.sequence.description, /per plant id, keep the event with the largest sequence/);
+      assert.deepEqual(schema.properties.data.allOf, [{ $ref: '#/components/schemas/NewPlant' }]);
+      assert.ok(hook.responses['200']);
+    }
+  });
+
   it('GET /plants answers 200 with an array of Plant and 400 with Error, both application/json', () => {
     const responses = doc.paths['/plants'].get.responses as Json;
     const ok = responses['200'].content['application/json'].schema;

@@ -139,6 +139,70 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await list(), []);
     });
 
+    it('registers an endpoint for the event types chosen with --events, and lists each endpoint with its types', async () => {
+      const db = await backend.freshDb();
+      const mirror = await runCli(db, [
+        'webhooks',
+        'add',
+        'https://example.com/hooks/mirror',
+        '--events',
+        'plant.created,plant.updated,plant.deleted',
+      ]);
+      assert.equal(mirror.code, 0, mirror.stderr);
+      assert.match(mirror.stdout, /^whsec_[A-Za-z0-9+/]{32}\n$/);
+      assert.match(
+        mirror.stderr,
+        /^added webhook endpoint \d+ for https:\/\/example\.com\/hooks\/mirror \(plant\.created,plant\.updated,plant\.deleted, as envelope\)/,
+      );
+      // In any order, spaced or repeated: stored in the document's order, each once.
+      await cli(db, 'webhooks', 'add', 'https://example.com/hooks/gone', '--events', ' plant.deleted, plant.updated,plant.deleted');
+      const original = await runCli(db, ['webhooks', 'add', 'https://example.com/hooks/plants']);
+      assert.equal(original.code, 0, original.stderr);
+      assert.match(original.stderr, /\(plant\.created, as NewPlant\); store the secret now/);
+      for (const [events, error] of [
+        [
+          'plant.moved',
+          /^plantstore: unknown event type "plant\.moved"; the event types are plant\.created, plant\.updated, plant\.deleted\n$/,
+        ],
+        [
+          'plant.created,PLANT.UPDATED,updated',
+          /^plantstore: unknown event types "PLANT\.UPDATED", "updated"; the event types are plant\.created, plant\.updated, plant\.deleted\n$/,
+        ],
+        ['', /^plantstore: --events names no event type; the event types are plant\.created, plant\.updated, plant\.deleted\n$/],
+        [' , ', /^plantstore: --events names no event type/],
+      ] as const) {
+        const run = await runCli(db, ['webhooks', 'add', 'https://example.com/hooks/refused', '--events', events]);
+        assert.equal(run.code, 1, `--events "${events}": ${run.stderr}`);
+        assert.match(run.stderr, error);
+        assert.equal(run.stdout, '', 'no secret for an endpoint not added');
+      }
+      const listed = JSON.parse((await runCli(db, ['webhooks', 'list', '--json'])).stdout) as Array<Record<string, unknown>>;
+      assert.deepEqual(
+        listed.map((e) => [e.url, e.types, e.envelope, e.state]),
+        [
+          ['https://example.com/hooks/mirror', ['plant.created', 'plant.updated', 'plant.deleted'], true, 'enabled'],
+          ['https://example.com/hooks/gone', ['plant.updated', 'plant.deleted'], true, 'enabled'],
+          ['https://example.com/hooks/plants', ['plant.created'], false, 'enabled'],
+        ],
+      );
+      // Piped, the list is tab-separated under its header: the types and the body are columns of their own.
+      const [header, ...rows] = (await runCli(db, ['webhooks', 'list'])).stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => line.split('\t'));
+      assert.deepEqual(header, ['ID', 'URL', 'EVENTS', 'BODY', 'STATE', 'CREATED', 'OLD SECRET UNTIL']);
+      assert.deepEqual(
+        rows.map((row) => row.slice(1, 5)),
+        [
+          ['https://example.com/hooks/mirror', 'plant.created,plant.updated,plant.deleted', 'envelope', 'enabled'],
+          ['https://example.com/hooks/gone', 'plant.updated,plant.deleted', 'envelope', 'enabled'],
+          ['https://example.com/hooks/plants', 'plant.created', 'NewPlant', 'enabled'],
+        ],
+      );
+      const help = await runCli(db, ['webhooks', 'add', '--help']);
+      assert.match(help.stdout.replace(/\s+/g, ' '), /--events <types> .*plant\.created, plant\.updated, plant\.deleted/);
+    });
+
     if (backend.name === 'sqlite') {
       // Debian 12's sqlite3 is 3.40: the triggers must not need a newer SQLite than the one an operator has.
       const sqlite3 = spawnSync('sqlite3', ['--version'], { encoding: 'utf8' });

@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
+import { EVENT_TYPES, isEventType, type EventType } from '../../catalogue/plant-events.js';
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
@@ -28,11 +29,38 @@ function parseEndpointUrl(text: string, allowPrivate: boolean): string {
   return url.toString();
 }
 
+/**
+ * The event types an endpoint chooses (`--events plant.created,plant.updated`): each one of EVENT_TYPES, at least
+ * one, so that an endpoint registered with the option always receives something, in the envelope.
+ */
+function parseEventTypes(text: string): EventType[] {
+  const valid = `the event types are ${EVENT_TYPES.join(', ')}`;
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  if (names.length === 0) throw invalidInput(`--events names no event type; ${valid}`);
+  const unknown = names.filter((name) => !isEventType(name));
+  if (unknown.length > 0)
+    throw invalidInput(`unknown event type${unknown.length === 1 ? '' : 's'} ${unknown.map((n) => `"${n}"`).join(', ')}; ${valid}`);
+  return EVENT_TYPES.filter((type) => names.includes(type));
+}
+
+/** How an endpoint receives its events: in the envelope (it chose them), or as the original webhook's NewPlant. */
+const bodyOf = (e: { envelope: boolean }): string => (e.envelope ? 'envelope' : 'NewPlant');
+
 export function registerWebhookCommands(program: Command): void {
   const webhooks = program
     .command('webhooks')
-    .description('register endpoints that receive the new-plant webhook, and follow their deliveries')
-    .addHelpText('after', examples('SECRET=$(plantstore webhooks add https://example.com/hooks/plants)', 'plantstore webhooks deliveries'));
+    .description('register endpoints that receive the new-plant webhook or the plant events they choose, and follow their deliveries')
+    .addHelpText(
+      'after',
+      examples(
+        'SECRET=$(plantstore webhooks add https://example.com/hooks/plants)',
+        'SECRET=$(plantstore webhooks add https://example.com/hooks/mirror --events plant.created,plant.updated,plant.deleted)',
+        'plantstore webhooks deliveries',
+      ),
+    );
 
   webhooks
     .command('add <url>')
@@ -41,22 +69,32 @@ export function registerWebhookCommands(program: Command): void {
       'after',
       examples(
         'SECRET=$(plantstore webhooks add https://example.com/hooks/plants)',
+        'SECRET=$(plantstore webhooks add https://example.com/hooks/mirror --events plant.created,plant.updated,plant.deleted)',
         'SECRET=$(plantstore webhooks add http://10.0.0.7:3000/hooks --webhook-allow-private)',
       ),
     )
+    .option(
+      '--events <types>',
+      `the event types it receives, comma-separated, each in the Standard Webhooks envelope: ${EVENT_TYPES.join(', ')} ` +
+        '(without: new plants alone, each as the NewPlant it was)',
+    )
     .option(SETTINGS.webhookAllowPrivate.flag!, `${SETTINGS.webhookAllowPrivate.summary} (env ${SETTINGS.webhookAllowPrivate.env})`)
-    .action(async (text: string, opts: { webhookAllowPrivate?: string | boolean }, cmd: Command) => {
+    .action(async (text: string, opts: { events?: string; webhookAllowPrivate?: string | boolean }, cmd: Command) => {
       const allowed = SETTINGS.webhookAllowPrivate;
       const url = parseEndpointUrl(text, allowed.parse(String(opts.webhookAllowPrivate ?? process.env[allowed.env] ?? allowed.default)));
+      const events = opts.events === undefined ? undefined : parseEventTypes(opts.events);
       const secret = newWebhookSecret();
-      const endpoint = await withStore(cmd, ({ webhooks }) => webhooks.addEndpoint(url, secret), { create: true });
+      const endpoint = await withStore(cmd, ({ webhooks }) => webhooks.addEndpoint(url, secret, events), { create: true });
       process.stdout.write(`${secret}\n`);
-      say(`added webhook endpoint ${endpoint.id} for ${url}; store the secret now, it cannot be shown again`);
+      say(
+        `added webhook endpoint ${endpoint.id} for ${url} (${endpoint.types.join(',')}, as ${bodyOf(endpoint)}); ` +
+          'store the secret now, it cannot be shown again',
+      );
     });
 
   webhooks
     .command('list')
-    .description('list endpoints (never their secrets)')
+    .description('list endpoints and the event types each receives (never their secrets)')
     .addHelpText('after', examples('plantstore webhooks list', 'plantstore webhooks list --json'))
     .option('--json', 'print a JSON array', false)
     .action(async (opts: { json: boolean }, cmd: Command) => {
@@ -67,6 +105,8 @@ export function registerWebhookCommands(program: Command): void {
         [
           { header: 'id', value: (e) => String(e.id) },
           { header: 'url', value: (e) => e.url },
+          { header: 'events', value: (e) => e.types.join(',') },
+          { header: 'body', value: bodyOf },
           { header: 'state', value: (e) => (e.disabledAt ? `disabled: ${e.disabledReason ?? ''}` : 'enabled') },
           { header: 'created', value: (e) => isoDate(e.createdAt) },
           { header: 'old secret until', value: (e) => isoDate(e.previousSecretUntil) },
