@@ -45,8 +45,24 @@ export class PlantStoreError extends Error {
   }
 }
 
-/** The query of the next page, from a response's `Link` header (RFC 8288), or undefined on the last page. */
-export function nextPageQuery(link: string | null | undefined): { limit?: number; cursor?: string } | undefined {
+/** What `GET /plants?fields=id,name,tag` lists: each plant with its id (a `NewPlant`). */
+export const WITH_IDS = 'id,name,tag';
+
+/** The query of one page of the listing: its size, where it starts, and what it lists (see listAllPlants). */
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+  /** Only the plants with this tag. */
+  tag?: string;
+  /** `id,name,tag`: each plant with its id. */
+  fields?: typeof WITH_IDS;
+}
+
+/**
+ * The query of the next page, from a response's `Link` header (RFC 8288), or undefined on the last page. The link
+ * carries the listing's `tag` and `fields` on, so the next page lists what the first did.
+ */
+export function nextPageQuery(link: string | null | undefined): PageQuery | undefined {
   if (!link) return undefined;
   // Each link is `<target>` followed by `; param=value` pairs; rel may be quoted and may list several types.
   for (const [, target, params] of link.matchAll(/<([^>]*)>((?:\s*;\s*[^;,]*)*)/g)) {
@@ -57,21 +73,53 @@ export function nextPageQuery(link: string | null | undefined): { limit?: number
     if (url.pathname !== '/plants') throw new Error(`unexpected Link rel="next" target: ${target}`);
     const limit = url.searchParams.get('limit');
     const cursor = url.searchParams.get('cursor');
-    return { ...(limit === null ? {} : { limit: Number(limit) }), ...(cursor === null ? {} : { cursor }) };
+    const tag = url.searchParams.get('tag');
+    const fields = url.searchParams.get('fields');
+    if (fields !== null && fields !== WITH_IDS) throw new Error(`unexpected fields in Link rel="next" target: ${target}`);
+    return {
+      ...(limit === null ? {} : { limit: Number(limit) }),
+      ...(cursor === null ? {} : { cursor }),
+      ...(tag === null ? {} : { tag }),
+      ...(fields === null ? {} : { fields }),
+    };
   }
   return undefined;
 }
 
+/** What listAllPlants walks: the page size, and the listing's own filter and fields. */
+export interface ListOptions {
+  /** Plants per request, 1 to 1000 (default 100). */
+  pageSize?: number;
+  /** Only the plants with this tag (matched exactly). */
+  tag?: string;
+  signal?: AbortSignal;
+}
+
 /**
- * Every plant the caller may see, fetched `pageSize` at a time (1 to 1000) by following the `Link: rel="next"`
- * continuations; access is checked again on every page. Throws PlantStoreError on an error status.
+ * Every plant the caller may see (with `tag`, only those with that tag), fetched `pageSize` at a time (1 to 1000)
+ * by following the `Link: rel="next"` continuations; access is checked again on every page. With
+ * `fields: 'id,name,tag'` each plant comes with its id, as a `NewPlant`. Throws PlantStoreError on an error status.
  */
+export function listAllPlants(
+  client: PlantStoreClient,
+  options: ListOptions & { fields: typeof WITH_IDS },
+): AsyncGenerator<NewPlant, void, undefined>;
+export function listAllPlants(
+  client: PlantStoreClient,
+  options?: ListOptions & { fields?: undefined },
+): AsyncGenerator<Plant, void, undefined>;
 export async function* listAllPlants(
   client: PlantStoreClient,
-  { pageSize = 100, signal }: { pageSize?: number; signal?: AbortSignal } = {},
-): AsyncGenerator<Plant, void, undefined> {
+  { pageSize = 100, tag, fields, signal }: ListOptions & { fields?: typeof WITH_IDS } = {},
+): AsyncGenerator<Plant | NewPlant, void, undefined> {
   if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 1000) throw new RangeError('pageSize must be an integer from 1 to 1000');
-  let query: { limit?: number; cursor?: string } | undefined = { limit: pageSize };
+  // For callers the types do not hold to (plain JavaScript): any other fields would be a 400 on the first page.
+  if (fields !== undefined && fields !== WITH_IDS) throw new RangeError('fields must be id,name,tag');
+  let query: PageQuery | undefined = {
+    limit: pageSize,
+    ...(tag === undefined ? {} : { tag }),
+    ...(fields === undefined ? {} : { fields }),
+  };
   while (query !== undefined) {
     const { data, error, response } = await client.GET('/plants', { params: { query }, ...(signal ? { signal } : {}) });
     if (error !== undefined) throw new PlantStoreError(response.status, error);
@@ -160,4 +208,64 @@ export async function sharePlant(
       ? await client.PUT('/plants/{id}/access/groups/{name}', group!)
       : await client.DELETE('/plants/{id}/access/groups/{name}', group!);
   if (error !== undefined) throw new PlantStoreError(response.status, error);
+}
+
+/** A plant and its version (the `ETag`): send it back as `ifNoneMatch` to read it again, or `ifMatch` to change it. */
+export interface VersionedPlant {
+  /** The plant with its id. */
+  plant: NewPlant;
+  etag: string;
+}
+
+/** A change of a plant as JSON Merge Patch: a field left out is kept, `tag: null` removes the tag. */
+export type PlantPatch = components['schemas']['PlantPatch'];
+
+/**
+ * The plant with this id and its version. With `ifNoneMatch` (an `etag` read before), undefined while the plant is
+ * still at that version (304): the copy the caller has is current. Throws PlantStoreError on an error status (404
+ * for a plant the caller cannot see, or none).
+ */
+export function getPlant(
+  client: PlantStoreClient,
+  id: number,
+  options: { ifNoneMatch: string; signal?: AbortSignal },
+): Promise<VersionedPlant | undefined>;
+export function getPlant(
+  client: PlantStoreClient,
+  id: number,
+  options?: { ifNoneMatch?: undefined; signal?: AbortSignal },
+): Promise<VersionedPlant>;
+export async function getPlant(
+  client: PlantStoreClient,
+  id: number,
+  { ifNoneMatch, signal }: { ifNoneMatch?: string | undefined; signal?: AbortSignal } = {},
+): Promise<VersionedPlant | undefined> {
+  const { data, error, response } = await client.GET('/plants/{id}', {
+    params: { path: { id }, ...(ifNoneMatch === undefined ? {} : { header: { 'if-none-match': ifNoneMatch } }) },
+    ...(signal ? { signal } : {}),
+  });
+  // A 304 has no body: openapi-fetch hands it over as an error status with an empty one.
+  if (response.status === 304) return undefined;
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+  return { plant: data, etag: response.headers.get('etag') ?? '' };
+}
+
+/**
+ * Changes the name or tag of the plant (its owner or an admin); with `ifMatch` (an `etag` read before) only while it
+ * is still at that version, else PlantStoreError 412 and nothing changes. Resolves to the plant as changed. Throws
+ * PlantStoreError on an error status (403 not the owner, 404 unseen or none, 400 a name or tag the rules refuse).
+ */
+export async function updatePlant(
+  client: PlantStoreClient,
+  id: number,
+  change: PlantPatch,
+  { ifMatch, signal }: { ifMatch?: string; signal?: AbortSignal } = {},
+): Promise<VersionedPlant> {
+  const { data, error, response } = await client.PATCH('/plants/{id}', {
+    params: { path: { id }, ...(ifMatch === undefined ? {} : { header: { 'if-match': ifMatch } }) },
+    body: change,
+    ...(signal ? { signal } : {}),
+  });
+  if (error !== undefined) throw new PlantStoreError(response.status, error);
+  return { plant: data, etag: response.headers.get('etag') ?? '' };
 }

@@ -48,7 +48,7 @@ export interface paths {
         };
         /**
          * List plants
-         * @description Returns all plants from the system that the user has access to. With `limit` up to 1000, a response that stops before the end of the listing carries `Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with `Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query parameters other than `limit` and `cursor` are refused (400, code 40004).
+         * @description Returns all plants from the system that the user has access to. With `limit` up to 1000, a response that stops before the end of the listing carries `Link: </plants?limit=N&cursor=…>; rel="next"` (RFC 8288): follow it for the next page. Larger or absent limits are streamed in full; such full listings are bounded per user and per process (429 or 503 with `Retry-After` past the bound), and a client that takes less than a minimum rate is cut off. Query parameters other than `limit`, `cursor`, `tag` and `fields` are refused (400, code 40004). With `tag`, only the plants with that tag are listed; with `fields=id,name,tag`, each plant with its id (`NewPlant`). Without them the answer is the contract's, byte for byte.
          */
         get: operations["listPlants"];
         put?: never;
@@ -70,7 +70,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Read one plant
+         * @description The plant with this id (not part of the original contract), with its id, as a `NewPlant`, to a caller who can see it; a plant the caller cannot see is answered as if it did not exist (404). `If-None-Match` with its ETag answers 304 while it is unchanged.
+         */
+        get: operations["getPlant"];
         put?: never;
         post?: never;
         /**
@@ -80,7 +84,11 @@ export interface paths {
         delete: operations["deletePlant"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a plant
+         * @description Changes the name and tag of the plant (not part of the original contract), as JSON Merge Patch (RFC 7396): a field left out is kept, `"tag": null` removes the tag. Only its owner or an admin may: a caller who can see the plant but not change it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). The plant keeps its id, its place in the listing and who has access to it. Names and tags follow the rules of `POST /plants`. With `If-Match`, the change is made only while the plant is at that version (412 otherwise, with the current ETag). The change is in every viewer's next `GET /plants` on this instance, and on every other within the documented freshness bound, and raises the `plant.updated` event.
+         */
+        patch: operations["updatePlant"];
         trace?: never;
     };
     "/plants/{id}/access": {
@@ -177,6 +185,66 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "plant.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A plant was added
+         * @description A plant was added (over HTTP, by the CLI, by an import or by plain SQL). Sent in the Standard Webhooks envelope to every endpoint that chose `plant.created` with `plantstore webhooks add URL --events plant.created,…`; one registered without `--events` receives new plants alone, as the `newPlant` webhook. To mirror the catalogue, take all three types and keep, per plant id, the event of the largest `sequence`: the plant, unless that event is `plant.deleted`. A 2xx answer within 15 s is success; anything else is tried again with backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the endpoint, and redirects are not followed.
+         */
+        post: operations["plantCreated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "plant.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A plant's name or tag changed
+         * @description A plant's name or tag changed (a change that leaves both as they were raises none). Sent in the Standard Webhooks envelope to every endpoint that chose `plant.updated` with `plantstore webhooks add URL --events plant.updated,…`; one registered without `--events` receives new plants alone, as the `newPlant` webhook. To mirror the catalogue, take all three types and keep, per plant id, the event of the largest `sequence`: the plant, unless that event is `plant.deleted`. A 2xx answer within 15 s is success; anything else is tried again with backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the endpoint, and redirects are not followed.
+         */
+        post: operations["plantUpdated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "plant.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A plant was deleted
+         * @description A plant was deleted. Sent in the Standard Webhooks envelope to every endpoint that chose `plant.deleted` with `plantstore webhooks add URL --events plant.deleted,…`; one registered without `--events` receives new plants alone, as the `newPlant` webhook. To mirror the catalogue, take all three types and keep, per plant id, the event of the largest `sequence`: the plant, unless that event is `plant.deleted`. A 2xx answer within 15 s is success; anything else is tried again with backoff (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h; a `Retry-After` is honoured), `410` disables the endpoint, and redirects are not followed.
+         */
+        post: operations["plantDeleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -192,6 +260,12 @@ export interface components {
              * @description Identification number of the plant, chosen by the client; unique in the store
              */
             id: number;
+        };
+        PlantPatch: {
+            /** @description The new name of the plant */
+            name?: string;
+            /** @description The new tag of the plant; null removes it */
+            tag?: string | null;
         };
         PlantAccess: {
             /** @description Every user sees the plant */
@@ -223,7 +297,7 @@ export interface components {
          *     | 40110 | 401 | `token_unknown_key` | The JWT names a signing key (`kid`) the identity provider does not publish. |
          *     | 40111 | 401 | `token_invalid_claims` | The JWT lacks a required claim (`exp`, the user claim) or has one of the wrong type. |
          *     | 40112 | 401 | `token_unknown_user` | The JWT names a user this service does not know (and provisioning is off). |
-         *     | 40301 | 403 | `not_owner` | The caller can see the plant but may not delete it or see and change who has access to it: only its owner or an admin may. |
+         *     | 40301 | 403 | `not_owner` | The caller can see the plant but may not change it, delete it, or see and change who has access to it: only its owner or an admin may. |
          *     | 40401 | 404 | `not_found` | No such path. |
          *     | 40402 | 404 | `plant_not_found` | No plant with this id that the caller can see. |
          *     | 40403 | 404 | `user_not_found` | No user with this name (a plant is shared only with users that exist). |
@@ -233,6 +307,7 @@ export interface components {
          *     | 40801 | 408 | `request_timeout` | The client took too long to send the request. |
          *     | 40901 | 409 | `plant_id_taken` | The id is another plant's (a plant of another user, or with another name or tag); choose another id. |
          *     | 41201 | 412 | `access_changed` | The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry. |
+         *     | 41202 | 412 | `plant_changed` | The plant changed since the version the If-Match header names; read it again (its ETag) and retry. |
          *     | 41301 | 413 | `payload_too_large` | The request body is too large. |
          *     | 41401 | 414 | `uri_too_long` | The request target (path and query) is too long. |
          *     | 41501 | 415 | `unsupported_media_type` | The request body has a media type the service does not take. |
@@ -334,6 +409,10 @@ export interface operations {
                 limit?: number;
                 /** @description Not part of the original contract, optional: the opaque continuation from a `Link: <…>; rel="next"` response header. Use that URL as given; the next page starts after the last plant of the previous one. */
                 cursor?: string;
+                /** @description Not part of the original contract, optional: only the plants with this tag (exactly), in the same order. */
+                tag?: string;
+                /** @description Not part of the original contract, optional: `id,name,tag` lists each plant with its id (`NewPlant` objects, `{"id":…,"name":…,"tag":…}`), so that a client can read, change, share or delete it; `name,tag`, or no `fields`, lists the contract's `Plant` objects. */
+                fields?: "id,name,tag" | "name,tag";
             };
             header?: never;
             path?: never;
@@ -582,6 +661,129 @@ export interface operations {
             };
         };
     };
+    getPlant: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Answer 304 while the plant is at one of these versions (ETags), or `*`. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plant */
+            200: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewPlant"];
+                };
+            };
+            /** @description The plant is at a version If-None-Match names */
+            304: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-None-Match is not `*` or entity tags */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The Accept header rules out application/json */
+            406: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     deletePlant: {
         parameters: {
             query?: never;
@@ -640,6 +842,165 @@ export interface operations {
             };
             /** @description No plant with this id that the caller can see */
             404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            429: {
+                headers: {
+                    /** @description Seconds until the window ends and requests are accepted again. */
+                    "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unexpected server error */
+            500: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database (unreachable, or locked for too long), or the identity provider's signing keys, cannot be reached; retry later */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updatePlant: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                "if-match"?: string;
+            };
+            path: {
+                /** @description ID of the plant */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlantPatch"];
+            };
+        };
+        responses: {
+            /** @description The plant, as changed */
+            200: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewPlant"];
+                };
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); or If-Match is not `*` or entity tags */
+            400: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked bearer token, or a JWT that does not verify */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750); `error="invalid_token"` when a token was sent. */
+                    "WWW-Authenticate"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller can see the plant but is neither its owner nor an admin */
+            403: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant with this id that the caller can see */
+            404: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The Accept header rules out application/json */
+            406: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the plant (code 41202); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than 16 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not application/merge-patch+json or application/json */
+            415: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1485,6 +1846,150 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["NewPlant"];
+            };
+        };
+        responses: {
+            /** @description Return a 200 status (any 2xx) to indicate that the data was received successfully */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    plantCreated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per current secret of the endpoint (two while a rotation overlaps); verify with any Standard Webhooks library and the endpoint's `whsec_…` secret. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the `plant.created` event */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "plant.created";
+                    /**
+                     * Format: date-time
+                     * @description When the change was made.
+                     */
+                    timestamp: string;
+                    /**
+                     * Format: int64
+                     * @description Larger for every later change of the same plant (a plant deleted and added again included), in the order those changes were committed; not consecutive, and between two plants it says nothing of their order. Deliveries may arrive out of order: per plant id, keep the event with the largest sequence.
+                     */
+                    sequence: number;
+                    /** @description The plant added. */
+                    data: components["schemas"]["NewPlant"];
+                };
+            };
+        };
+        responses: {
+            /** @description Return a 200 status (any 2xx) to indicate that the data was received successfully */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    plantUpdated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per current secret of the endpoint (two while a rotation overlaps); verify with any Standard Webhooks library and the endpoint's `whsec_…` secret. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the `plant.updated` event */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "plant.updated";
+                    /**
+                     * Format: date-time
+                     * @description When the change was made.
+                     */
+                    timestamp: string;
+                    /**
+                     * Format: int64
+                     * @description Larger for every later change of the same plant (a plant deleted and added again included), in the order those changes were committed; not consecutive, and between two plants it says nothing of their order. Deliveries may arrive out of order: per plant id, keep the event with the largest sequence.
+                     */
+                    sequence: number;
+                    /** @description The plant as it is now (without `tag` when its tag was removed). */
+                    data: components["schemas"]["NewPlant"];
+                };
+            };
+        };
+        responses: {
+            /** @description Return a 200 status (any 2xx) to indicate that the data was received successfully */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    plantDeleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per current secret of the endpoint (two while a rotation overlaps); verify with any Standard Webhooks library and the endpoint's `whsec_…` secret. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the `plant.deleted` event */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "plant.deleted";
+                    /**
+                     * Format: date-time
+                     * @description When the change was made.
+                     */
+                    timestamp: string;
+                    /**
+                     * Format: int64
+                     * @description Larger for every later change of the same plant (a plant deleted and added again included), in the order those changes were committed; not consecutive, and between two plants it says nothing of their order. Deliveries may arrive out of order: per plant id, keep the event with the largest sequence.
+                     */
+                    sequence: number;
+                    /** @description The plant as it last was. */
+                    data: components["schemas"]["NewPlant"];
+                };
             };
         };
         responses: {

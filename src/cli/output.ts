@@ -53,6 +53,15 @@ export function printRows<T extends object>(rows: T[], columns: Column<T>[], jso
   }
 }
 
+/**
+ * Prints one record (`plants show`, the plant a change left): a JSON object (`--json`), else as a list of one row,
+ * so that a script reads it as it reads the list.
+ */
+export function printRecord<T extends object>(row: T, columns: Column<T>[], json: boolean): void {
+  if (outputFormat(json) === 'json') process.stdout.write(`${JSON.stringify(row, null, 2)}\n`);
+  else printRows([row], columns, false);
+}
+
 export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
 
 /**

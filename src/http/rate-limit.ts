@@ -120,8 +120,10 @@ export function createRateLimiter(
 }
 
 /**
- * The write budget: `POST` and `DELETE` count against the user's own counter too (every token and JWT of the user
- * alike), so that one client cannot fill the disk; reads keep the general limit alone. Past it, 429 (42903).
+ * The write budget: every write (`POST /plants`, `PATCH` and `DELETE` of a plant, the `PUT` and `DELETE` of its
+ * access; each route spends it with `userWriteBudget`, routes/protected.ts) counts against the user's own counter too
+ * (every token and JWT of the user alike), so that one client cannot fill the disk; reads keep the general limit
+ * alone. Past it, 429 (42903).
  */
 export function createWriteBudget(
   limit: RateLimitConfig | undefined,

@@ -112,6 +112,64 @@ for (const backend of BACKENDS)
       assert.deepEqual(JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout), []);
     });
 
+    it('shows a plant, changes its name and tag as the operator, and lists plants by tag', async () => {
+      const db = await freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['users', 'add', 'bob']);
+      const add = async (...args: string[]) => (await ok(db, ['plants', 'add', ...args])).stdout.trim();
+      const fern = await add('--name', 'Fern', '--tag', 'fern', '--owner', 'alice', '--public');
+      const ivy = await add('--name', 'Ivy', '--owner', 'bob');
+      await add('--name', 'Moss', '--tag', 'fern', '--owner', 'bob');
+      const show = async (id: string) => JSON.parse((await ok(db, ['plants', 'show', id, '--json'])).stdout);
+
+      // As the operator sees it: private plants too, with the owner and the public flag.
+      assert.deepEqual((await ok(db, ['plants', 'show', ivy])).stdout, `ID\tNAME\tTAG\tOWNER\tPUBLIC\n${ivy}\tIvy\t-\tbob\tno\n`);
+      const shown = await show(fern);
+      const { createdAt, ...fields } = shown;
+      assert.deepEqual(fields, { id: Number(fern), name: 'Fern', tag: 'fern', owner: 'alice', public: true });
+      assert.match(createdAt, /^\d{4}-\d{2}-\d{2}T/);
+      assert.deepEqual(shown, JSON.parse((await ok(db, ['plants', 'list', '--json'])).stdout)[0], 'show prints what list does');
+
+      // Each flag alone: the name, a tag, the tag removed; what it left is printed as show prints it.
+      const renamed = await ok(db, ['plants', 'update', ivy, '--name', 'English ivy', '--json']);
+      assert.match(renamed.stderr, new RegExp(`^changed plant ${ivy} \\(English ivy\\)$`, 'm'));
+      const ivyNow = await show(ivy);
+      assert.deepEqual(JSON.parse(renamed.stdout), ivyNow);
+      assert.equal(ivyNow.name, 'English ivy');
+      const tagged = await ok(db, ['plants', 'update', ivy, '--tag', 'climber']);
+      assert.equal(tagged.stdout, `ID\tNAME\tTAG\tOWNER\tPUBLIC\n${ivy}\tEnglish ivy\tclimber\tbob\tno\n`);
+      // The operator's names and tags take control characters, as `plants add` does.
+      await ok(db, ['plants', 'update', fern, '--name', 'Boston\tfern']);
+      assert.equal((await show(fern)).name, 'Boston\tfern');
+      const untagged = await ok(db, ['plants', 'update', fern, '--no-tag', '--json']);
+      const fernNow = await show(fern);
+      assert.deepEqual(JSON.parse(untagged.stdout), fernNow);
+      assert.equal('tag' in fernNow, false, 'the tag is gone, not empty');
+      assert.equal(fernNow.public, true, 'a change keeps the public flag');
+      // Repeated, it says so; the name it echoes has its control characters shown as `?`, as everywhere on stderr.
+      const again = await ok(db, ['plants', 'update', fern, '--no-tag']);
+      assert.match(again.stderr, new RegExp(`^plant ${fern} \\(Boston\\?fern\\) was already as asked$`, 'm'));
+      assert.equal(again.stdout, `ID\tNAME\tTAG\tOWNER\tPUBLIC\n${fern}\tBoston\\tfern\t-\talice\tyes\n`);
+
+      await fails(db, ['plants', 'update', ivy], /^plantstore: give at least one of --name, --tag or --no-tag$/);
+      await fails(db, ['plants', 'update', ivy, '--tag', 'x', '--no-tag'], /^plantstore: give --tag or --no-tag, not both$/);
+      await fails(db, ['plants', 'update', ivy, '--name', ''], /plant name must not be empty/);
+      await fails(db, ['plants', 'update', '999', '--name', 'Ghost'], /^plantstore: no plant with id 999$/);
+      await fails(db, ['plants', 'show', '999'], /^plantstore: no plant with id 999$/);
+      await fails(db, ['plants', 'show', 'abc'], /invalid plant id/);
+      assert.equal((await show(ivy)).name, 'English ivy', 'a refused change changes nothing');
+
+      const listed = async (...args: string[]) =>
+        (JSON.parse((await ok(db, ['plants', 'list', '--json', ...args])).stdout) as Array<{ name: string }>).map((p) => p.name);
+      await ok(db, ['plants', 'update', ivy, '--tag', 'fern']);
+      assert.deepEqual(await listed('--tag', 'fern'), ['English ivy', 'Moss']);
+      assert.deepEqual(await listed('--tag', 'fern', '--owner', 'bob'), ['English ivy', 'Moss']);
+      assert.deepEqual(await listed('--tag', 'fern', '--owner', 'alice'), []);
+      assert.deepEqual(await listed('--tag', 'Fern'), [], 'tags are matched exactly');
+      assert.deepEqual(await listed('--tag', 'none'), []);
+      await fails(db, ['plants', 'list', '--tag', 'fern', '--owner', 'nobody'], /no user named "nobody"/);
+    });
+
     it('reports user mistakes as one line and a non-zero exit', async () => {
       const db = await freshDb();
       await ok(db, ['users', 'add', 'alice']);

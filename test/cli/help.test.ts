@@ -54,6 +54,8 @@ it('every command and sub-command has a description and --help with examples', a
     'users add',
     'groups add-member',
     'plants list',
+    'plants show',
+    'plants update',
     'grants remove',
     'tokens revoke',
     'import',

@@ -4,13 +4,16 @@ import {
   createPlant,
   createPlantStoreClient,
   deletePlant,
+  getPlant,
   getPlantAccess,
   listAllPlants,
   nextPageQuery,
   PlantStoreError,
   setPlantAccess,
   sharePlant,
+  updatePlant,
   type ErrorBody,
+  type NewPlant,
   type Plant,
   type PlantStoreClient,
 } from '@plantstore/client';
@@ -117,6 +120,36 @@ describe(`typed client [${backend.name}]`, () => {
     }
   });
 
+  it('listAllPlants lists one tag, and with fields each plant with its id, page after page', async () => {
+    const herbs = CAROL_SEES.filter((p) => p.tag === 'herb');
+    for (const pageSize of [1, 2, 100]) {
+      const urls: string[] = [];
+      const tagged: Plant[] = [];
+      for await (const plant of listAllPlants(client(tokens.carol, recordingFetch(urls)), { pageSize, tag: 'herb' })) tagged.push(plant);
+      assert.deepEqual(tagged, herbs, `pageSize=${pageSize}`);
+      for (const url of urls) assert.equal(new URL(url).searchParams.get('tag'), 'herb', 'every page asks for the tag');
+
+      const idUrls: string[] = [];
+      const withIds: NewPlant[] = [];
+      const carol = client(tokens.carol, recordingFetch(idUrls));
+      for await (const plant of listAllPlants(carol, { pageSize, tag: 'herb', fields: 'id,name,tag' })) withIds.push(plant);
+      assert.deepEqual(
+        withIds.map(({ id: _, ...plant }) => plant),
+        herbs,
+      );
+      for (const { id } of withIds) assert.ok(Number.isSafeInteger(id) && id >= 1, String(id));
+      for (const url of idUrls) assert.equal(new URL(url).searchParams.get('fields'), 'id,name,tag');
+      // The ids are those of the plants: each reads back as listed.
+      assert.deepEqual((await getPlant(client(tokens.carol), withIds[0]!.id)).plant, withIds[0]);
+    }
+    const all: NewPlant[] = [];
+    for await (const plant of listAllPlants(client(tokens.carol), { pageSize: 3, fields: 'id,name,tag' })) all.push(plant);
+    assert.deepEqual(
+      all.map(({ id: _, ...plant }) => plant),
+      CAROL_SEES,
+    );
+  });
+
   it('createPlant and deletePlant create, retry safely, refuse with typed errors and delete', async () => {
     const dave = client(tokens.dave);
     const names = async () => (await dave.GET('/plants')).data!.map((p) => p.name);
@@ -155,6 +188,38 @@ describe(`typed client [${backend.name}]`, () => {
     const notOwner = await getPlantAccess(client(tokens.carol), 70_002).catch((e: unknown) => e);
     assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 403, String(notOwner));
     await deletePlant(dave, 70_002);
+  });
+
+  it('getPlant and updatePlant read and change a plant with its version: 304 while unchanged, 412 once stale', async () => {
+    const dave = client(tokens.dave);
+    await createPlant(dave, { id: 70_003, name: 'Client ivy', tag: 'climber' });
+    const read = await getPlant(dave, 70_003);
+    assert.deepEqual(read.plant, { id: 70_003, name: 'Client ivy', tag: 'climber' });
+    assert.match(read.etag, /^"[A-Za-z0-9_-]+"$/);
+    assert.equal(await getPlant(dave, 70_003, { ifNoneMatch: read.etag }), undefined, 'unchanged: 304, nothing to read');
+
+    const changed = await updatePlant(dave, 70_003, { name: 'English ivy', tag: null }, { ifMatch: read.etag });
+    assert.deepEqual(changed.plant, { id: 70_003, name: 'English ivy' });
+    assert.notEqual(changed.etag, read.etag);
+    // The copy read before is stale now: a read with its version gets the plant again, a change with it is refused.
+    assert.deepEqual(await getPlant(dave, 70_003, { ifNoneMatch: read.etag }), changed);
+    const stale = await updatePlant(dave, 70_003, { tag: 'climber' }, { ifMatch: read.etag }).catch((e: unknown) => e);
+    assert.ok(stale instanceof PlantStoreError && stale.status === 412 && stale.body.error === 41202, String(stale));
+    assert.deepEqual((await getPlant(dave, 70_003)).plant, changed.plant, 'a refused change changes nothing');
+    // Without ifMatch the last writer wins; the same change again answers the plant as it is.
+    assert.deepEqual((await updatePlant(dave, 70_003, { tag: 'climber' })).plant, { id: 70_003, name: 'English ivy', tag: 'climber' });
+    assert.deepEqual((await updatePlant(dave, 70_003, { tag: 'climber' })).plant, { id: 70_003, name: 'English ivy', tag: 'climber' });
+
+    const carol = client(tokens.carol);
+    const unseen = await getPlant(carol, 70_003).catch((e: unknown) => e);
+    assert.ok(unseen instanceof PlantStoreError && unseen.status === 404, String(unseen));
+    await sharePlant(dave, 70_003, { user: 'carol' }, true);
+    assert.equal((await getPlant(carol, 70_003)).plant.name, 'English ivy', 'a grantee reads it');
+    const notOwner = await updatePlant(carol, 70_003, { name: 'Mine now' }).catch((e: unknown) => e);
+    assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 403 && notOwner.body.error === 40301, String(notOwner));
+    const refused = await updatePlant(dave, 70_003, { name: '' }).catch((e: unknown) => e);
+    assert.ok(refused instanceof PlantStoreError && refused.status === 400, String(refused));
+    await deletePlant(dave, 70_003);
   });
 
   it('listAllPlants walks a larger catalogue without gap or repeat', async () => {
@@ -211,6 +276,22 @@ describe('nextPageQuery', () => {
       limit: 2,
       cursor: 'y',
     });
+  });
+
+  it("carries the listing's tag and fields on to the next page", () => {
+    assert.deepEqual(nextPageQuery('</plants?limit=2&cursor=c1&tag=house%20plant&fields=id,name,tag>; rel="next"'), {
+      limit: 2,
+      cursor: 'c1',
+      tag: 'house plant',
+      fields: 'id,name,tag',
+    });
+    assert.deepEqual(nextPageQuery('</plants?fields=id%2Cname%2Ctag&tag=herb&cursor=c2&limit=3>; rel="next"'), {
+      limit: 3,
+      cursor: 'c2',
+      tag: 'herb',
+      fields: 'id,name,tag',
+    });
+    assert.throws(() => nextPageQuery('</plants?limit=2&cursor=c&fields=name>; rel="next"'), /unexpected fields/);
   });
 
   it('is undefined on the last page', () => {

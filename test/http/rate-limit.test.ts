@@ -10,7 +10,7 @@ import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
-import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
+import { bearer, rawRequest, seed, startApp, type AddedPlant, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 
 // Per-token rate limiting over a real socket: in-process counters, counters shared through Redis by two
 // instances, and a Redis that is down or does not answer (fail open).
@@ -119,6 +119,43 @@ describe('rate limiting, in-process counters', () => {
     assert.deepEqual(Object.keys(tooMany.headers ?? {}).sort(), ['Plantstore-Version', 'RateLimit', 'RateLimit-Policy', 'Retry-After']);
     assert.ok(responses['200']!.headers?.RateLimit, '200 documents the RateLimit header');
     assert.ok(doc.components.schemas.Error.description.includes('| 42901 | 429 | `rate_limited` |'));
+  });
+});
+
+describe('the write budget and one plant', () => {
+  it('spends it on PATCH /plants/{id} whatever the answer, never on GET /plants/{id} or a malformed change', async () => {
+    const store = await openStore({ db: ':memory:' });
+    const { tokens, plants } = await seed(store, {
+      users: [{ name: 'alice' }, { name: 'bob' }],
+      plants: [
+        { name: 'Fern', owner: 'alice', public: true },
+        { name: 'Ivy', owner: 'bob', public: true },
+      ],
+    });
+    const [fern, ivy] = plants as [AddedPlant, AddedPlant];
+    const server = await startApp(store, { config: { writeRateLimit: '3/1m' } });
+    const patch = (id: number, body: string, user = 'alice') =>
+      rawRequest(server.url, `/plants/${id}`, { ...bearer(tokens[user]!), 'content-type': 'application/merge-patch+json' }, 'PATCH', body);
+    const read = (id: number) => rawRequest(server.url, `/plants/${id}`, bearer(tokens.alice!));
+    try {
+      for (let i = 0; i < 5; i++) assert.equal((await read(fern.id)).status, 200, 'reads spend nothing');
+      for (let i = 0; i < 3; i++) assertError(await patch(fern.id, JSON.stringify({ name: '' })), 400, 40005);
+      assertError(await patch(fern.id, JSON.stringify({ colour: 'green' })), 400, 40005);
+      const changed = await patch(fern.id, JSON.stringify({ tag: 'fern' }));
+      assert.equal(changed.status, 200);
+      assert.match(String(changed.headers.ratelimit), /"writes";r=2;t=\d+/);
+      // Refused after the checks of its form: a change of another's plant, and of none, spend the budget too.
+      assertError(await patch(ivy.id, JSON.stringify({ tag: 'mine' })), 403, 40301);
+      assertError(await patch(987_654, JSON.stringify({ tag: 'none' })), 404, 40402);
+      const refused = await patch(fern.id, JSON.stringify({ tag: null }));
+      assertError(refused, 429, 42903);
+      assert.match(String(refused.headers['retry-after']), /^[1-9][0-9]*$/);
+      assert.deepEqual((await read(fern.id)).body, { id: fern.id, name: 'Fern', tag: 'fern' }, 'the refused change changed nothing');
+      assert.equal((await patch(ivy.id, JSON.stringify({ tag: 'his' }), 'bob')).status, 200, "another user's budget is his own");
+    } finally {
+      await server.close();
+      await store.close();
+    }
   });
 });
 

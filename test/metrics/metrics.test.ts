@@ -11,7 +11,7 @@ import { startServer, type RunningServer } from '../../src/server.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError, settleChangeFeed } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant, type AddedPlant } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
 import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
@@ -39,12 +39,13 @@ for (const backend of BACKENDS) {
     let store: Store;
     let server: RunningServer;
     let tokens: Record<string, string>;
+    let plants: AddedPlant[];
     let expired: string;
     let revoked: string;
 
     before(async () => {
       store = await backend.open();
-      ({ tokens } = await seed(store, {
+      ({ tokens, plants } = await seed(store, {
         users: [{ name: 'alice' }, { name: 'bob' }],
         plants: [
           { name: 'Fern', owner: 'bob', public: true },
@@ -119,6 +120,45 @@ for (const backend of BACKENDS) {
       assert.equal(sampleValue(after, 'plantstore_auth_failures_total', { reason: 'bad_signature' }), 0);
     });
 
+    it('counts and times reads and changes of one plant under the one route pattern of every plant', async () => {
+      const [fern, basil] = plants as [AddedPlant, AddedPlant];
+      const path = (plant: AddedPlant) => `/plants/${plant.id}`;
+      const before = await scrape(server.metricsUrl!);
+      const read = await rawRequest(server.url, path(basil), bearer(tokens.alice!));
+      assert.equal(read.status, 200);
+      const etag = String(read.headers.etag);
+      assert.equal((await rawRequest(server.url, path(basil), { ...bearer(tokens.alice!), 'if-none-match': etag })).status, 304);
+      assert.equal((await rawRequest(server.url, path(basil), bearer(tokens.bob!))).status, 404, "alice's private plant");
+      assert.equal((await rawRequest(server.url, '/plants/987654', bearer(tokens.alice!))).status, 404);
+      const patch = (plant: AddedPlant, token: string, change: object) =>
+        rawRequest(
+          server.url,
+          path(plant),
+          { ...bearer(token), 'content-type': 'application/merge-patch+json' },
+          'PATCH',
+          JSON.stringify(change),
+        );
+      assert.equal((await patch(basil, tokens.alice!, { tag: 'kitchen herb' })).status, 200);
+      assert.equal((await patch(basil, tokens.alice!, { tag: 'herb' })).status, 200);
+      assert.equal((await patch(fern, tokens.alice!, { name: 'Not mine' })).status, 403, "bob's public plant");
+      const after = await scrape(server.metricsUrl!);
+
+      const requests = (labels: Record<string, string>) => delta(before, after, 'plantstore_http_requests_total', labels);
+      const route = '/plants/:id';
+      assert.equal(requests({ method: 'GET', route, status: '200' }), 1);
+      assert.equal(requests({ method: 'GET', route, status: '304' }), 1);
+      assert.equal(requests({ method: 'GET', route, status: '404' }), 2);
+      assert.equal(requests({ method: 'PATCH', route, status: '200' }), 2);
+      assert.equal(requests({ method: 'PATCH', route, status: '403' }), 1);
+      const count = (method: string) => delta(before, after, 'plantstore_http_request_duration_seconds_count', { method, route });
+      assert.equal(count('GET'), 4);
+      assert.equal(count('PATCH'), 3);
+      // The label is the pattern as a person reads it: never a plant's id, nor the rule the pattern gives its id.
+      const routes = new Set(after.flatMap((sample) => (sample.labels.route === undefined ? [] : [sample.labels.route])));
+      assert.ok(routes.has('/plants/:id') && routes.has('/plants'), [...routes].join(' '));
+      for (const label of routes) assert.ok(label === '(unmatched)' || !/[0-9()]/.test(label), label);
+    });
+
     it('counts token and page cache hits and misses, and times the hot-path queries', async () => {
       await settleChangeFeed(store);
       const before = await scrape(server.metricsUrl!);
@@ -178,6 +218,10 @@ for (const backend of BACKENDS) {
       assert.equal(sampleValue(samples, 'plantstore_info', { version: PACKAGE_VERSION, backend: backend.name }), 1);
       assert.ok((sampleValue(samples, 'process_cpu_user_seconds_total') ?? 0) > 0);
       assert.ok((sampleValue(samples, 'nodejs_heap_size_used_bytes') ?? 0) > 0);
+      // Every hot-path query has its series from the start: one the store times without one would fail its request.
+      for (const query of ['ping', 'find_token', 'find_user', 'visible_plants', 'all_plants', 'filtered_plants']) {
+        assert.notEqual(sampleValue(samples, 'plantstore_db_query_duration_seconds_count', { query }), undefined, query);
+      }
       const pool = (name: string) => sampleValue(samples, name, { pool: 'primary' });
       if (backend.name === 'postgres') {
         assert.ok((pool('plantstore_db_pool_connections') ?? 0) >= 1, 'queries have opened a connection');

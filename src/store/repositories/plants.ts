@@ -229,8 +229,8 @@ export function plantRepository(d: DatabaseSeam) {
      */
     update: (actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> =>
       withStoreErrors(d, () => update(d, actor, id, change, ifVersion)),
-    /** Every plant, or one owner's (the CLI). */
-    list: (filter: { owner?: string }): Promise<PlantInfo[]> => listPlants(d, filter),
+    /** Every plant, or those of one owner, with one tag or with one id, as the operator sees them (the CLI). */
+    list: (filter: PlantFilter): Promise<PlantInfo[]> => listPlants(d, filter),
   };
 }
 
@@ -340,8 +340,18 @@ async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantC
   return written;
 }
 
-/** Every plant, or one owner's: an owner who does not exist is not found, as everywhere a name is given. */
-async function listPlants(d: DatabaseSeam, filter: { owner?: string }): Promise<PlantInfo[]> {
+/** What the operator's list narrows to; each filter given must hold (all plants with none). */
+export interface PlantFilter {
+  owner?: string;
+  tag?: string;
+  id?: PlantId;
+}
+
+/**
+ * The plants a filter names, in catalogue order: an owner who does not exist is not found, as everywhere a name is
+ * given; a tag or an id that no plant has is an empty list.
+ */
+async function listPlants(d: DatabaseSeam, filter: PlantFilter): Promise<PlantInfo[]> {
   if (filter.owner !== undefined) await userIdByName(d.db, filter.owner);
   let query = d.db
     .selectFrom('plants')
@@ -349,6 +359,8 @@ async function listPlants(d: DatabaseSeam, filter: { owner?: string }): Promise<
     .select(['plants.api_id as id', 'plants.is_public', 'plants.created_at', 'users.name as owner', ...fieldSelection('plants')])
     .orderBy('plants.id');
   if (filter.owner !== undefined) query = query.where('users.name', '=', filter.owner);
+  if (filter.tag !== undefined) query = query.where('plants.tag', '=', filter.tag);
+  if (filter.id !== undefined) query = query.where('plants.api_id', '=', filter.id);
   const rows = await query.execute();
   return rows.map((r) => ({
     id: Number(r.id) as PlantId,
