@@ -260,12 +260,13 @@ export const SETTINGS = {
   writeRateLimit: setting({
     flag: '--write-rate-limit <n/window>',
     env: 'PLANTSTORE_WRITE_RATE_LIMIT',
-    // Ten creates or deletes a second per user, sustained: more than a person or an application's own users
+    // Ten creates, changes or deletes a second per user, sustained: more than a person or an application's own users
     // make, while a runaway client adds at most 864,000 plants a day; bulk loads go through `import`.
     default: '600/1m',
-    summary: 'writes (creates, deletes, access changes) per user per window, e.g. 600/1m, or off; a malformed one counts for nothing',
+    summary:
+      'writes (creates, changes, deletes, access changes) per user per window, e.g. 600/1m, or off; a malformed one counts for nothing',
     meaning:
-      "Writes per window per user, every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. A write is an authenticated `POST /plants`, `DELETE /plants/{id}`, `PUT /plants/{id}/access`, or `PUT` or `DELETE` of `/plants/{id}/access/users/{name}` or `…/groups/{name}`; it counts whatever it then answers (`403`, `404`, `409`, `412`, `422`). One refused as malformed (any `400`: an id, query or body not of the operation's schema, a name or tag the rules refuse, a malformed `If-Match`; or `401`, the per-token `429`, `406`, `413`, `415`) counts for nothing, as does every read. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).",
+      "Writes per window per user, every token and JWT of the user together, on top of the per-token limit: `<requests>/<window>` as for `--rate-limit`, or `off`. A write is an authenticated `POST /plants`, `PATCH /plants/{id}`, `DELETE /plants/{id}`, `PUT /plants/{id}/access`, or `PUT` or `DELETE` of `/plants/{id}/access/users/{name}` or `…/groups/{name}`; it counts whatever it then answers (`403`, `404`, `409`, `412`, `422`). One refused as malformed (any `400`: an id, query or body not of the operation's schema, a name or tag the rules refuse, a malformed `If-Match`; or `401`, the per-token `429`, `406`, `413`, `415`) counts for nothing, as does every read. Past it, `429` (42903) with `Retry-After`. See [Limits](#limits-and-rate-limiting).",
     table: 'service',
     into: ['app.writeRateLimit'],
     parse: (text) => parseRateLimit(text ?? ''),

@@ -91,7 +91,7 @@ export const errorCatalogue = {
   write_rate_limited: {
     code: 42903,
     status: 429,
-    summary: 'Too many writes (creates, deletes, access changes) for this user in the current window; see Retry-After.',
+    summary: 'Too many writes (creates, changes, deletes, access changes) for this user in the current window; see Retry-After.',
   },
   headers_too_large: { code: 43101, status: 431, summary: 'The request line or headers are too large.' },
   internal: { code: 50001, status: 500, summary: 'An unexpected server error; details are in the server log, never in the response.' },

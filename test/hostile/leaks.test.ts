@@ -260,8 +260,9 @@ describe('CORS when configured', () => {
     const exposed = String(ok.headers['access-control-expose-headers'])
       .toLowerCase()
       .split(/\s*,\s*/);
-    // What a page needs to read: the next page, the rate limit, when to retry, which release answered.
-    for (const header of ['link', 'ratelimit', 'ratelimit-policy', 'retry-after', 'plantstore-version'])
+    // What a page needs to read: the next page, a version to change against, the rate limit, when to retry, which
+    // release answered.
+    for (const header of ['link', 'etag', 'ratelimit', 'ratelimit-policy', 'retry-after', 'plantstore-version'])
       assert.ok(exposed.includes(header), header);
     assert.match(String(ok.headers.vary), /\bOrigin\b/i);
     assert.ok(ok.headers.link, 'a next link to read');
@@ -280,9 +281,11 @@ describe('CORS when configured', () => {
       String(ok.headers['access-control-allow-methods'])
         .split(/\s*,\s*/)
         .sort(),
-      ['DELETE', 'GET', 'HEAD', 'POST'],
+      ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT'],
     );
     assert.match(String(ok.headers['access-control-allow-headers']), /authorization/i);
+    // A page changes a plant or its access only as it read it: the conditions may be sent, the ETag read.
+    assert.match(String(ok.headers['access-control-allow-headers']), /if-match.*if-none-match/i);
     assert.equal(ok.headers['cache-control'], 'no-store');
     for (const origin of ['https://evil.example', 'https://app.example.evil.example', 'null', `${ALLOWED}/`]) {
       const refused = await rawRequest(server.url, '/plants', { ...preflight, origin }, 'OPTIONS');

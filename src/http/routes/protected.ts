@@ -74,7 +74,7 @@ export const NoQuery = Type.Object({});
 export const commonErrors = {
   401: unauthorized,
   429: errorResponse(
-    'Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903)',
+    'Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903)',
     { ...retryAfterWindow, ...rateLimitHeaders },
   ),
   500: errorResponse('Unexpected server error'),
