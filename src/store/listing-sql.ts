@@ -177,7 +177,7 @@ export function visibleSql(plant: string, user: string, claimed: string | undefi
  * (`ranged`: the viewer's ranged groups and those a JWT claims; none when undefined). One index probe for each
  * path through another table.
  */
-function rowVisibleSql(row: string, user: string, ranged: string | undefined): string {
+function rowVisibleSql(row: string, user: string, groups: ProbedGroups): string {
   const branches: string[] = [];
   // The OFFSET keeps each probe a probe: PostgreSQL would otherwise read all of the viewer's rows of a table into a
   // hash table (a "hashed SubPlan") whenever its generic plan guesses that cheaper (an EXISTS with an OFFSET is never
@@ -193,14 +193,25 @@ function rowVisibleSql(row: string, user: string, ranged: string | undefined): s
         branches.push(path.table === 'plants' ? `${row}.${path.key} = ${user}` : probe(path.table, `x.${path.key} = ${user}`));
         break;
       case 'group':
-        branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
-        if (ranged !== undefined) branches.push(probe(path.table, `x.${path.key} IN (${ranged})`));
+        if (groups.small) branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
+        // By the plant's few group grants, each group then looked up in the list (`+` keeps the group's column out
+        // of the index search): one probe however many groups are read range by range.
+        if (groups.ranged !== undefined) branches.push(probe(path.table, `+x.${path.key} IN (${groups.ranged})`));
         break;
       default:
         path.by satisfies never;
     }
   }
   return branches.join(' OR ');
+}
+
+/**
+ * The groups a probe of one plant counts: whether the viewer may be in small groups (their grants are the viewer's
+ * member grants: none without one), and the SQL of the ids of the groups read range by range (ranged or claimed).
+ */
+export interface ProbedGroups {
+  small: boolean;
+  ranged: string | undefined;
 }
 
 /**
@@ -218,14 +229,22 @@ const scanned = (read: string, matches: string): string =>
  * whatever the viewer sees. Ordered by tag and id, the one order only that index gives, so that a plan made for any
  * tag reads it.
  */
-export function taggedRowsSql(params: { user: string; after: string; limit: string; tag: string }, ranged: string | undefined): string {
+export function taggedRowsSql(params: { user: string; after: string; limit: string; tag: string }, groups: ProbedGroups): string {
   // Only the index's own columns: a plant's row is read for those the viewer sees alone.
-  const read =
-    `SELECT id, tag, is_public, owner_id FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ` +
-    `ORDER BY tag, id LIMIT ${params.limit}`;
-  const matches = `SELECT c.id, p.api_id, p.name, p.tag FROM c JOIN plants p ON p.id = c.id WHERE ${rowVisibleSql('c', params.user, ranged)}`;
-  return scanned(read, matches);
+  const read = `SELECT id, tag, is_public, owner_id FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ORDER BY tag, id LIMIT ${params.limit}`;
+  return scanned(
+    read,
+    `SELECT c.id, p.api_id, p.name, p.tag FROM c JOIN plants p ON p.id = c.id WHERE ${rowVisibleSql('c', params.user, groups)}`,
+  );
 }
+
+/**
+ * Every plant with tag `tag` after position `after` that the viewer sees, rows (id, api_id, name, tag): a rare tag's
+ * page, read whole in one pass of the index of plants by tag, a plant's row read for those the viewer sees alone.
+ */
+export const taggedPlantsSql = (params: { user: string; after: string; tag: string }, groups: ProbedGroups): string =>
+  `SELECT c.id, c.api_id, c.name, c.tag FROM plants c WHERE c.tag = ${params.tag} AND c.id > ${params.after} ` +
+  `AND (${rowVisibleSql('c', params.user, groups)}) ORDER BY c.tag, c.id`;
 
 /**
  * The positions a viewer sees (`positions`, SQL of one column in catalogue order), each with its plant, and of them

@@ -56,7 +56,8 @@ async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingReques
   const withIds = page.withIds === true;
   if (seesEverything(viewer)) return pageOf(await d.reads.allRows(after, wanted, tag), limit, [], withIds);
   const claims = viewer.groups ?? [];
-  const groupIds = await d.reads.viewerGroupIds(viewer.userId, claims);
+  const basis = await d.reads.pageBasis(viewer.userId, claims, tag === undefined ? undefined : { tag, after, cap: RARE_TAG });
+  const { groupIds } = basis;
   const seen = new Search((from, size) => d.reads.visibleRows(viewer.userId, from, size, claims, tag), after);
   if (tag === undefined) {
     for (let size = wanted; ; size = Math.min(size * 2, LARGEST_READ)) {
@@ -64,9 +65,8 @@ async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingReques
     }
   }
   const tagged = new Search((from, size) => d.reads.taggedRows(viewer.userId, tag, from, size, claims), after);
-  if ((await d.reads.countTagged(tag, after, RARE_TAG)) < RARE_TAG) {
-    await tagged.read(RARE_TAG, wanted);
-    return pageOf(tagged.found, limit, groupIds, withIds);
+  if (basis.tagged! < RARE_TAG) {
+    return pageOf(await d.reads.taggedPlants(viewer.userId, tag, after, claims), limit, groupIds, withIds);
   }
   for (let size = Math.max(FIRST_READ, wanted); ; size = Math.min(size * 2, LARGEST_READ)) {
     if (await seen.read(size, wanted)) return pageOf(seen.found, limit, groupIds, withIds);

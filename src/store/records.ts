@@ -68,6 +68,20 @@ export interface PlantRow {
   tag: string | null;
 }
 
+/** A count of the plants with tag `tag` after position `after`, up to `cap` (RequestReads.pageBasis). */
+export interface TagCount {
+  tag: string;
+  after: number;
+  cap: number;
+}
+
+/** What a filtered page learns first (RequestReads.pageBasis). */
+export interface PageBasis {
+  groupIds: number[];
+  /** With a TagCount asked: how many, up to its cap. */
+  tagged?: number;
+}
+
 /** What one read of a filtered page found: the plants that match, in catalogue order, and how far it read. */
 export interface ScannedRows {
   matches: PlantRow[];

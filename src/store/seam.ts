@@ -4,7 +4,17 @@ import type { Change, ChangeFeed } from './change-log.js';
 import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
-import type { PageRequest, PlantRow, PoolStats, ScannedRows, TokenCredential, UserCredential, VisiblePage } from './records.js';
+import type {
+  PageBasis,
+  PageRequest,
+  PlantRow,
+  PoolStats,
+  ScannedRows,
+  TagCount,
+  TokenCredential,
+  UserCredential,
+  VisiblePage,
+} from './records.js';
 import type { DeliveryClaims } from './webhook-outbox.js';
 
 /**
@@ -36,10 +46,14 @@ export interface RequestReads {
   allRows(after: number, limit: number, tag: string | undefined): Awaitable<PlantRow[]>;
   visibleRows(userId: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): Awaitable<ScannedRows>;
   taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Awaitable<ScannedRows>;
-  /** How many plants have tag `tag` after position `after`, counted up to `cap`: from the index of plants by tag alone. */
-  countTagged(tag: string, after: number, cap: number): Awaitable<number>;
-  /** The ids of the groups a page of user `userId` counts (stored memberships, and those `claims` names). */
-  viewerGroupIds(userId: number, claims: readonly string[]): Awaitable<number[]>;
+  /** Every plant with tag `tag` after position `after` that user `userId` sees: a rare tag's page, whole. */
+  taggedPlants(userId: number, tag: string, after: number, claims: readonly string[]): Awaitable<PlantRow[]>;
+  /**
+   * What a filtered page of user `userId` learns first: the ids of the groups it counts (stored memberships, and
+   * those `claims` names), and with `tagged`, how many plants have that tag after that position, counted up to its
+   * cap from the index of plants by tag alone.
+   */
+  pageBasis(userId: number, claims: readonly string[], tagged: TagCount | undefined): Awaitable<PageBasis>;
   /**
    * Called once user `userId`'s own write is committed and taken in: a backend that reads listings from a replica
    * makes sure that user's next listing shows it.

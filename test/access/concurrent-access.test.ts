@@ -6,7 +6,8 @@ import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import { recordBatch, type NumberedRecord } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
-import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { assertError, eventually } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { heldSessionsSkip, holdTransaction } from '../helpers/held-transaction.js';
 import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery } from '../helpers/plain-sql.js';
@@ -15,7 +16,10 @@ import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery } from '../helpers/pla
 // psql or sqlite3), the other side commits meanwhile through the service (HTTP or the store the CLI uses), and then
 // the first commits. Whatever the order, every answer is what one of the two sequential orders gives, and the
 // listings afterwards are the access rule applied to the base tables: no plant kept by a member who left, none
-// missing for one who joined, no derived row for a plant, membership or grant that is gone, never a 5xx.
+// missing for one who joined, no derived row for a plant, membership or grant that is gone, never a 5xx. A change
+// of a plant (PATCH) waits for a delete of it and then finds none; a share, an unshare, a delete or another change
+// of the plant beside it ends as the two in some order: the plant changed and shown, with its new name and tag, to
+// exactly those who see it then, or gone for everyone, never back; of two changes with one If-Match, one is made.
 
 after(() => cleanupBackends());
 
@@ -35,6 +39,25 @@ async function overlapped<T>(held: Promise<{ commit(): Promise<void> }>, other: 
 
 const MEMBER_GRANTS_OF_NO_PLANT = 'SELECT * FROM plant_member_grants mg WHERE NOT EXISTS (SELECT 1 FROM plants p WHERE p.id = mg.plant_id)';
 
+/**
+ * Polls `probe` until it holds, within the bound a commit of another session or instance has to show on a server:
+ * on SQLite the first request a millisecond after it, on PostgreSQL one second.
+ */
+async function withinBound(backend: Backend, what: string, probe: () => Promise<boolean>): Promise<void> {
+  if (backend.name === 'sqlite') {
+    await sleep(2);
+    assert.ok(await probe(), what);
+  } else {
+    await eventually(what, probe, { timeoutMs: 1_000 });
+  }
+}
+
+/** A plant as the listing and GET /plants/{id} answer it: its name, and its tag after a `#` when it has one. */
+const shown = (plant: { name: string; tag?: string }): string => (plant.tag === undefined ? plant.name : `${plant.name} #${plant.tag}`);
+
+/** The answers to PATCH and GET /plants/{id}, to compare with. */
+const asPlant = (id: number, name: string, tag?: string) => ({ id, name, ...(tag === undefined ? {} : { tag }) });
+
 for (const backend of BACKENDS) {
   for (const lowGroupBounds of [false, true]) {
     describe(
@@ -51,6 +74,35 @@ for (const backend of BACKENDS) {
           assert.equal(res.status, 200, res.text);
           return (res.body as Array<{ name: string }>).map((p) => p.name);
         };
+        /** The user's cached page (of 1000), each plant as `shown`. */
+        const page = async (user: string): Promise<string[]> => {
+          const res = await rawRequest(server.url, '/plants?limit=1000', bearer(tokens[user]!));
+          assert.equal(res.status, 200, res.text);
+          return (res.body as Array<{ name: string; tag?: string }>).map(shown);
+        };
+        /** Whether every one of `viewers` has `plant` on its page and none of `others` has it, nor any of `gone`. */
+        const onPagesOf = async (viewers: string[], others: string[], plant: string, gone: string[] = []) => {
+          for (const user of [...viewers, ...others]) {
+            const seen = await page(user);
+            if (seen.includes(plant) !== viewers.includes(user) || gone.some((name) => seen.some((p) => p.split(' #')[0] === name)))
+              return false;
+          }
+          return true;
+        };
+        /** GET /plants/{id} by each user: `plant` to the viewers, 404 to the others. */
+        const readsOf = async (id: number, viewers: string[], others: string[], plant?: object) => {
+          for (const user of viewers) {
+            const res = await as(user, 'GET', `/plants/${id}`);
+            assert.equal(res.status, 200, `${user} reads plant ${id}: ${res.text}`);
+            assert.deepEqual(res.body, plant, `${user} reads plant ${id}`);
+          }
+          for (const user of others) assertError(await as(user, 'GET', `/plants/${id}`), 404, 40402);
+        };
+        /** The plant with public id `id`, as plain SQL names its row (the API's id is not its catalogue position). */
+        const plantWithId = (id: number) => `(SELECT id FROM plants WHERE api_id = ${id})`;
+        /** How many plants plain SQL finds with public id `id`. */
+        const rowsWithId = async (id: number) =>
+          (await plainQuery<{ n: number | string }>(db, `SELECT count(*) AS n FROM plants WHERE api_id = ${id}`))[0]!.n;
         const as = (user: string, method: string, path: string, body?: unknown): Promise<RawResponse> =>
           rawRequest(
             server.url,
@@ -73,12 +125,13 @@ for (const backend of BACKENDS) {
           store = await openStore({ db });
           const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan', 'jim', 'kim', 'mia', 'ned'];
           const seeded = await seed(store, {
-            users: users.map((name) => ({ name })),
+            users: [...users.map((name) => ({ name })), { name: 'olga' }, { name: 'pam' }, { name: 'root', admin: true }],
             groups: [
               { name: 'g', members: ['bob', 'erin'] },
               { name: 'h', members: ['gus'] },
               { name: 'doomed', members: [] },
               { name: 'doomed-too', members: ['ned'] },
+              { name: 'p', members: ['pam'] },
             ],
             plants: [
               { name: 'secret', owner: 'alice' },
@@ -88,6 +141,12 @@ for (const backend of BACKENDS) {
               { name: 'deleted', owner: 'alice', sharedWith: [{ group: 'h' }] },
               { name: 'gone', owner: 'alice' },
               { name: 'gone-public', owner: 'alice' },
+              { name: 'to-change-shared', tag: 'old', owner: 'alice' },
+              { name: 'to-change-unshared', tag: 'old', owner: 'alice', sharedWith: [{ user: 'olga' }, { group: 'p' }] },
+              { name: 'to-change-deleted', owner: 'alice', sharedWith: [{ user: 'olga' }] },
+              { name: 'to-delete-changed', owner: 'alice', sharedWith: [{ user: 'olga' }, { group: 'p' }] },
+              { name: 'to-share-changed', tag: 'old', owner: 'alice' },
+              { name: 'to-change-twice', owner: 'alice', sharedWith: [{ group: 'p' }] },
             ],
           });
           tokens = seeded.tokens;
@@ -238,6 +297,170 @@ for (const backend of BACKENDS) {
           assert.equal(groupGone.status, 404, groupGone.text);
           await assertDerivedRowsExact();
         });
+
+        it('a plant changed while a share of it is held open is shown changed to the grantees it ends with', async () => {
+          const id = ids['to-change-shared']!;
+          // Every page is cached before: none of the grantees has the plant yet.
+          for (const user of ['alice', 'olga', 'pam', 'root', 'bob']) await page(user);
+          const res = await overlapped(
+            holdTransaction(
+              db,
+              `INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId('olga')}, ${plantWithId(id)});
+               INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('p')}, ${plantWithId(id)})`,
+            ),
+            () => as('alice', 'PATCH', `/plants/${id}`, { name: 'changed-while-shared', tag: 'new' }),
+          );
+          assert.equal(res.status, 200, res.text);
+          assert.deepEqual(res.body, asPlant(id, 'changed-while-shared', 'new'));
+          await withinBound(backend, 'the grantees the share gave the plant to see it changed', () =>
+            onPagesOf(['alice', 'olga', 'pam', 'root'], ['bob'], 'changed-while-shared #new', ['to-change-shared']),
+          );
+          await readsOf(id, ['olga', 'pam', 'root'], ['bob'], asPlant(id, 'changed-while-shared', 'new'));
+          await assertDerivedRowsExact();
+        });
+
+        it('a plant changed while an unshare of it is held open is gone for the grantees it loses, changed for the rest', async () => {
+          const id = ids['to-change-unshared']!;
+          for (const user of ['alice', 'olga', 'pam', 'root']) await page(user);
+          const held = await holdTransaction(
+            db,
+            `DELETE FROM plant_user_grants WHERE plant_id = ${plantWithId(id)} AND user_id = ${userId('olga')};
+             DELETE FROM plant_group_grants WHERE plant_id = ${plantWithId(id)} AND group_id = ${groupId('p')}`,
+          );
+          let answered = false;
+          const changing = as('alice', 'PATCH', `/plants/${id}`, { name: 'changed-while-unshared', tag: null });
+          changing.then(
+            () => (answered = true),
+            () => {},
+          );
+          await sleep(OVERLAP_MS);
+          // Where the unshare holds nothing the change waits for (PostgreSQL), the change is made first, and the
+          // grantees it is still shared with see it changed meanwhile.
+          if (answered) {
+            assert.ok(await onPagesOf(['olga', 'pam'], [], 'changed-while-unshared'), 'a grantee sees the plant unchanged');
+            await readsOf(id, ['olga', 'pam'], [], asPlant(id, 'changed-while-unshared'));
+          }
+          await held.commit();
+          const res = await changing;
+          assert.equal(res.status, 200, res.text);
+          assert.deepEqual(res.body, asPlant(id, 'changed-while-unshared'));
+          await withinBound(backend, 'the grantees the unshare took the plant from do not see it, by either name', () =>
+            onPagesOf(['alice', 'root'], ['olga', 'pam'], 'changed-while-unshared', ['to-change-unshared']),
+          );
+          await readsOf(id, ['alice', 'root'], ['olga', 'pam'], asPlant(id, 'changed-while-unshared'));
+          await assertDerivedRowsExact();
+        });
+
+        it('a change of a plant whose delete is held open waits for it and answers 404; the plant stays gone', async () => {
+          const id = ids['to-change-deleted']!;
+          for (const user of ['alice', 'olga', 'root']) await page(user);
+          const res = await overlapped(holdTransaction(db, `DELETE FROM plants WHERE api_id = ${id}`), () =>
+            as('alice', 'PATCH', `/plants/${id}`, { name: 'changed-after-delete', tag: 'late' }),
+          );
+          assertError(res, 404, 40402);
+          await withinBound(backend, 'the deleted plant is on no page, by either name', () =>
+            onPagesOf([], ['alice', 'olga', 'root'], 'changed-after-delete #late', ['to-change-deleted', 'changed-after-delete']),
+          );
+          await readsOf(id, [], ['alice', 'olga', 'root']);
+          assert.equal(Number(await rowsWithId(id)), 0, 'the change brought the plant back');
+          assertError(await as('root', 'PATCH', `/plants/${id}`, { name: 'again' }), 404, 40402);
+          await assertDerivedRowsExact();
+        });
+
+        it('a delete of a plant whose change is held open waits for it, and the plant is gone by either name', async () => {
+          const id = ids['to-delete-changed']!;
+          for (const user of ['alice', 'olga', 'pam', 'root']) await page(user);
+          const res = await overlapped(
+            holdTransaction(db, `UPDATE plants SET name = 'changed-then-deleted', tag = 'x' WHERE api_id = ${id}`),
+            () => as('alice', 'DELETE', `/plants/${id}`),
+          );
+          assert.equal(res.status, 204, res.text);
+          await withinBound(backend, 'the deleted plant is on no page, by either name', () =>
+            onPagesOf([], ['alice', 'olga', 'pam', 'root'], 'changed-then-deleted #x', ['to-delete-changed', 'changed-then-deleted']),
+          );
+          await readsOf(id, [], ['alice', 'olga', 'pam', 'root']);
+          assert.equal(Number(await rowsWithId(id)), 0);
+          await assertDerivedRowsExact();
+        });
+
+        it('a share of a plant whose change is held open waits for it and gives the grantees the changed plant', async () => {
+          const id = ids['to-share-changed']!;
+          for (const user of ['olga', 'pam']) await page(user);
+          const held = await holdTransaction(db, `UPDATE plants SET name = 'changed-then-shared', tag = NULL WHERE api_id = ${id}`);
+          const sharing = Promise.all([
+            as('alice', 'PUT', `/plants/${id}/access/users/olga`),
+            as('root', 'PUT', `/plants/${id}/access/groups/p`),
+          ]);
+          sharing.catch(() => {});
+          await sleep(OVERLAP_MS);
+          await held.commit();
+          for (const res of await sharing) assert.equal(res.status, 204, res.text);
+          await withinBound(backend, 'the grantees see the plant as the held change left it', () =>
+            onPagesOf(['olga', 'pam', 'alice'], [], 'changed-then-shared', ['to-share-changed']),
+          );
+          await readsOf(id, ['olga', 'pam'], ['bob'], asPlant(id, 'changed-then-shared'));
+          await assertDerivedRowsExact();
+        });
+
+        it('of two changes with the same If-Match held back together, exactly one is made; the other answers 412 with its version', async () => {
+          const id = ids['to-change-twice']!;
+          for (let round = 0; round < 3; round++) {
+            const before = await as('pam', 'GET', `/plants/${id}`);
+            assert.equal(before.status, 200, before.text);
+            const etag = String(before.headers.etag);
+            // The plant's row held by another session (psql's SELECT … FOR UPDATE; sqlite3's write lock), so that
+            // both changes wait for it and then run one after the other.
+            const lock = backend.name === 'postgres' ? `SELECT id FROM plants WHERE api_id = ${id} FOR UPDATE` : `SELECT 1`;
+            const proposed = [`by-alice-${round}`, `by-root-${round}`];
+            const answers = await overlapped(holdTransaction(db, lock), () =>
+              Promise.all(
+                (['alice', 'root'] as const).map((user, i) =>
+                  rawRequest(
+                    server.url,
+                    `/plants/${id}`,
+                    { ...bearer(tokens[user]!), 'content-type': 'application/merge-patch+json', 'if-match': etag },
+                    'PATCH',
+                    JSON.stringify({ name: proposed[i], tag: `t${round}` }),
+                  ),
+                ),
+              ),
+            );
+            const won = answers.filter((res) => res.status === 200);
+            assert.equal(won.length, 1, `round ${round}: ${answers.map((res) => `${res.status} ${res.text}`).join('; ')}`);
+            const lost = answers.find((res) => res.status !== 200)!;
+            assertError(lost, 412, 41202);
+            assert.equal(lost.headers.etag, won[0]!.headers.etag, 'the refused change is told the version the other made');
+            const winner = (won[0]!.body as { name: string }).name;
+            assert.ok(proposed.includes(winner));
+            assert.deepEqual(won[0]!.body, asPlant(id, winner, `t${round}`));
+            assert.ok(await onPagesOf(['alice', 'pam', 'root'], ['olga'], `${winner} #t${round}`), 'the change made is shown');
+            await readsOf(id, ['pam', 'root'], ['olga'], asPlant(id, winner, `t${round}`));
+            assert.equal((await as('pam', 'GET', `/plants/${id}`)).headers.etag, won[0]!.headers.etag);
+          }
+        });
+
+        it('a change with the If-Match of a version that a held plain SQL change leaves behind answers 412', async () => {
+          const id = ids['to-change-twice']!;
+          const before = await as('alice', 'GET', `/plants/${id}`);
+          const sqlName = 'changed-by-sql';
+          const res = await overlapped(holdTransaction(db, `UPDATE plants SET name = '${sqlName}' WHERE api_id = ${id}`), () =>
+            rawRequest(
+              server.url,
+              `/plants/${id}`,
+              { ...bearer(tokens.alice!), 'content-type': 'application/merge-patch+json', 'if-match': String(before.headers.etag) },
+              'PATCH',
+              JSON.stringify({ name: 'changed-by-alice' }),
+            ),
+          );
+          assertError(res, 412, 41202);
+          const tag = (before.body as { tag?: string }).tag;
+          await withinBound(backend, 'the plain SQL change is shown', () =>
+            onPagesOf(['alice', 'pam'], ['olga'], shown({ name: sqlName, tag })),
+          );
+          const after = await as('pam', 'GET', `/plants/${id}`);
+          assert.deepEqual(after.body, asPlant(id, sqlName, tag));
+          assert.equal(after.headers.etag, res.headers.etag, 'the 412 names the version the plain SQL change made');
+        });
       },
     );
   }
@@ -296,6 +519,118 @@ for (const backend of BACKENDS) {
       } finally {
         await server.close();
         await store.close();
+      }
+    });
+  });
+
+  describe(`one plant changed and deleted on two instances at once [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
+    const stores: Store[] = [];
+    const servers: RunningApp[] = [];
+    let tokens: Record<string, string>;
+    let contested: PlantId;
+    const USERS = ['alice', 'olga', 'root'];
+
+    before(async () => {
+      db = await backend.freshDb();
+      // Two stores on one database, as two processes or instances have.
+      for (let i = 0; i < 2; i++) stores.push(await openStore({ db }));
+      const seeded = await seed(stores[0]!, {
+        users: [{ name: 'alice' }, { name: 'olga' }, { name: 'root', admin: true }],
+        plants: [{ name: 'contested', owner: 'alice', sharedWith: [{ user: 'olga' }] }],
+      });
+      tokens = seeded.tokens;
+      contested = seeded.plants[0]!.id;
+      for (const store of stores) servers.push(await startApp(store));
+    });
+    after(async () => {
+      for (const server of servers) await server.close();
+      for (const store of stores) await store.close();
+    });
+
+    const request = (server: number, user: string, method: string, path: string, body?: unknown, ifMatch?: string) =>
+      rawRequest(
+        servers[server]!.url,
+        path,
+        {
+          ...bearer(tokens[user]!),
+          ...(body === undefined ? {} : { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' }),
+          ...(ifMatch === undefined ? {} : { 'if-match': ifMatch }),
+        },
+        method,
+        body === undefined ? undefined : JSON.stringify(body),
+      );
+    /** The user's cached page (of 1000) on the `server`-th instance, each plant as `shown`. */
+    const page = async (server: number, user: string): Promise<string[]> => {
+      const res = await request(server, user, 'GET', '/plants?limit=1000');
+      assert.equal(res.status, 200, res.text);
+      return (res.body as Array<{ name: string; tag?: string }>).map(shown);
+    };
+    /** Whether every user's page on both instances satisfies `holds`. */
+    const everyPage = async (holds: (seen: string[], user: string) => boolean) => {
+      for (const server of [0, 1]) for (const user of USERS) if (!holds(await page(server, user), user)) return false;
+      return true;
+    };
+
+    it('a change racing a delete of the plant ends as 404 or as changed then deleted, never a plant brought back', async () => {
+      for (let round = 0; round < 8; round++) {
+        const id = 9100 + round;
+        const [changeAt, deleteAt] = round % 2 === 0 ? [0, 1] : [1, 0];
+        const [changer, deleter] = round % 4 < 2 ? ['alice', 'root'] : ['root', 'alice'];
+        const created = await request(deleteAt, 'alice', 'POST', '/plants', { id, name: `racing-${round}` });
+        assert.equal(created.status, 200, created.text);
+        assert.equal((await request(changeAt, 'alice', 'PUT', `/plants/${id}/access/users/olga`)).status, 204);
+        // Both instances' pages hold the plant before the race.
+        await withinBound(backend, `every page shows racing-${round}`, () => everyPage((seen) => seen.includes(`racing-${round}`)));
+        // Sent in either order, so that each of them comes first in some rounds.
+        const change = () => request(changeAt, changer, 'PATCH', `/plants/${id}`, { name: `raced-${round}`, tag: 'r' });
+        const remove = () => request(deleteAt, deleter, 'DELETE', `/plants/${id}`);
+        const [changed, deleted] =
+          round % 3 === 0
+            ? await Promise.all([change(), remove()])
+            : await Promise.all([remove(), change()]).then(([removed, changed]) => [changed, removed] as const);
+        assert.equal(deleted.status, 204, deleted.text);
+        if (changed.status === 200) assert.deepEqual(changed.body, asPlant(id, `raced-${round}`, 'r'));
+        else assertError(changed, 404, 40402);
+        await withinBound(backend, `round ${round}: the plant is on no page of either instance, by either name`, () =>
+          everyPage((seen) => !seen.some((p) => p.startsWith(`racing-${round}`) || p.startsWith(`raced-${round}`))),
+        );
+        for (const server of [0, 1]) {
+          for (const user of USERS) assertError(await request(server, user, 'GET', `/plants/${id}`), 404, 40402);
+        }
+        const rows = await plainQuery<{ n: number | string }>(db, `SELECT count(*) AS n FROM plants WHERE api_id = ${id}`);
+        assert.equal(Number(rows[0]!.n), 0, `round ${round}: the change brought the plant back`);
+      }
+    });
+
+    it('of two changes with the same If-Match on two instances, exactly one is made; the other answers 412 with its version', async () => {
+      for (let round = 0; round < 6; round++) {
+        const before = await request(round % 2, 'olga', 'GET', `/plants/${contested}`);
+        assert.equal(before.status, 200, before.text);
+        const etag = String(before.headers.etag);
+        const proposed = [`by-alice-${round}`, `by-root-${round}`];
+        const answers = await Promise.all([
+          request(0, 'alice', 'PATCH', `/plants/${contested}`, { name: proposed[0] }, etag),
+          request(1, 'root', 'PATCH', `/plants/${contested}`, { name: proposed[1] }, etag),
+        ]);
+        const won = answers.filter((res) => res.status === 200);
+        assert.equal(won.length, 1, `round ${round}: ${answers.map((res) => `${res.status} ${res.text}`).join('; ')}`);
+        assertError(
+          answers.find((res) => res.status !== 200)!,
+          412,
+          41202,
+        );
+        const winner = (won[0]!.body as { name: string }).name;
+        assert.ok(proposed.includes(winner), winner);
+        assert.equal(answers.find((res) => res.status !== 200)!.headers.etag, won[0]!.headers.etag);
+        await withinBound(backend, `round ${round}: every page shows ${winner}`, () =>
+          everyPage((seen) => seen.includes(winner) && !seen.some((p) => p.startsWith('by-') && p !== winner)),
+        );
+        for (const server of [0, 1]) {
+          const read = await request(server, 'olga', 'GET', `/plants/${contested}`);
+          assert.deepEqual(read.body, asPlant(contested, winner));
+          assert.equal(read.headers.etag, won[0]!.headers.etag);
+        }
       }
     });
   });

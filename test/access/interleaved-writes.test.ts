@@ -18,6 +18,8 @@ import { PG_URL } from '../helpers/postgres.js';
 // before the write or after it, never anything else (no plant that was never visible, none from a rolled-back
 // view). Admins, owners, public plants, user grants, group grants and memberships all change under the caches;
 // the sharing writes also arrive over HTTP, from the plant's owner or an admin, at either server, and answer 2xx.
+// A plant's name and tag change too, by PATCH at either server (its owner or an admin) or by plain SQL naming its
+// public id: every listing shows the plant with its new name and tag at its old place, to exactly its viewers.
 
 const USERS = ['u0', 'u1', 'u2', 'u3'] as const;
 const GROUPS = ['g0', 'g1'] as const;
@@ -36,6 +38,7 @@ type Op =
   | { kind: 'remove'; plant: number; viaSql: boolean }
   | { kind: 'publish'; plant: number; public: boolean; http: Http }
   | { kind: 'rename'; plant: number }
+  | { kind: 'change'; plant: number; name: boolean; tag: 'set' | 'remove' | 'kept'; http: Http }
   | { kind: 'grant' | 'ungrant'; plant: number; user: number; viaSql: boolean; http: Http }
   | { kind: 'grantGroup' | 'ungrantGroup'; plant: number; group: number; http: Http }
   | { kind: 'join' | 'leave'; user: number; group: number; viaSql: boolean }
@@ -51,6 +54,13 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('remove' as const), plant: index(8), viaSql: fc.boolean() }),
   fc.record({ kind: fc.constant('publish' as const), plant: index(8), public: fc.boolean(), http }),
   fc.record({ kind: fc.constant('rename' as const), plant: index(8) }),
+  fc.record({
+    kind: fc.constant('change' as const),
+    plant: index(8),
+    name: fc.boolean(),
+    tag: fc.constantFrom('set' as const, 'remove' as const, 'kept' as const),
+    http,
+  }),
   fc.record({
     kind: fc.constantFrom('grant' as const, 'ungrant' as const),
     plant: index(8),
@@ -76,11 +86,16 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 interface ModelPlant {
   id: number;
   name: string;
+  tag: string | null;
   owner: string;
   public: boolean;
   users: Set<string>;
   groups: Set<string>;
 }
+
+/** A plant as the oracle compares it: its name, and its tag after a `#` when it has one. */
+const shown = (p: { name: string; tag?: string | null }): string =>
+  p.tag === undefined || p.tag === null ? p.name : `${p.name} #${p.tag}`;
 
 /** The catalogue as the oracle sees it. */
 class Model {
@@ -95,7 +110,7 @@ class Model {
       .filter(
         (p) => admin || p.owner === user || p.public || p.users.has(user) || [...p.groups].some((g) => this.members.get(g)!.has(user)),
       )
-      .map((p) => p.name);
+      .map(shown);
   }
 
   snapshot(): Record<string, string[]> {
@@ -157,17 +172,17 @@ interface Web {
 }
 
 /**
- * Sends a sharing write of `plant` over HTTP as `via` says (`path` under its /access), and answers the 2xx reply:
- * 200 to a PUT of the whole access (with `body`), 204 to one grantee's. A server may still take the caller's admin
- * flag as it was until the bound after it changed (its token is cached), so a refusal of an admin who is not the
- * owner is retried until then; a refused change changes nothing.
+ * Sends a write of `plant` over HTTP as `via` says (`path` under /plants/{id}), and answers the 2xx reply: 200 to
+ * a PUT of the whole access or a PATCH of the plant (with `body`), 204 to one grantee's. A server may still take
+ * the caller's admin flag as it was until the bound after it changed (its token is cached), so a refusal of an
+ * admin who is not the owner is retried until then; a refused change changes nothing.
  */
 async function overHttp(
   via: NonNullable<Http>,
   model: Model,
   web: Web,
   plant: ModelPlant,
-  method: 'PUT' | 'DELETE',
+  method: 'PUT' | 'DELETE' | 'PATCH',
   path: string,
   body?: unknown,
 ): Promise<RawResponse> {
@@ -178,7 +193,7 @@ async function overHttp(
   for (;;) {
     const res = await rawRequest(
       web.servers[via.server]!.url,
-      `/plants/${plant.id}/access${path}`,
+      `/plants/${plant.id}${path}`,
       headers,
       method,
       body === undefined ? undefined : JSON.stringify(body),
@@ -186,7 +201,7 @@ async function overHttp(
     if (res.status === (body === undefined ? 204 : 200)) return res;
     assert.ok(
       caller !== plant.owner && (res.status === 403 || res.status === 404) && Date.now() < deadline,
-      `${method} /plants/${plant.id}/access${path} as ${caller} at server ${via.server}: ${res.status} ${res.text}`,
+      `${method} /plants/${plant.id}${path} as ${caller} at server ${via.server}: ${res.status} ${res.text}`,
     );
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -210,7 +225,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
       } else {
         id = (await addPlant(writer, { name, owner, public: o.public })).id;
       }
-      model.plants.push({ id, name, owner, public: o.public, users: new Set(), groups: new Set() });
+      model.plants.push({ id, name, tag: null, owner, public: o.public, users: new Set(), groups: new Set() });
       // Ids are not reused, so the oracle's id is only a guess on plain SQL: read the real one back.
       if (o.viaSql) model.plants.at(-1)!.id = (await writer.plants.list({})).find((p) => p.name === name)!.id;
       return;
@@ -224,7 +239,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
       if (o.http) {
         // The whole access is replaced: the plant's grants as they are, with the flag set.
         const access = { public: o.public, users: [...plant!.users].sort(), groups: [...plant!.groups].sort() };
-        const res = await overHttp(o.http, model, web, plant!, 'PUT', '', access);
+        const res = await overHttp(o.http, model, web, plant!, 'PUT', '/access', access);
         assert.deepEqual(res.body, access);
       } else {
         await sql.run('UPDATE plants SET is_public = $2 WHERE id = $1', [plant!.id, o.public ? 1 : 0]);
@@ -235,10 +250,26 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
       plant!.name = `${plant!.name}'`;
       await sql.run('UPDATE plants SET name = $2 WHERE id = $1', [plant!.id, plant!.name]);
       return;
+    case 'change': {
+      const name = o.name ? `${plant!.name}*` : plant!.name;
+      const tag = o.tag === 'set' ? `t${serial}` : o.tag === 'remove' ? null : plant!.tag;
+      if (o.http) {
+        // A merge patch: only what changes is sent.
+        const patch = { ...(o.name ? { name } : {}), ...(o.tag === 'kept' ? {} : { tag }) };
+        const res = await overHttp(o.http, model, web, plant!, 'PATCH', '', patch);
+        assert.deepEqual(res.body, { id: plant!.id, name, ...(tag === null ? {} : { tag }) });
+      } else {
+        // As an operator would in psql or sqlite3: by the id the API shows.
+        await sql.run('UPDATE plants SET name = $2, tag = $3 WHERE api_id = $1', [plant!.id, name, tag]);
+      }
+      plant!.name = name;
+      plant!.tag = tag;
+      return;
+    }
     case 'grant':
     case 'ungrant': {
       const user = USERS[o.user]!;
-      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grant' ? 'PUT' : 'DELETE', `/users/${user}`);
+      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grant' ? 'PUT' : 'DELETE', `/access/users/${user}`);
       else if (o.kind === 'grant' && o.viaSql)
         await sql.run(`INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId}, $2) ON CONFLICT DO NOTHING`, [user, plant!.id]);
       else if (o.kind === 'grant') await writer.grants.add(plant!.id as PlantId, { user });
@@ -250,7 +281,7 @@ async function apply(o: Op, model: Model, writer: Store, sql: PlainSql, web: Web
     case 'grantGroup':
     case 'ungrantGroup': {
       const group = GROUPS[o.group]!;
-      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grantGroup' ? 'PUT' : 'DELETE', `/groups/${group}`);
+      if (o.http) await overHttp(o.http, model, web, plant!, o.kind === 'grantGroup' ? 'PUT' : 'DELETE', `/access/groups/${group}`);
       else if (o.kind === 'grantGroup') await writer.grants.add(plant!.id as PlantId, { group });
       else await sql.run(`DELETE FROM plant_group_grants WHERE group_id = ${groupId} AND plant_id = $2`, [group, plant!.id]);
       if (o.kind === 'grantGroup') plant!.groups.add(group);
@@ -302,7 +333,7 @@ async function observe(servers: RunningApp[], tokens: Record<string, string>): P
   const names = async (server: RunningApp, user: string, query: string) => {
     const res = await rawRequest(server.url, `/plants${query}`, bearer(tokens[user]!));
     assert.equal(res.status, 200, res.text);
-    const listed = (res.body as Array<{ name: string }>).map((p) => p.name);
+    const listed = (res.body as Array<{ name: string; tag?: string }>).map(shown);
     // A page that says more follow ends with a marker, so that the oracle checks the Link too.
     return res.headers.link === undefined ? listed : [...listed, MORE];
   };
@@ -395,8 +426,8 @@ async function checkRun(backend: Backend, ops: Op[], lowGroupBounds = false): Pr
 }
 
 /**
- * Every kind of write, and each sharing write over HTTP, by the owner and by an admin (the first right after the
- * caller becomes one), in an order where each one changes what some cached page must show.
+ * Every kind of write, and each sharing write and change of a plant over HTTP, by the owner and by an admin (the
+ * first right after the caller becomes one), in an order where each one changes what some cached page must show.
  */
 const EVERY_KIND: Op[] = [
   { kind: 'add', owner: 1, public: false, viaSql: false },
@@ -407,10 +438,13 @@ const EVERY_KIND: Op[] = [
   { kind: 'ungrantGroup', plant: 0, group: 0, http: null },
   { kind: 'grant', plant: 0, user: 2, viaSql: true, http: null },
   { kind: 'rename', plant: 0 },
+  { kind: 'change', plant: 0, name: true, tag: 'set', http: null },
   { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: null },
   { kind: 'publish', plant: 0, public: true, http: null },
   { kind: 'publish', plant: 0, public: false, http: null },
   { kind: 'grantGroup', plant: 0, group: 0, http: { server: 0, admin: null } },
+  { kind: 'change', plant: 0, name: true, tag: 'kept', http: { server: 1, admin: null } },
+  { kind: 'change', plant: 0, name: false, tag: 'set', http: null },
   { kind: 'ungrantGroup', plant: 0, group: 0, http: { server: 1, admin: null } },
   { kind: 'grant', plant: 0, user: 2, viaSql: false, http: { server: 1, admin: null } },
   { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: { server: 0, admin: null } },
@@ -418,7 +452,10 @@ const EVERY_KIND: Op[] = [
   { kind: 'publish', plant: 0, public: false, http: { server: 1, admin: null } },
   { kind: 'admin', user: 3, admin: true },
   { kind: 'grant', plant: 0, user: 2, viaSql: false, http: { server: 1, admin: 0 } },
+  { kind: 'change', plant: 0, name: false, tag: 'set', http: { server: 0, admin: 0 } },
   { kind: 'publish', plant: 0, public: true, http: { server: 0, admin: 0 } },
+  { kind: 'change', plant: 0, name: true, tag: 'remove', http: { server: 1, admin: 0 } },
+  { kind: 'change', plant: 0, name: true, tag: 'set', http: null },
   { kind: 'publish', plant: 0, public: false, http: { server: 1, admin: 0 } },
   { kind: 'ungrant', plant: 0, user: 2, viaSql: false, http: { server: 0, admin: 0 } },
   { kind: 'add', owner: 2, public: true, viaSql: true },

@@ -1,9 +1,11 @@
 import {
   allRowsSql,
+  countTaggedSql,
   existing,
   GROUP_PATHS,
   pageRows,
   rangedGroups,
+  taggedPlantsSql as taggedPlantsOf,
   taggedRowsSql as taggedRowsOf,
   visibleRowsSql as visibleRowsOf,
   viewerGroups,
@@ -80,18 +82,33 @@ export const visibleRowsSql = (withClaims: boolean, tagged: boolean): string =>
  * The plants with tag $4 after $2, at most $3, and of them those user $1 sees, with the claimed group names in $5
  * when `withClaims` (see taggedRowsSql in listing-sql.ts).
  */
+/** Every plant with tag $3 after $2 that user $1 sees, with the claimed group names in $4 when `withClaims`. */
+export const taggedPlantsSql = (withClaims: boolean): string =>
+  taggedPlantsOf(
+    { user: '$1', after: '$2', tag: '$3' },
+    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($4::text[]))' }, withClaims) },
+  );
+
 export const taggedRowsSql = (withClaims: boolean): string =>
   taggedRowsOf(
     { user: '$1', after: '$2', limit: '$3', tag: '$4' },
-    rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims),
+    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims) },
   );
 
 /** Every plant after $1, at most $2, with tag $3 when `tagged`: rows (id, api_id, name, tag). */
 export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });
 
-/** The ids of the groups a page of user $1 counts, with the claimed names in $2 when `withClaims`. */
-export const viewerGroupIdsSql = (withClaims: boolean): string =>
-  `SELECT ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($2::text[]))' }, withClaims)}) AS groups`;
+/**
+ * The ids of the groups a page of user $1 counts (`groups`), with the claimed names in $2 when `withClaims`; with
+ * `tagged`, also how many plants have the tag of the next parameter after the one following it, up to the last
+ * (`n`, see countTaggedSql): what a filtered page learns first, in one round trip.
+ */
+export function pageBasisSql(withClaims: boolean, tagged: boolean): string {
+  const groups = `ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($2::text[]))' }, withClaims)}) AS groups`;
+  if (!tagged) return `SELECT ${groups}`;
+  const [tag, after, cap] = withClaims ? ['$3', '$4', '$5'] : ['$2', '$3', '$4'];
+  return `SELECT ${groups}, (${countTaggedSql({ tag, after, cap })}) AS n`;
+}
 
 /** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */
 export const ALL_PLANTS_SQL = pageColumnsSql(

@@ -1,15 +1,16 @@
 import type pg from 'pg';
 import type { RequestReads } from '../seam.js';
-import { countTaggedSql, metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
+import { metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
 import {
   ALL_PLANTS_SQL,
   allRowsSqlOf,
+  taggedPlantsSql,
   taggedRowsSql,
-  viewerGroupIdsSql,
+  pageBasisSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
-import type { PageRequest, PlantRow, ScannedRows, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type { PageBasis, PageRequest, PlantRow, ScannedRows, TagCount, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
@@ -51,9 +52,15 @@ const VISIBLE_ROWS: Record<string, string> = {
 };
 const TAGGED_ROWS = taggedRowsSql(false);
 const TAGGED_ROWS_WITH_CLAIMS = taggedRowsSql(true);
-const COUNT_TAGGED = countTaggedSql({ tag: '$1', after: '$2', cap: '$3' });
-const GROUPS = viewerGroupIdsSql(false);
-const GROUPS_WITH_CLAIMS = viewerGroupIdsSql(true);
+const TAGGED_PLANTS = taggedPlantsSql(false);
+const TAGGED_PLANTS_WITH_CLAIMS = taggedPlantsSql(true);
+/** By whether the viewer has claims, and whether the page is of one tag. */
+const PAGE_BASIS: Record<string, string> = {
+  'false false': pageBasisSql(false, false),
+  'false true': pageBasisSql(false, true),
+  'true false': pageBasisSql(true, false),
+  'true true': pageBasisSql(true, true),
+};
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -147,16 +154,29 @@ export class PostgresReads implements RequestReads {
     return scannedRows(rows);
   }
 
-  async countTagged(tag: string, after: number, cap: number): Promise<number> {
-    const { rows } = await this.filteredPool.query<{ n: string }>({ name: 'count_tagged', text: COUNT_TAGGED, values: [tag, after, cap] });
-    return Number(rows[0]!.n);
+  async taggedPlants(userId: number, tag: string, after: number, claims: readonly string[]): Promise<PlantRow[]> {
+    const rows =
+      claims.length > 0
+        ? await this.rows('tagged_plants_claims', TAGGED_PLANTS_WITH_CLAIMS, [userId, after, tag, claims])
+        : await this.rows('tagged_plants', TAGGED_PLANTS, [userId, after, tag]);
+    return scannedRows(rows).matches;
   }
 
-  async viewerGroupIds(userId: number, claims: readonly string[]): Promise<number[]> {
-    const [name, text, values] =
-      claims.length > 0 ? ['viewer_groups_claims', GROUPS_WITH_CLAIMS, [userId, claims]] : ['viewer_groups', GROUPS, [userId]];
-    const { rows } = await this.filteredPool.query<{ groups: Array<number | string> }>({ name, text, values });
-    return rows[0]!.groups.map(Number);
+  async pageBasis(userId: number, claims: readonly string[], tagged: TagCount | undefined): Promise<PageBasis> {
+    const claimed = claims.length > 0;
+    const name = `page_basis${claimed ? '_claims' : ''}${tagged === undefined ? '' : '_tagged'}`;
+    const values: unknown[] = [
+      userId,
+      ...(claimed ? [claims] : []),
+      ...(tagged === undefined ? [] : [tagged.tag, tagged.after, tagged.cap]),
+    ];
+    const { rows } = await this.filteredPool.query<{ groups: Array<number | string>; n?: string }>({
+      name,
+      text: PAGE_BASIS[`${claimed} ${tagged !== undefined}`]!,
+      values,
+    });
+    const row = rows[0]!;
+    return { groupIds: row.groups.map(Number), ...(row.n === undefined ? {} : { tagged: Number(row.n) }) };
   }
 
   private get filteredPool(): pg.Pool {

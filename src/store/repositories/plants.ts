@@ -1,7 +1,7 @@
 import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } from 'kysely';
 import { changeablePlants, isOperator, newPlantOwner, type Actor, type PlantDraft } from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
-import { checkClientPlant, checkPlant } from '../../catalogue/names.js';
+import { checkClientChange, checkClientPlant, checkPlant } from '../../catalogue/names.js';
 import {
   changedFields,
   fieldColumns,
@@ -324,6 +324,9 @@ async function remove(
 
 /** Changes a plant's fields in one transaction that holds the plant against every other change of it. */
 async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> {
+  // A user's values are checked as a create's, those alone: a field left as it is (an operator's name with a
+  // control character) is no reason to refuse a change of another.
+  if (!isOperator(actor)) checkClientChange(change);
   const written = await d.writeTransaction(async (trx): Promise<PlantWrite> => {
     const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
     if (typeof plant === 'string') return { outcome: plant };
@@ -331,7 +334,6 @@ async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantC
     if (ifVersion !== undefined && !ifVersion.includes(plantVersion(id, plant.fields))) return { outcome: 'stale', plant: current };
     const next = changedFields(plant.fields, change);
     if (isOperator(actor)) checkPlant(next);
-    else checkClientPlant(next);
     if (sameFields(next, plant.fields)) return { outcome: 'unchanged', plant: current };
     await trx.updateTable('plants').set(fieldColumns(next)).where('id', '=', plant.at).execute();
     return { outcome: 'changed', plant: { id, ...next } };

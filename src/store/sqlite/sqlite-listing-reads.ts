@@ -8,7 +8,7 @@ import {
   visibleRowsSql,
   type ScannedColumns,
 } from '../listing-sql.js';
-import type { PlantRow, ScannedRows, VisiblePage } from '../records.js';
+import type { PageBasis, PlantRow, ScannedRows, TagCount, VisiblePage } from '../records.js';
 import {
   allPlantsSql,
   groupParam,
@@ -112,14 +112,28 @@ export class SqliteListingReads {
 
   /** The plants with `tag` after `after`, at most `limit`, and of them those `user` sees (RequestReads.taggedRows). */
   taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): ScannedRows {
-    const { rangedIds, byRange } = this.viewerGroups(user, claims);
+    return scannedRows(this.tagged(user, tag, after, claims, limit));
+  }
+
+  /** Every plant with `tag` after `after` that `user` sees (RequestReads.taggedPlants). */
+  taggedPlants(user: number, tag: string, after: number, claims: readonly string[]): PlantRow[] {
+    return scannedRows(this.tagged(user, tag, after, claims)).matches;
+  }
+
+  /** The rows of taggedRowsSql (with a limit) or of a whole tag (without), for `user`'s groups. */
+  private tagged(user: number, tag: string, after: number, claims: readonly string[], limit?: number): ScannedColumns[] {
+    const { groupIds, rangedIds, byRange } = this.viewerGroups(user, claims);
     // As for the listing's statements: a few groups are parameters of their own, more one JSON array.
-    const params: Record<string, number | string> = { user, tag, after, limit };
+    const params: Record<string, number | string> = { user, tag, after, ...(limit === undefined ? {} : { limit }) };
     const shape = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
     if (shape === 'joined') params.ranged = byRange;
     else for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
-    const statement = this.listings.get(`tagged ${shape}`, () => taggedRowsSql(shape));
-    return scannedRows(statement.all(params) as ScannedColumns[]);
+    // A viewer all of whose groups are read range by range (or who is in none) has no member grants to probe.
+    const ranged = new Set(rangedIds);
+    const small = groupIds.some((id) => !ranged.has(id));
+    const whole = limit === undefined;
+    const statement = this.listings.get(`tagged ${small} ${shape} ${whole}`, () => taggedRowsSql(small, shape, { whole }));
+    return statement.all(params) as ScannedColumns[];
   }
 
   /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
@@ -128,12 +142,10 @@ export class SqliteListingReads {
     return scannedRows(rows as ScannedColumns[]).matches;
   }
 
-  countTagged(tag: string, after: number, cap: number): number {
-    return (this.statements.countTagged.get({ tag, after, cap }) as [number])[0];
-  }
-
-  viewerGroupIds(user: number, claims: readonly string[]): number[] {
-    return this.viewerGroups(user, claims).groupIds;
+  pageBasis(user: number, claims: readonly string[], tagged: TagCount | undefined): PageBasis {
+    const { groupIds } = this.viewerGroups(user, claims);
+    if (tagged === undefined) return { groupIds };
+    return { groupIds, tagged: (this.statements.countTagged.get(tagged) as [number])[0] };
   }
 
   /** The groups a page of `user` counts, and those it reads range by range (ranged or claimed). */

@@ -3,6 +3,7 @@ import {
   GROUP_PATHS,
   pageRows,
   rangedGroups,
+  taggedPlantsSql as taggedPlantsOf,
   taggedRowsSql as taggedRowsOf,
   viewerGroups,
   viewerRanges,
@@ -88,15 +89,17 @@ export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FRO
 
 /**
  * The plants with tag `:tag` after `:after`, at most `:limit`, and of them those `:user` sees (listing-sql.ts,
- * taggedRowsSql), also through the viewer's ranged and claimed groups: `groups` of them as parameters (`:g0`…, see
- * groupParam), or with 'joined' their ids as the JSON array `:ranged`.
+ * taggedRowsSql): through member grants when `small` (the viewer is in a small group), and through the viewer's
+ * ranged and claimed groups: `groups` of them as parameters (`:g0`…, see groupParam), or with 'joined' their ids as
+ * the JSON array `:ranged`. With `whole`, every one of them the viewer sees (taggedPlantsSql), with no `:limit`.
  */
-export function taggedRowsSql(groups: number | 'joined'): string {
-  const ids =
+export function taggedRowsSql(small: boolean, groups: number | 'joined', { whole = false } = {}): string {
+  const ranged =
     groups === 'joined'
       ? '(SELECT value FROM json_each(:ranged))'
       : groups === 0
         ? undefined
         : Array.from({ length: groups }, (_, i) => `:${groupParam(i)}`).join(', ');
-  return taggedRowsOf({ user: ':user', after: ':after', limit: ':limit', tag: ':tag' }, ids);
+  const params = { user: ':user', after: ':after', limit: ':limit', tag: ':tag' };
+  return whole ? taggedPlantsOf(params, { small, ranged }) : taggedRowsOf(params, { small, ranged });
 }

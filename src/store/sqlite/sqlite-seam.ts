@@ -164,8 +164,9 @@ class SqliteSeam implements DatabaseSeam {
         reader.open ? reader.listings().visibleRows(userId, after, limit, claims, tag) : readerClosed(),
       taggedRows: (userId, tag, after, limit, claims) =>
         reader.open ? reader.listings().taggedRows(userId, tag, after, limit, claims) : readerClosed(),
-      countTagged: (tag, after, cap) => (reader.open ? reader.listings().countTagged(tag, after, cap) : readerClosed()),
-      viewerGroupIds: (userId, claims) => (reader.open ? reader.listings().viewerGroupIds(userId, claims) : readerClosed()),
+      taggedPlants: (userId, tag, after, claims) =>
+        reader.open ? reader.listings().taggedPlants(userId, tag, after, claims) : readerClosed(),
+      pageBasis: (userId, claims, tagged) => (reader.open ? reader.listings().pageBasis(userId, claims, tagged) : readerClosed()),
       rememberWriter: async () => {},
     };
   }
