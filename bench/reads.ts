@@ -361,7 +361,7 @@ export function renderGroups(g: GroupResults): { section: string[]; targets: str
     `## Users in many groups, and pages of one tag (caches off, ${fmt(g.plants)} plants)`,
     '',
     `The first page (\`limit=20\`) of users in ${MANY_GROUPS.groups} groups of ${MANY_GROUPS.plantsPerGroup} plants each, ` +
-      'and typical users\' first pages of one tag (`tag=`, held by 1 plant in 10,000 and by half the catalogue), ' +
+      "and typical users' first pages of one tag (`tag=`, held by 1 plant in 10,000 and by half the catalogue), " +
       'against typical users (in 2 groups) on the same service, in alternating rounds; caches off, so every request reads ' +
       'its token and its page from the database.',
     '',

@@ -96,7 +96,10 @@ export const strictValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema
 function queryValidation(validator: Validator, properties: Properties): Validation {
   const known = new Set(properties.map(([name]) => name));
   const names = properties.map(([name]) => `"${name}"`);
-  const takes = names.length === 0 ? 'no query parameters' : `only ${names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`}`;
+  const takes =
+    names.length === 0
+      ? 'no query parameters'
+      : `only ${names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`}`;
   return (data: unknown) => {
     const query = data as Record<string, unknown>;
     for (const name in query) {

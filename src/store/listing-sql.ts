@@ -41,11 +41,11 @@ const NEXT_PLANT = ',{"name":';
 export const metGonePlant = (plants: string): boolean => plants.includes('{"name":null');
 
 /**
- * A page's rows (id, api_id, name, tag) in id order from `page`, the positions of a union of ranges: joined so that a
+ * A page's rows (id, name, tag) in id order from `page`, the positions of a union of ranges: joined so that a
  * position of no plant stays a row, with a null name (see metGonePlant).
  */
 export const pageRows = (page: string): string =>
-  `SELECT page.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag FROM ${page} LEFT JOIN plants p ON p.id = page.id`;
+  `SELECT page.id AS id, p.name AS name, p.tag AS tag FROM ${page} LEFT JOIN plants p ON p.id = page.id`;
 
 /**
  * The JSON array of the plants in `plants` without its last. Each database's listing SQL builds a plant as the

@@ -29,6 +29,14 @@ export function assertError(res: RawResponse, status: number, code: number): { e
  * Polls `probe` (every 50 ms, for at most `timeoutMs`) until `until` holds of its value, and returns that value;
  * fails naming `what` and the last value seen. Without `until`, the probe's value must be `true`.
  */
+/** The target of a `Link: <…>; rel="next"` header (RFC 8288), checked to be one; undefined without the header. */
+export function nextLink(link: string | string[] | undefined): string | undefined {
+  if (link === undefined) return undefined;
+  const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
+  assert.ok(match, `Link header is RFC 8288 rel="next": ${link}`);
+  return match[1];
+}
+
 export async function eventually<T>(
   what: string,
   probe: () => Promise<T> | T,

@@ -5,7 +5,7 @@ import { recordBatch } from '../../src/import-format/records.js';
 import { OPERATOR } from '../../src/catalogue/access-rule.js';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import type { Store } from '../../src/store/store.js';
-import { assertError } from '../helpers/assertions.js';
+import { assertError, nextLink } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, startApp, type RunningApp } from '../helpers/http-app.js';
 
@@ -54,13 +54,6 @@ function catalogue(): { records: CatalogueRecord[]; visible: Record<string, (id:
   return { records, visible: { alice: (id) => alice.has(id), carol: (id) => carol.has(id), root: () => true } };
 }
 
-const nextPath = (link: string | string[] | undefined): string | undefined => {
-  if (link === undefined) return undefined;
-  const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
-  assert.ok(match, `Link header is RFC 8288 rel="next": ${link}`);
-  return match[1];
-};
-
 after(() => cleanupBackends());
 
 for (const backend of BACKENDS) {
@@ -79,7 +72,7 @@ for (const backend of BACKENDS) {
         const res = await get(next, user, target);
         assert.equal(res.status, 200, res.text);
         seen.push(...(res.body as Listed[]));
-        next = nextPath(res.headers.link);
+        next = nextLink(res.headers.link);
       }
       return seen;
     };

@@ -6,7 +6,7 @@ import type { Plant } from '../../src/http/schemas.js';
 import { recordBatch } from '../../src/import-format/records.js';
 import type { Store } from '../../src/store/store.js';
 import type { Change } from '../../src/store/change-log.js';
-import { assertError, eventually } from '../helpers/assertions.js';
+import { assertError, eventually, nextLink } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, startApp, type RunningApp, addPlant, removePlant } from '../helpers/http-app.js';
 
@@ -41,13 +41,6 @@ function catalogue(plants: number, padding = ''): { records: CatalogueRecord[]; 
   }
   return { records, alice, all };
 }
-
-const nextLink = (link: string | string[] | undefined): string | undefined => {
-  if (link === undefined) return undefined;
-  const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
-  assert.ok(match, `Link header is RFC 8288 rel="next": ${link}`);
-  return match[1];
-};
 
 after(() => cleanupBackends());
 
