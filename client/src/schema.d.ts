@@ -315,7 +315,7 @@ export interface components {
          *     | 42201 | 422 | `unknown_grantee` | The access names users or groups that do not exist (the message names them); nothing was changed. |
          *     | 42901 | 429 | `rate_limited` | Too many requests for this token (or this client address, without a valid token); see Retry-After. |
          *     | 42902 | 429 | `too_many_listings` | Too many full listings (no `limit`, or above 1000) at once for this user; see Retry-After. |
-         *     | 42903 | 429 | `write_rate_limited` | Too many writes (creates, deletes, access changes) for this user in the current window; see Retry-After. |
+         *     | 42903 | 429 | `write_rate_limited` | Too many writes (creates, changes, deletes, access changes) for this user in the current window; see Retry-After. |
          *     | 43101 | 431 | `headers_too_large` | The request line or headers are too large. |
          *     | 50001 | 500 | `internal` | An unexpected server error; details are in the server log, never in the response. |
          *     | 50301 | 503 | `unavailable` | The database is unreachable, locked for too long, or the server is shutting down; see Retry-After. |
@@ -621,7 +621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -744,7 +744,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -850,7 +850,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1009,7 +1009,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1129,7 +1129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1288,7 +1288,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1413,7 +1413,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1538,7 +1538,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1663,7 +1663,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
@@ -1788,7 +1788,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, deletes, access changes) for this user (code 42903) */
+            /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
                     /** @description Seconds until the window ends and requests are accepted again. */
