@@ -6,6 +6,7 @@ import { plantVersion, type PlantChange } from '../../catalogue/plant-fields.js'
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
 import type { PlantRecord } from '../../store/store.js';
+import { JSON_TYPE } from '../common-headers.js';
 import { ApiError } from '../error-codes.js';
 import { etagOf, ifMatchVersions, noneMatchHits } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
@@ -180,8 +181,11 @@ export async function onePlantRoutes(
 /** The store's refusals of a change, as the API names them. */
 const CHANGE_REFUSALS = { invalid_input: 'invalid_body' } as const;
 
-/** The plant as `NewPlant`, with its version as the ETag. */
-function sendPlant(reply: FastifyReply, plant: PlantRecord): PlantRecord {
-  void reply.header('etag', etagOf(plantVersion(plant.id, plant)));
-  return plant;
+/**
+ * The plant as `NewPlant`, with its version as the ETag: serialized here, id first, as a listing with ids and an
+ * event show it (the schema's serializer would put the id after the name).
+ */
+function sendPlant(reply: FastifyReply, plant: PlantRecord): string {
+  void reply.header('etag', etagOf(plantVersion(plant.id, plant))).type(JSON_TYPE);
+  return JSON.stringify(plant.tag === undefined ? { id: plant.id, name: plant.name } : { id: plant.id, name: plant.name, tag: plant.tag });
 }
