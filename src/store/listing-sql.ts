@@ -163,7 +163,7 @@ export function plantVisibleSql(plant: Position, user: number, claimedGroupIds: 
  * viewer's id (a column of an outer query, a parameter), `claimed` the SQL of the ids of the groups a JWT claims.
  * Each path is one index probe, whatever the size of the catalogue.
  */
-export function visibleSql(plant: string, user: string, claimed: string | undefined): string {
+function visibleSql(plant: string, user: string, claimed: string | undefined): string {
   const branches = viewerRanges(user).map(({ column, from }) => `EXISTS (SELECT 1 FROM ${from} AND ${column} = ${plant})`);
   for (const { table, position: column, key } of GROUP_PATHS) {
     branches.push(`EXISTS (SELECT 1 FROM ${table} WHERE ${column} = ${plant} AND ${key} IN (${memberGroups(user, claimed)}))`);

@@ -1,6 +1,7 @@
 import type { Viewer } from '../catalogue/access-rule.js';
 import { seesEverything } from '../catalogue/access-rule.js';
 import type { Awaitable } from '../awaitable.js';
+import { fieldsOfRow } from '../catalogue/plant-fields.js';
 import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
 import type { ListingRequest, PlantRow, ScannedRows, VisiblePage } from './records.js';
@@ -95,11 +96,7 @@ class Search {
 /** A page of at most `limit` of the plants found (one more says that more follow), each as the listing shows it. */
 function pageOf(found: readonly PlantRow[], limit: number, groupIds: readonly number[], withIds: boolean): VisiblePage {
   const shown = found.slice(0, limit);
-  const json = `[${shown.map((row) => JSON.stringify(withIds ? { id: row.id, ...fieldsOf(row) } : fieldsOf(row))).join(',')}]`;
+  const json = `[${shown.map((row) => JSON.stringify(withIds ? { id: row.id, ...fieldsOfRow(row) } : fieldsOfRow(row))).join(',')}]`;
   const more = found.length > limit;
   return { json, ids: shown.map((row) => row.position), more, next: more ? found[limit]!.position : undefined, groupIds, cacheable: true };
 }
-
-/** A plant's fields as the contract's Plant has them: `tag` only when it has one. */
-const fieldsOf = (row: PlantRow): { name: string; tag?: string } =>
-  row.tag === null ? { name: row.name } : { name: row.name, tag: row.tag };

@@ -12,23 +12,25 @@ import { etagOf, ifMatchVersions, noneMatchHits } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, NewPlantRef, PlantPatchRef } from '../schemas.js';
-import { commonErrors, NoQuery, PLANT_PATH, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
-
-/** The largest body `PATCH /plants/{id}` reads: as for a create (see plant-writes.ts). */
-const PLANT_PATCH_BODY_LIMIT = 16 * 1024;
+import {
+  commonErrors,
+  NoQuery,
+  PLANT_BODY_LIMIT,
+  PLANT_PATH,
+  plantRefusals,
+  versionHeaders,
+  notAcceptable,
+  plantIdParam,
+  requireJsonAcceptable,
+  userWriteBudget,
+} from './protected.js';
 
 /** The media types a change is taken in: JSON Merge Patch's own, and plain JSON, which many clients send. */
 export const MERGE_PATCH_TYPE = 'application/merge-patch+json';
 
 const PlantParams = Type.Object({ id: plantIdParam('ID of the plant') });
 
-const etag = {
-  ETag: {
-    type: 'string' as const,
-    pattern: '^"[A-Za-z0-9_-]+"$',
-    description: "The plant's version: send it back in If-Match to change the plant only while it is still this one.",
-  },
-};
+const { etag, ifMatch } = versionHeaders('the plant', "The plant's");
 
 const describeRead =
   'The plant with this id (not part of the original contract), with its id, as a `NewPlant`, to a caller who can ' +
@@ -114,21 +116,14 @@ export async function onePlantRoutes(
         },
         userWriteBudget(opts.writeBudget),
       ],
-      bodyLimit: PLANT_PATCH_BODY_LIMIT,
+      bodyLimit: PLANT_BODY_LIMIT,
       schema: {
         operationId: 'updatePlant',
         summary: 'Change a plant',
         description: describeChange,
         querystring: NoQuery,
         params: PlantParams,
-        headers: Type.Object({
-          'if-match': Type.Optional(
-            Type.String({
-              description:
-                'Change the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins).',
-            }),
-          ),
-        }),
+        headers: ifMatch,
         body: { ...PlantPatchRef, description: 'The fields to change' },
         response: {
           200: { ...NewPlantRef, description: 'The plant, as changed', headers: etag },
@@ -136,14 +131,13 @@ export async function onePlantRoutes(
           400: errorResponse(
             'unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); or If-Match is not `*` or entity tags',
           ),
-          403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
-          404: errorResponse('No plant with this id that the caller can see'),
+          ...plantRefusals,
           406: notAcceptable,
           412: errorResponse(
             'If-Match names none of the current version of the plant (code 41202); the ETag header has the current one',
             etag,
           ),
-          413: errorResponse(`The request body is larger than ${PLANT_PATCH_BODY_LIMIT / 1024} KiB`),
+          413: errorResponse(`The request body is larger than ${PLANT_BODY_LIMIT / 1024} KiB`),
           415: errorResponse(`The request body is not ${MERGE_PATCH_TYPE} or application/json`),
         },
       },
@@ -187,5 +181,6 @@ const CHANGE_REFUSALS = { invalid_input: 'invalid_body' } as const;
  */
 function sendPlant(reply: FastifyReply, plant: PlantRecord): string {
   void reply.header('etag', etagOf(plantVersion(plant.id, plant))).type(JSON_TYPE);
-  return JSON.stringify(plant.tag === undefined ? { id: plant.id, name: plant.name } : { id: plant.id, name: plant.name, tag: plant.tag });
+  const { id, ...fields } = plant;
+  return JSON.stringify({ id, ...fields });
 }

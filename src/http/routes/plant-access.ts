@@ -19,7 +19,17 @@ import { etagOf, ifMatchVersions } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, PlantAccessRef } from '../schemas.js';
-import { commonErrors, NoQuery, PLANT_PATH, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
+import {
+  commonErrors,
+  NoQuery,
+  PLANT_PATH,
+  plantRefusals,
+  versionHeaders,
+  notAcceptable,
+  plantIdParam,
+  requireJsonAcceptable,
+  userWriteBudget,
+} from './protected.js';
 
 // Who has access to one plant, for its owner and admins: read and replaced whole at /plants/{id}/access, one user
 // or group shared or unshared at /plants/{id}/access/users/{name} and …/groups/{name}. The rule is delete's:
@@ -33,30 +43,14 @@ const GranteeParams = (what: 'user' | 'group') =>
     name: Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `Name of the ${what}` }),
   });
 
-const etag = {
-  ETag: {
-    type: 'string' as const,
-    pattern: '^"[A-Za-z0-9_-]+"$',
-    description: "The access's version: send it back in If-Match to change the access only while it is still this one.",
-  },
-};
-
-const ifMatch = Type.Object({
-  'if-match': Type.Optional(
-    Type.String({
-      description:
-        'Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins).',
-    }),
-  ),
-});
+const { etag, ifMatch } = versionHeaders('the access', "The access's");
 
 const accessErrors = {
   ...commonErrors,
   400: errorResponse(
     'unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003)',
   ),
-  403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
-  404: errorResponse('No plant with this id that the caller can see'),
+  ...plantRefusals,
 };
 
 const changeErrors = {

@@ -7,13 +7,17 @@ import type { PlantRepository } from '../../store/repositories/plants.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { commonErrors, NoQuery, PLANT_PATH, notAcceptable, plantIdParam, requireJsonAcceptable, userWriteBudget } from './protected.js';
-
-/**
- * The largest body `POST /plants` reads: a NewPlant with the longest name and tag, each character written as a
- * six-byte `\uXXXX` escape, fits with room to spare; a larger body is refused before it is parsed.
- */
-const NEW_PLANT_BODY_LIMIT = 16 * 1024;
+import {
+  commonErrors,
+  NoQuery,
+  PLANT_BODY_LIMIT,
+  PLANT_PATH,
+  plantRefusals,
+  notAcceptable,
+  plantIdParam,
+  requireJsonAcceptable,
+  userWriteBudget,
+} from './protected.js';
 
 const createPlantSchema = {
   operationId: 'createPlant',
@@ -34,7 +38,7 @@ const createPlantSchema = {
     ...commonErrors,
     406: notAcceptable,
     409: errorResponse('The id is taken by another plant (of another user, or with another name or tag)'),
-    413: errorResponse(`The request body is larger than ${NEW_PLANT_BODY_LIMIT / 1024} KiB`),
+    413: errorResponse(`The request body is larger than ${PLANT_BODY_LIMIT / 1024} KiB`),
     415: errorResponse('The request body is not application/json'),
   },
 };
@@ -53,8 +57,7 @@ const deletePlantSchema = {
     204: { type: 'null', description: 'Plant deleted' },
     400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1'),
     ...commonErrors,
-    403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
-    404: errorResponse('No plant with this id that the caller can see'),
+    ...plantRefusals,
   },
 };
 
@@ -88,7 +91,7 @@ export async function plantWriteRoutes(
         },
         budget,
       ],
-      bodyLimit: NEW_PLANT_BODY_LIMIT,
+      bodyLimit: PLANT_BODY_LIMIT,
       schema: createPlantSchema,
     },
     async (request) => {

@@ -95,3 +95,39 @@ export function userWriteBudget(writeBudget: RateLimiter | undefined): preHandle
   return (request, reply, done) =>
     writeBudget === undefined ? done() : writeBudget.checkKey(`user:${request.viewer!.userId}`, reply, done);
 }
+
+/** The 403 and 404 of an operation on one plant: the rule of catalogue/access-rule.ts, as answers. */
+export const plantRefusals = {
+  403: errorResponse('The caller can see the plant but is neither its owner nor an admin'),
+  404: errorResponse('No plant with this id that the caller can see'),
+};
+
+/**
+ * The largest body a write of a plant's fields reads (`POST /plants`, `PATCH /plants/{id}`): a NewPlant with the
+ * longest name and tag, each character written as a six-byte `\uXXXX` escape, fits with room to spare; a larger
+ * body is refused before it is parsed.
+ */
+export const PLANT_BODY_LIMIT = 16 * 1024;
+
+/**
+ * The `ETag` response header and the `If-Match` request header of what is changed only as it was read: a plant
+ * or its access (`what`, with its possessive).
+ */
+export function versionHeaders(what: string, whose: string) {
+  return {
+    etag: {
+      ETag: {
+        type: 'string' as const,
+        pattern: '^"[A-Za-z0-9_-]+"$',
+        description: `${whose} version: send it back in If-Match to change ${what} only while it is still this one.`,
+      },
+    },
+    ifMatch: Type.Object({
+      'if-match': Type.Optional(
+        Type.String({
+          description: `Change ${what} only while its version is one of these ETags (or \`*\`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins).`,
+        }),
+      ),
+    }),
+  };
+}

@@ -122,12 +122,8 @@ export class SqliteListingReads {
 
   /** The rows of taggedRowsSql (with a limit) or of a whole tag (without), for `user`'s groups. */
   private tagged(user: number, tag: string, after: number, claims: readonly string[], limit?: number): ScannedColumns[] {
-    const { groupIds, rangedIds, byRange } = this.viewerGroups(user, claims);
-    // As for the listing's statements: a few groups are parameters of their own, more one JSON array.
-    const params: Record<string, number | string> = { user, tag, after, ...(limit === undefined ? {} : { limit }) };
-    const shape = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
-    if (shape === 'joined') params.ranged = byRange;
-    else for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
+    const { groupIds, rangedIds, shape, groupParams } = this.viewerGroups(user, claims);
+    const params = { user, tag, after, ...(limit === undefined ? {} : { limit }), ...groupParams };
     // A viewer all of whose groups are read range by range (or who is in none) has no member grants to probe.
     const ranged = new Set(rangedIds);
     const small = groupIds.some((id) => !ranged.has(id));
@@ -148,27 +144,28 @@ export class SqliteListingReads {
     return { groupIds, tagged: (this.statements.countTagged.get(tagged) as [number])[0] };
   }
 
-  /** The groups a page of `user` counts, and those it reads range by range (ranged or claimed). */
-  private viewerGroups(user: number, claims: readonly string[]): { groupIds: number[]; rangedIds: number[]; byRange: string } {
+  /**
+   * The groups a page of `user` counts, and those it reads range by range (ranged or claimed): a few as parameters of
+   * their own (`:g0`…), more as one JSON array (`:ranged`), the statement's `shape` saying which.
+   */
+  private viewerGroups(user: number, claims: readonly string[]) {
     const claimed = claims.length > 0;
     const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
     const [counted, byRange] = (claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as [string, string];
-    return { groupIds: JSON.parse(counted) as number[], rangedIds: byRange === '[]' ? [] : (JSON.parse(byRange) as number[]), byRange };
+    const groupIds = JSON.parse(counted) as number[];
+    const rangedIds = byRange === '[]' ? [] : (JSON.parse(byRange) as number[]);
+    const shape: number | 'joined' = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
+    const groupParams: Record<string, number | string> = shape === 'joined' ? { ranged: byRange } : {};
+    if (shape !== 'joined') for (const [i, id] of rangedIds.entries()) groupParams[groupParam(i)] = id;
+    return { groupIds, rangedIds, shape, groupParams };
   }
 
   /** The listing query of what `user` sees after `after`: its shape (a statement per shape and limit), rows and parameters. */
   private viewerQuery(user: number, after: number, claims: readonly string[]) {
-    const { groupIds, rangedIds, byRange } = this.viewerGroups(user, claims);
+    const { groupIds, shape, groupParams } = this.viewerGroups(user, claims);
     // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
-    if (rangedIds.length <= SQLITE_GROUP_BRANCHES) {
-      const params: Record<string, number> = { user, after };
-      for (const [i, id] of rangedIds.entries()) params[groupParam(i)] = id;
-      const rows: Rows = (n, exact) => visiblePlantsSql(n, rangedIds.length, exact);
-      const positions = (n: number) => visiblePositionsSql(n, rangedIds.length);
-      return { groupIds, shape: String(rangedIds.length), rows, positions, params };
-    }
-    const rows: Rows = (n, exact) => visiblePlantsSql(n, 'joined', exact);
-    const positions = (n: number) => visiblePositionsSql(n, 'joined');
-    return { groupIds, shape: 'joined', rows, positions, params: { user, after, ranged: byRange } };
+    const rows: Rows = (n, exact) => visiblePlantsSql(n, shape, exact);
+    const positions = (n: number) => visiblePositionsSql(n, shape);
+    return { groupIds, shape: String(shape), rows, positions, params: { user, after, ...groupParams } };
   }
 }
