@@ -30,8 +30,11 @@ export interface ListingParams {
   claims: string;
 }
 
-/** Where each plant of a page's JSON starts after the first: a `{"name":` cannot occur inside a JSON string, whose quotes are escaped. */
-const NEXT_PLANT = ',{"name":';
+/**
+ * Where each plant of a page's JSON starts after the first, with ids or without: a `{"id":` or `{"name":` cannot
+ * occur inside a JSON string, whose quotes are escaped.
+ */
+const nextPlant = (withIds: boolean): string => (withIds ? ',{"id":' : ',{"name":');
 
 /**
  * Whether a page's JSON met a position of no plant: a grant whose plant is gone (plain SQL without foreign keys
@@ -49,10 +52,11 @@ export const pageRows = (page: string): string =>
 
 /**
  * The JSON array of the plants in `plants` without its last. Each database's listing SQL builds a plant as the
- * contract's Plant object, compact and `name` first: `{"name":…}`, with `"tag":…` only when the plant has one.
+ * contract's Plant object, compact and `name` first: `{"name":…}`, with `"tag":…` only when the plant has one; or
+ * with `withIds` as a NewPlant, `{"id":…,"name":…}`.
  */
-function dropLastPlant(plants: string): string {
-  const last = plants.lastIndexOf(NEXT_PLANT);
+function dropLastPlant(plants: string, withIds: boolean): string {
+  const last = plants.lastIndexOf(nextPlant(withIds));
   return last === -1 ? '[]' : `${plants.slice(0, last)}]`;
 }
 
@@ -67,6 +71,7 @@ export function pageFromColumns(
   limit: number,
   groupIds: readonly number[],
   cacheable: boolean,
+  withIds = false,
 ): VisiblePage | undefined {
   // Read from the database's own JSON: catalogue positions.
   const positions = JSON.parse(ids) as Position[];
@@ -74,7 +79,7 @@ export function pageFromColumns(
   const more = positions.length > limit;
   const next = more ? positions[limit] : undefined;
   if (more) positions.length = limit;
-  return { json: more ? dropLastPlant(plants) : plants, ids: positions, more, next, groupIds, cacheable };
+  return { json: more ? dropLastPlant(plants, withIds) : plants, ids: positions, more, next, groupIds, cacheable };
 }
 
 /** The ids of the user's groups: stored memberships, and with `withClaims` the stored groups the claim names. */
@@ -196,7 +201,20 @@ function rowVisibleSql(row: string, user: string, groups: ProbedGroups): string 
         if (groups.small) branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
         // By the plant's few group grants, each group then looked up in the list (`+` keeps the group's column out
         // of the index search): one probe however many groups are read range by range.
-        if (groups.ranged !== undefined) branches.push(probe(path.table, `+x.${path.key} IN (${groups.ranged})`));
+        if (groups.ranged !== undefined) {
+          const byPlant = probe(path.table, `+x.${path.key} IN (${groups.ranged})`);
+          if (!groups.rangedArray) {
+            branches.push(byPlant);
+          } else {
+            // The array is read once a statement. A few groups are probed by the grants' key, each an index entry;
+            // a plant's grants by the index of the plant alone each cost a read of the row (PostgreSQL's).
+            const ids = `ARRAY(${groups.ranged})`;
+            const byKey = probe(path.table, `x.${path.key} = ANY (${ids})`);
+            branches.push(
+              `CASE WHEN cardinality(${ids}) = 0 THEN false WHEN cardinality(${ids}) <= ${FEW_PROBED_GROUPS} THEN ${byKey} ELSE ${byPlant} END`,
+            );
+          }
+        }
         break;
       default:
         path.by satisfies never;
@@ -212,7 +230,12 @@ function rowVisibleSql(row: string, user: string, groups: ProbedGroups): string 
 export interface ProbedGroups {
   small: boolean;
   ranged: string | undefined;
+  /** Whether the database probes a few such groups one by one (PostgreSQL; see rowVisibleSql). */
+  rangedArray?: boolean;
 }
+
+/** How many groups read range by range a probe of one plant looks up one by one, at most (see rowVisibleSql). */
+const FEW_PROBED_GROUPS = 8;
 
 /**
  * How a filtered page's reads answer (store/listing.ts): the rows that match, (id, api_id, name, tag), and one row
@@ -239,12 +262,49 @@ export function taggedRowsSql(params: { user: string; after: string; limit: stri
 }
 
 /**
- * Every plant with tag `tag` after position `after` that the viewer sees, rows (id, api_id, name, tag): a rare tag's
- * page, read whole in one pass of the index of plants by tag, a plant's row read for those the viewer sees alone.
+ * The first `wanted` plants with tag `tag` after position `after` that the viewer sees, rows (id, api_id, name,
+ * tag): a rare tag's page, read in one pass of the index of plants by tag, a plant's row read for those the viewer
+ * sees alone. SQLite defers reading a row until a column outside the index is wanted; PostgreSQL reads it with
+ * each index entry, so with `fenced`, the tag's count being below that, the entries are read first (their LIMIT
+ * keeps that read whole and tells the planner how few they are), and only the plants that pass joined.
  */
-export const taggedPlantsSql = (params: { user: string; after: string; tag: string }, groups: ProbedGroups): string =>
-  `SELECT c.id, c.api_id, c.name, c.tag FROM plants c WHERE c.tag = ${params.tag} AND c.id > ${params.after} ` +
-  `AND (${rowVisibleSql('c', params.user, groups)}) ORDER BY c.tag, c.id`;
+export function rareTagRowsSql(
+  params: { user: string; after: string; tag: string; wanted: string },
+  groups: ProbedGroups,
+  { fenced }: { fenced?: string } = {},
+): string {
+  const { user, after, tag, wanted } = params;
+  const visible = rowVisibleSql('c', user, groups);
+  if (fenced === undefined) {
+    return (
+      `SELECT c.id AS id, c.api_id AS api_id, c.name AS name, c.tag AS tag FROM plants c WHERE c.tag = ${tag} ` +
+      `AND c.id > ${after} AND (${visible}) ORDER BY c.tag, c.id LIMIT ${wanted}`
+    );
+  }
+  const entries = `SELECT id, is_public, owner_id FROM plants WHERE tag = ${tag} AND id > ${after} ORDER BY tag, id LIMIT ${fenced}`;
+  return (
+    `SELECT c.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag FROM (${entries}) c JOIN plants p ON p.id = c.id ` +
+    `WHERE ${visible} ORDER BY c.id LIMIT ${wanted}`
+  );
+}
+
+/**
+ * The first `wanted` of the viewer's positions `positions` (SQL of one column in catalogue order) whose plant has
+ * tag `tag` (every one without), rows (id, api_id, name, tag): read lazily, each plant's row joined as its position
+ * comes, so that a tag common among what the viewer sees stops after about `wanted` / its share of them. `join` is
+ * the database's join that keeps the positions the outer side (SQLite's `CROSS JOIN`). A position whose plant is
+ * gone matches nothing.
+ */
+export const firstVisibleRowsSql = (positions: string, tag: string | undefined, wanted: string, join: string): string =>
+  `SELECT page.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag FROM (${positions}) page ${join} plants p ` +
+  `ON p.id = page.id${tag === undefined ? '' : ` WHERE p.tag = ${tag}`} LIMIT ${wanted}`;
+
+/**
+ * Whether at least `rareBelow` plants have tag `tag` after `after` (a condition), read from the index of plants by
+ * tag alone: a rare tag's page is read by that index (rareTagRowsSql), another's from what the viewer sees.
+ */
+export const commonTagSql = (params: { tag: string; after: string; rareBelow: string }): string =>
+  `EXISTS (SELECT 1 FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ORDER BY tag, id LIMIT 1 OFFSET ${params.rareBelow} - 1)`;
 
 /**
  * The positions a viewer sees (`positions`, SQL of one column in catalogue order), each with its plant, and of them
@@ -285,7 +345,3 @@ export function scannedRows(rows: readonly ScannedColumns[]): ScannedRows {
   matches.sort((a, b) => a.position - b.position);
   return { matches, last, read };
 }
-
-/** How many plants have tag `tag` after `after`, up to `cap`: one column `n`, read from the index of plants by tag alone. */
-export const countTaggedSql = (params: { tag: string; after: string; cap: string }): string =>
-  `SELECT count(*) AS n FROM (SELECT 1 FROM plants WHERE tag = ${params.tag} AND id > ${params.after} ORDER BY tag, id LIMIT ${params.cap}) t`;

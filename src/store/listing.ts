@@ -4,18 +4,17 @@ import type { Awaitable } from '../awaitable.js';
 import { fieldsOfRow } from '../catalogue/plant-fields.js';
 import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
-import type { ListingRequest, PlantRow, ScannedRows, VisiblePage } from './records.js';
+import type { FirstRead, ListingRequest, PlantRow, ScannedRows, VisiblePage } from './records.js';
 
 const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false, next: undefined, groupIds: [], cacheable: true });
 
 /**
- * The rows a filtered page's first reads take of each kind; each further read takes twice as many. Enough that a
- * page of 20 of a tag held by a third of what a viewer sees is one read.
+ * How far a filtered page's first read looks (see filteredPage): a tag held by fewer than `rareBelow` plants from
+ * the page on is read by its index, another tag's page from the first `positions` of what the viewer sees, enough
+ * that a page of 20 of a tag held by a third of those is one read.
  */
-const FIRST_READ = 64;
-/** A tag held by fewer plants than this (from a page's start on) is read whole, by its index, with one statement. */
-const RARE_TAG = 256;
-/** The most rows one read takes, however long a page's search goes on. */
+const FIRST_READ: FirstRead = { rareBelow: 256, positions: 64 };
+/** The rows a further read of a filtered page takes of each kind: twice as many as the one before, at most this. */
 const LARGEST_READ = 8192;
 
 /** Pages of the listing: what `GET /plants` reads. */
@@ -41,15 +40,19 @@ export function listingPages(d: DatabaseSeam, hot: HotQueries) {
 export type Listing = ReturnType<typeof listingPages>;
 
 /**
- * A page of one tag, or with ids: the database's rows, each plant serialized here.
+ * A page of one tag, or with ids.
  *
- * A tag held by fewer than RARE_TAG plants from the page on is read whole by the index of plants by tag, each plant
- * checked against the access rule (a few index probes each). Another tag's page looks for its plants two ways at
- * once, each read twice as far as the one before, and ends with whichever finds the page first: what the viewer
- * sees, each checked for the tag (cheap when the tag is common among them), and the plants with the tag, each
- * checked against the rule (cheap when the viewer sees most of them). Either way's rows are the page's exactly as
- * far as it has read, so a page costs about twice the cheaper way's reads. Both are dear only for a tag common in
- * the catalogue and rare among the many plants one viewer sees (docs/performance.md).
+ * Its first read (RequestReads.firstFilteredPage) is the whole page as a rule. A tag held by fewer than
+ * FIRST_READ.rareBelow plants from the page on is read by the index of plants by tag, each plant checked against
+ * the access rule (a few index probes each). Another tag's page is read from what the viewer sees, each plant's row
+ * joined as it comes, and stops once it has the page: cheap when the tag is common among them.
+ *
+ * When that read runs out before the page is full, the page looks for its plants two ways at once, each read twice
+ * as far as the one before, and ends with whichever finds the page first: what the viewer sees, each checked for
+ * the tag, and the plants with the tag, each checked against the rule (cheap when the viewer sees most of them).
+ * Either way's rows are the page's exactly as far as it has read, so a page costs about twice the cheaper way's
+ * reads. Both are dear only for a tag common in the catalogue and rare among the many plants one viewer sees
+ * (docs/performance.md).
  */
 async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingRequest): Promise<VisiblePage> {
   const { after, limit, tag } = page;
@@ -57,21 +60,15 @@ async function filteredPage(d: DatabaseSeam, viewer: Viewer, page: ListingReques
   const withIds = page.withIds === true;
   if (seesEverything(viewer)) return pageOf(await d.reads.allRows(after, wanted, tag), limit, [], withIds);
   const claims = viewer.groups ?? [];
-  const basis = await d.reads.pageBasis(viewer.userId, claims, tag === undefined ? undefined : { tag, after, cap: RARE_TAG });
-  const { groupIds } = basis;
+  const first = await d.reads.firstFilteredPage(viewer.userId, page, claims, FIRST_READ);
+  if (first.page !== undefined) return first.page;
+  const { groupIds } = first;
   const seen = new Search((from, size) => d.reads.visibleRows(viewer.userId, from, size, claims, tag), after);
-  if (tag === undefined) {
-    for (let size = wanted; ; size = Math.min(size * 2, LARGEST_READ)) {
-      if (await seen.read(size, wanted)) return pageOf(seen.found, limit, groupIds, withIds);
-    }
-  }
-  const tagged = new Search((from, size) => d.reads.taggedRows(viewer.userId, tag, from, size, claims), after);
-  if (basis.tagged! < RARE_TAG) {
-    return pageOf(await d.reads.taggedPlants(viewer.userId, tag, after, claims), limit, groupIds, withIds);
-  }
-  for (let size = Math.max(FIRST_READ, wanted); ; size = Math.min(size * 2, LARGEST_READ)) {
+  const tagged =
+    tag === undefined ? undefined : new Search((from, size) => d.reads.taggedRows(viewer.userId, tag, from, size, claims), after);
+  for (let size = Math.max(FIRST_READ.positions, wanted); ; size = Math.min(size * 2, LARGEST_READ)) {
     if (await seen.read(size, wanted)) return pageOf(seen.found, limit, groupIds, withIds);
-    if (await tagged.read(size, wanted)) return pageOf(tagged.found, limit, groupIds, withIds);
+    if (tagged !== undefined && (await tagged.read(size, wanted))) return pageOf(tagged.found, limit, groupIds, withIds);
   }
 }
 

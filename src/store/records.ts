@@ -68,18 +68,18 @@ export interface PlantRow {
   tag: string | null;
 }
 
-/** A count of the plants with tag `tag` after position `after`, up to `cap` (RequestReads.pageBasis). */
-export interface TagCount {
-  tag: string;
-  after: number;
-  cap: number;
+/** How a filtered page's first read goes (RequestReads.firstFilteredPage; the numbers are store/listing.ts's). */
+export interface FirstRead {
+  /** A tag held by fewer plants than this from the page on is read by the index of plants by tag. */
+  rareBelow: number;
+  /** How many of the viewer's positions the first read of another tag's page looks through, at most. */
+  positions: number;
 }
 
-/** What a filtered page learns first (RequestReads.pageBasis). */
-export interface PageBasis {
+/** A filtered page's first read: the page, when that read could tell it whole, and the groups it counts. */
+export interface FirstFilteredPage {
+  page: VisiblePage | undefined;
   groupIds: number[];
-  /** With a TagCount asked: how many, up to its cap. */
-  tagged?: number;
 }
 
 /** What one read of a filtered page found: the plants that match, in catalogue order, and how far it read. */

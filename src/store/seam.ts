@@ -5,12 +5,13 @@ import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
 import type {
-  PageBasis,
+  FirstFilteredPage,
+  FirstRead,
+  ListingRequest,
   PageRequest,
   PlantRow,
   PoolStats,
   ScannedRows,
-  TagCount,
   TokenCredential,
   UserCredential,
   VisiblePage,
@@ -46,14 +47,14 @@ export interface RequestReads {
   allRows(after: number, limit: number, tag: string | undefined): Awaitable<PlantRow[]>;
   visibleRows(userId: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): Awaitable<ScannedRows>;
   taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Awaitable<ScannedRows>;
-  /** Every plant with tag `tag` after position `after` that user `userId` sees: a rare tag's page, whole. */
-  taggedPlants(userId: number, tag: string, after: number, claims: readonly string[]): Awaitable<PlantRow[]>;
   /**
-   * What a filtered page of user `userId` learns first: the ids of the groups it counts (stored memberships, and
-   * those `claims` names), and with `tagged`, how many plants have that tag after that position, counted up to its
-   * cap from the index of plants by tag alone.
+   * A filtered page of user `userId` (store/listing.ts) in one read when it can be: a tag held by fewer than
+   * `first.rareBelow` plants from the page on read by the index of plants by tag, each checked against the rule;
+   * another tag's page, or a page with ids, from the first `first.positions` of what the user sees. No page when
+   * that read found fewer plants than the page holds without reading all of what the user sees; the ids of the
+   * groups the page counts (stored memberships, and those `claims` names) either way.
    */
-  pageBasis(userId: number, claims: readonly string[], tagged: TagCount | undefined): Awaitable<PageBasis>;
+  firstFilteredPage(userId: number, page: ListingRequest, claims: readonly string[], first: FirstRead): Awaitable<FirstFilteredPage>;
   /**
    * Called once user `userId`'s own write is committed and taken in: a backend that reads listings from a replica
    * makes sure that user's next listing shows it.

@@ -1,11 +1,12 @@
 import {
   allRowsSql,
-  countTaggedSql,
+  commonTagSql,
   existing,
+  firstVisibleRowsSql,
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  taggedPlantsSql as taggedPlantsOf,
+  rareTagRowsSql,
   taggedRowsSql as taggedRowsOf,
   visibleRowsSql as visibleRowsOf,
   viewerGroups,
@@ -23,6 +24,8 @@ const PARAMS: ListingParams = { user: '$1', after: '$2', claims: '(SELECT unnest
 
 /** A listed plant as the response body shows it (the contract's Plant object); to_json escapes any text exactly. */
 const PLANT_JSON = `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`;
+/** A listed plant with its id (a NewPlant), from rows that have `api_id` too. */
+const PLANT_WITH_ID_JSON = `'{"id":' || api_id::text || ',' || substr(${PLANT_JSON}, 2)`;
 
 /**
  * On a standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a replica says
@@ -35,10 +38,10 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
  * order), from `sql`, a query of rows (id, name, tag) in id order; the aggregates sort them, and the columns
  * follow from the query's other columns (`extra`).
  */
-export function pageColumnsSql(sql: string, extra: string): string {
+export function pageColumnsSql(sql: string, extra: string, withIds = false): string {
   return (
     `SELECT coalesce(json_agg(id ORDER BY id), '[]')::text AS ids, ` +
-    `'[' || coalesce(string_agg(${PLANT_JSON}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
+    `'[' || coalesce(string_agg(${withIds ? PLANT_WITH_ID_JSON : PLANT_JSON}, ',' ORDER BY id), '') || ']' AS plants${extra} FROM (${sql}) listed`
   );
 }
 
@@ -82,32 +85,52 @@ export const visibleRowsSql = (withClaims: boolean, tagged: boolean): string =>
  * The plants with tag $4 after $2, at most $3, and of them those user $1 sees, with the claimed group names in $5
  * when `withClaims` (see taggedRowsSql in listing-sql.ts).
  */
-/** Every plant with tag $3 after $2 that user $1 sees, with the claimed group names in $4 when `withClaims`. */
-export const taggedPlantsSql = (withClaims: boolean): string =>
-  taggedPlantsOf(
-    { user: '$1', after: '$2', tag: '$3' },
-    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($4::text[]))' }, withClaims) },
-  );
-
 export const taggedRowsSql = (withClaims: boolean): string =>
   taggedRowsOf(
     { user: '$1', after: '$2', limit: '$3', tag: '$4' },
-    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims) },
+    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims), rangedArray: true },
   );
 
 /** Every plant after $1, at most $2, with tag $3 when `tagged`: rows (id, api_id, name, tag). */
 export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });
 
 /**
- * The ids of the groups a page of user $1 counts (`groups`), with the claimed names in $2 when `withClaims`; with
- * `tagged`, also how many plants have the tag of the next parameter after the one following it, up to the last
- * (`n`, see countTaggedSql): what a filtered page learns first, in one round trip.
+ * What a page of one tag learns first (RequestReads.firstFilteredPage): the ids of the groups user $1's page counts
+ * (`groups`, claims in $5 when `withClaims`), and whether at least $4 plants have tag $3 after $2 (`common`).
  */
-export function pageBasisSql(withClaims: boolean, tagged: boolean): string {
-  const groups = `ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($2::text[]))' }, withClaims)}) AS groups`;
-  if (!tagged) return `SELECT ${groups}`;
-  const [tag, after, cap] = withClaims ? ['$3', '$4', '$5'] : ['$2', '$3', '$4'];
-  return `SELECT ${groups}, (${countTaggedSql({ tag, after, cap })}) AS n`;
+export const tagBasisSql = (withClaims: boolean): string =>
+  `SELECT ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims)}) AS groups, ` +
+  `${commonTagSql({ tag: '$3', after: PARAMS.after, rareBelow: '$4' })} AS common`;
+
+/**
+ * A rare tag's page (see rareTagRowsSql): the first $4 plants with tag $3 after $2 that user $1 sees (claims in $6
+ * when `withClaims`), the tag held by fewer than $5 plants from there on; page columns (see pageColumnsSql).
+ */
+export function rareTagPageSql(withClaims: boolean, withIds: boolean): string {
+  const params = { ...PARAMS, claims: '(SELECT unnest($6::text[]))' };
+  const rows = rareTagRowsSql(
+    { user: PARAMS.user, after: PARAMS.after, tag: '$3', wanted: '$4' },
+    { small: true, ranged: rangedGroups(params, withClaims), rangedArray: true },
+    { fenced: '$5' },
+  );
+  return pageColumnsSql(rows, '', withIds);
+}
+
+/**
+ * The first plants of what user $1 sees after $2, from the first $3 of its positions (claims in $4 when
+ * `withClaims`), at most the next parameter (`wanted`), with the tag in the parameter after it when `tagged`
+ * (see firstVisibleRowsSql): page columns with the ids of the groups the page counts (`groups`), and when the
+ * page came out short, how many those first positions are (`positions_read`: fewer than $3 says they were all).
+ */
+export function firstVisiblePageSql(withClaims: boolean, tagged: boolean, withIds: boolean): string {
+  const next = withClaims ? 5 : 4;
+  const wanted = `$${next}`;
+  const positions = visiblePositions(withClaims, false);
+  const rows = firstVisibleRowsSql(positions, tagged ? `$${next + 1}` : undefined, wanted, 'JOIN');
+  const extra =
+    `, ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups, ` +
+    `CASE WHEN count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
+  return pageColumnsSql(rows, extra, withIds);
 }
 
 /** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */

@@ -4,13 +4,24 @@ import { metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from 
 import {
   ALL_PLANTS_SQL,
   allRowsSqlOf,
-  taggedPlantsSql,
+  firstVisiblePageSql,
+  rareTagPageSql,
+  tagBasisSql,
   taggedRowsSql,
-  pageBasisSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
-import type { PageBasis, PageRequest, PlantRow, ScannedRows, TagCount, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type {
+  FirstFilteredPage,
+  FirstRead,
+  ListingRequest,
+  PageRequest,
+  PlantRow,
+  ScannedRows,
+  TokenCredential,
+  UserCredential,
+  VisiblePage,
+} from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
@@ -52,15 +63,22 @@ const VISIBLE_ROWS: Record<string, string> = {
 };
 const TAGGED_ROWS = taggedRowsSql(false);
 const TAGGED_ROWS_WITH_CLAIMS = taggedRowsSql(true);
-const TAGGED_PLANTS = taggedPlantsSql(false);
-const TAGGED_PLANTS_WITH_CLAIMS = taggedPlantsSql(true);
-/** By whether the viewer has claims, and whether the page is of one tag. */
-const PAGE_BASIS: Record<string, string> = {
-  'false false': pageBasisSql(false, false),
-  'false true': pageBasisSql(false, true),
-  'true false': pageBasisSql(true, false),
-  'true true': pageBasisSql(true, true),
+/** A named statement for each variant: by whether the viewer has claims, and the others its key says. */
+const statements = (name: string, text: (...flags: boolean[]) => string, flags: number) => {
+  const byKey = new Map<string, { name: string; text: string }>();
+  for (let bits = 0; bits < 1 << flags; bits++) {
+    const values = Array.from({ length: flags }, (_, i) => (bits & (1 << i)) !== 0);
+    byKey.set(values.join(' '), { name: `${name}_${values.map(Number).join('')}`, text: text(...values) });
+  }
+  return (...values: boolean[]) => byKey.get(values.join(' '))!;
 };
+// A filtered page's first reads (see RequestReads.firstFilteredPage).
+const TAG_BASIS = statements('tag_basis', (claims) => tagBasisSql(claims), 1);
+const RARE_TAG_PAGE = statements('rare_tag_page', (claims, withIds) => rareTagPageSql(claims, withIds), 2);
+const FIRST_VISIBLE_PAGE = statements('first_visible_page', (claims, tagged, withIds) => firstVisiblePageSql(claims, tagged, withIds), 3);
+
+/** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
+type FirstVisibleRow = PageRow & { positions_read: string | null };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -154,29 +172,40 @@ export class PostgresReads implements RequestReads {
     return scannedRows(rows);
   }
 
-  async taggedPlants(userId: number, tag: string, after: number, claims: readonly string[]): Promise<PlantRow[]> {
-    const rows =
-      claims.length > 0
-        ? await this.rows('tagged_plants_claims', TAGGED_PLANTS_WITH_CLAIMS, [userId, after, tag, claims])
-        : await this.rows('tagged_plants', TAGGED_PLANTS, [userId, after, tag]);
-    return scannedRows(rows).matches;
-  }
-
-  async pageBasis(userId: number, claims: readonly string[], tagged: TagCount | undefined): Promise<PageBasis> {
+  async firstFilteredPage(userId: number, page: ListingRequest, claims: readonly string[], first: FirstRead): Promise<FirstFilteredPage> {
+    const { after, limit, tag } = page;
+    const withIds = page.withIds === true;
+    const wanted = limit + 1;
     const claimed = claims.length > 0;
-    const name = `page_basis${claimed ? '_claims' : ''}${tagged === undefined ? '' : '_tagged'}`;
-    const values: unknown[] = [
-      userId,
-      ...(claimed ? [claims] : []),
-      ...(tagged === undefined ? [] : [tagged.tag, tagged.after, tagged.cap]),
-    ];
-    const { rows } = await this.filteredPool.query<{ groups: Array<number | string>; n?: string }>({
-      name,
-      text: PAGE_BASIS[`${claimed} ${tagged !== undefined}`]!,
-      values,
+    const claimValues = claimed ? [claims] : [];
+    // Two round trips for a tag: one statement holding both ways costs more to start than the second trip.
+    if (tag !== undefined) {
+      const basis = (
+        await this.filteredPool.query<{ groups: Array<number | string>; common: boolean }>({
+          ...TAG_BASIS(claimed),
+          values: [userId, after, tag, first.rareBelow, ...claimValues],
+        })
+      ).rows[0]!;
+      const groupIds = basis.groups.map(Number);
+      if (!basis.common) {
+        const { rows } = await this.filteredPool.query<PageRow>({
+          ...RARE_TAG_PAGE(claimed, withIds),
+          values: [userId, after, tag, wanted, first.rareBelow, ...claimValues],
+        });
+        return { page: pageFromColumns(rows[0]!.ids, rows[0]!.plants, limit, groupIds, true, withIds)!, groupIds };
+      }
+    }
+    // Without a tag every position read is the page's, so the first `wanted` are enough.
+    const positions = tag === undefined ? wanted : Math.max(first.positions, wanted);
+    const { rows } = await this.filteredPool.query<FirstVisibleRow>({
+      ...FIRST_VISIBLE_PAGE(claimed, tag !== undefined, withIds),
+      values: [userId, after, positions, ...claimValues, wanted, ...(tag === undefined ? [] : [tag])],
     });
     const row = rows[0]!;
-    return { groupIds: row.groups.map(Number), ...(row.n === undefined ? {} : { tagged: Number(row.n) }) };
+    const groupIds = (row.groups ?? []).map(Number);
+    const found = pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds)!;
+    // Fewer than the page holds: the page only when those positions were all the viewer sees from there on.
+    return { page: found.more || Number(row.positions_read) < positions ? found : undefined, groupIds };
   }
 
   private get filteredPool(): pg.Pool {

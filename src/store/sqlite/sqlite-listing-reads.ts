@@ -1,21 +1,16 @@
 import BetterSqlite3 from 'better-sqlite3';
-import {
-  allRowsSql,
-  countTaggedSql,
-  metGonePlant,
-  pageFromColumns,
-  scannedRows,
-  visibleRowsSql,
-  type ScannedColumns,
-} from '../listing-sql.js';
-import type { PageBasis, PlantRow, ScannedRows, TagCount, VisiblePage } from '../records.js';
+import { allRowsSql, metGonePlant, pageFromColumns, scannedRows, visibleRowsSql, type ScannedColumns } from '../listing-sql.js';
+import type { FirstFilteredPage, FirstRead, ListingRequest, PlantRow, ScannedRows, VisiblePage } from '../records.js';
 import {
   allPlantsSql,
+  firstVisibleRowsOf,
   groupParam,
   pageColumnsSql,
   SQLITE_GROUP_BRANCHES,
   taggedRowsSql,
+  viewerGroupsAndTagSql,
   viewerGroupsSql,
+  visibleCountSql,
   visiblePlantsSql,
   visiblePositionsSql,
 } from './sqlite-listing-sql.js';
@@ -43,15 +38,15 @@ class PreparedListings {
    * A page of at most `limit` plants that counted `groupIds`. `rows(limit + 1)` is the query of its rows (id,
    * name, tag) in id order, and `key` names it (with its limit).
    */
-  page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1))).get(params) as PageColumns;
+  page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[], withIds = false): VisiblePage {
+    const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1), { withIds })).get(params) as PageColumns;
     if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
-    const page = pageFromColumns(ids, plants, limit, groupIds, true);
+    const page = pageFromColumns(ids, plants, limit, groupIds, true, withIds);
     if (page) return page;
     // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
-    const sorted = this.get(`${key} ordered`, () => pageColumnsSql(rows(limit + 1), { ordered: true }));
+    const sorted = this.get(`${key} ordered`, () => pageColumnsSql(rows(limit + 1), { ordered: true, withIds }));
     const [sortedIds, sortedPlants] = sorted.get(params) as PageColumns;
-    return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true)!;
+    return pageFromColumns(sortedIds, sortedPlants, limit, groupIds, true, withIds)!;
   }
 
   /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
@@ -86,10 +81,11 @@ export class SqliteListingReads {
     this.listings = new PreparedListings(db);
     this.statements = {
       allRows: raw(allRowsSql({ after: ':after', limit: ':limit' })),
-      countTagged: raw(countTaggedSql({ tag: ':tag', after: ':after', cap: ':cap' })),
       allTagged: raw(allRowsSql({ after: ':after', limit: ':limit', tag: ':tag' })),
       groups: raw(viewerGroupsSql(false)),
       groupsWithClaims: raw(viewerGroupsSql(true)),
+      groupsAndTag: raw(viewerGroupsAndTagSql(false)),
+      groupsAndTagWithClaims: raw(viewerGroupsAndTagSql(true)),
     };
   }
 
@@ -112,24 +108,41 @@ export class SqliteListingReads {
 
   /** The plants with `tag` after `after`, at most `limit`, and of them those `user` sees (RequestReads.taggedRows). */
   taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): ScannedRows {
-    return scannedRows(this.tagged(user, tag, after, claims, limit));
-  }
-
-  /** Every plant with `tag` after `after` that `user` sees (RequestReads.taggedPlants). */
-  taggedPlants(user: number, tag: string, after: number, claims: readonly string[]): PlantRow[] {
-    return scannedRows(this.tagged(user, tag, after, claims)).matches;
-  }
-
-  /** The rows of taggedRowsSql (with a limit) or of a whole tag (without), for `user`'s groups. */
-  private tagged(user: number, tag: string, after: number, claims: readonly string[], limit?: number): ScannedColumns[] {
     const { groupIds, rangedIds, shape, groupParams } = this.viewerGroups(user, claims);
-    const params = { user, tag, after, ...(limit === undefined ? {} : { limit }), ...groupParams };
-    // A viewer all of whose groups are read range by range (or who is in none) has no member grants to probe.
-    const ranged = new Set(rangedIds);
-    const small = groupIds.some((id) => !ranged.has(id));
-    const whole = limit === undefined;
-    const statement = this.listings.get(`tagged ${small} ${shape} ${whole}`, () => taggedRowsSql(small, shape, { whole }));
-    return statement.all(params) as ScannedColumns[];
+    const statement = this.listings.get(`tagged ${probesSmallGroups(groupIds, rangedIds)} ${shape}`, () =>
+      taggedRowsSql(probesSmallGroups(groupIds, rangedIds), shape),
+    );
+    return scannedRows(statement.all({ user, tag, after, limit, ...groupParams }) as ScannedColumns[]);
+  }
+
+  /** A filtered page in one read when it can be (RequestReads.firstFilteredPage). */
+  firstFilteredPage(user: number, page: ListingRequest, claims: readonly string[], first: FirstRead): FirstFilteredPage {
+    const { after, limit, tag } = page;
+    const withIds = page.withIds === true;
+    const wanted = limit + 1;
+    const { groupIds, rangedIds, shape, groupParams, commonTag } = this.viewerGroups(user, claims, tag, after, first.rareBelow);
+    const params = { user, after, ...(tag === undefined ? {} : { tag }), ...groupParams };
+    if (tag !== undefined && !commonTag) {
+      const small = probesSmallGroups(groupIds, rangedIds);
+      const rows = (n: number) => taggedRowsSql(small, shape, { rare: n });
+      return { page: this.listings.page(`rare ${limit} ${small} ${shape} ${withIds}`, limit, rows, params, groupIds, withIds), groupIds };
+    }
+    // Without a tag every position read is the page's, so the first `wanted` are enough.
+    const positions = tag === undefined ? wanted : Math.max(first.positions, wanted);
+    const rows = (n: number) => firstVisibleRowsOf(positions, n, shape, tag !== undefined);
+    const found = this.listings.page(
+      `first ${limit} ${positions} ${shape} ${tag !== undefined} ${withIds}`,
+      limit,
+      rows,
+      params,
+      groupIds,
+      withIds,
+    );
+    if (found.more) return { page: found, groupIds };
+    // Fewer than the page holds: the page only when those positions were all the viewer sees from there on.
+    const counted = this.listings.get(`count ${positions} ${shape}`, () => visibleCountSql(positions, shape));
+    const [read] = counted.get({ user, after, ...groupParams }) as [number];
+    return { page: read < positions ? found : undefined, groupIds };
   }
 
   /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
@@ -138,26 +151,32 @@ export class SqliteListingReads {
     return scannedRows(rows as ScannedColumns[]).matches;
   }
 
-  pageBasis(user: number, claims: readonly string[], tagged: TagCount | undefined): PageBasis {
-    const { groupIds } = this.viewerGroups(user, claims);
-    if (tagged === undefined) return { groupIds };
-    return { groupIds, tagged: (this.statements.countTagged.get(tagged) as [number])[0] };
-  }
-
   /**
    * The groups a page of `user` counts, and those it reads range by range (ranged or claimed): a few as parameters of
    * their own (`:g0`…), more as one JSON array (`:ranged`), the statement's `shape` saying which.
    */
-  private viewerGroups(user: number, claims: readonly string[]) {
+  private viewerGroups(user: number, claims: readonly string[], tag?: string, after?: number, rareBelow?: number) {
     const claimed = claims.length > 0;
-    const viewer = claimed ? { user, claims: JSON.stringify(claims) } : { user };
-    const [counted, byRange] = (claimed ? this.statements.groupsWithClaims : this.statements.groups).get(viewer) as [string, string];
+    const viewer = {
+      user,
+      ...(claimed ? { claims: JSON.stringify(claims) } : {}),
+      ...(tag === undefined ? {} : { tag, after, rare: rareBelow }),
+    };
+    const statement =
+      tag === undefined
+        ? claimed
+          ? this.statements.groupsWithClaims
+          : this.statements.groups
+        : claimed
+          ? this.statements.groupsAndTagWithClaims
+          : this.statements.groupsAndTag;
+    const [counted, byRange, common] = statement.get(viewer) as [string, string, number | undefined];
     const groupIds = JSON.parse(counted) as number[];
     const rangedIds = byRange === '[]' ? [] : (JSON.parse(byRange) as number[]);
     const shape: number | 'joined' = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
     const groupParams: Record<string, number | string> = shape === 'joined' ? { ranged: byRange } : {};
     if (shape !== 'joined') for (const [i, id] of rangedIds.entries()) groupParams[groupParam(i)] = id;
-    return { groupIds, rangedIds, shape, groupParams };
+    return { groupIds, rangedIds, shape, groupParams, commonTag: common === 1 };
   }
 
   /** The listing query of what `user` sees after `after`: its shape (a statement per shape and limit), rows and parameters. */
@@ -168,4 +187,10 @@ export class SqliteListingReads {
     const positions = (n: number) => visiblePositionsSql(n, shape);
     return { groupIds, shape: String(shape), rows, positions, params: { user, after, ...groupParams } };
   }
+}
+
+/** Whether a probe of one plant reads member grants: not for a viewer all of whose groups are read range by range (or in none). */
+function probesSmallGroups(groupIds: readonly number[], rangedIds: readonly number[]): boolean {
+  const ranged = new Set(rangedIds);
+  return groupIds.some((id) => !ranged.has(id));
 }

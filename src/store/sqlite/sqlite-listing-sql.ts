@@ -1,9 +1,11 @@
 import {
+  commonTagSql,
   existing,
+  firstVisibleRowsSql,
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  taggedPlantsSql as taggedPlantsOf,
+  rareTagRowsSql,
   taggedRowsSql as taggedRowsOf,
   viewerGroups,
   viewerRanges,
@@ -23,15 +25,17 @@ const PARAMS: ListingParams = { user: ':user', after: ':after', claims: '(SELECT
 
 /** A listed plant as the response body shows it (the contract's Plant object), built by SQLite's JSON functions. */
 const PLANT_JSON = `CASE WHEN tag IS NULL THEN json_object('name', name) ELSE json_object('name', name, 'tag', tag) END`;
+/** A listed plant with its id (a NewPlant), from rows that have `api_id` too. */
+const PLANT_WITH_ID_JSON = `CASE WHEN tag IS NULL THEN json_object('id', api_id, 'name', name) ELSE json_object('id', api_id, 'name', name, 'tag', tag) END`;
 
 /**
  * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects, in id
  * order), from `sql`, a query of rows (id, name, tag) in id order. SQLite does not promise to aggregate rows in
  * the order they come, so with `ordered` the aggregates sort them themselves (dearer; see SqliteReadsAndChanges).
  */
-export function pageColumnsSql(sql: string, { ordered = false } = {}): string {
+export function pageColumnsSql(sql: string, { ordered = false, withIds = false } = {}): string {
   const order = ordered ? ' ORDER BY id' : '';
-  return `SELECT json_group_array(id${order}) AS ids, json_group_array(${PLANT_JSON}${order}) AS plants FROM (${sql})`;
+  return `SELECT json_group_array(id${order}) AS ids, json_group_array(${withIds ? PLANT_WITH_ID_JSON : PLANT_JSON}${order}) AS plants FROM (${sql})`;
 }
 
 /** Claimed groups that SQLite reads as branches of their own; more go through one joined branch. */
@@ -84,6 +88,23 @@ export function viewerGroupsSql(withClaims: boolean): string {
   return `SELECT (SELECT json_group_array(id) FROM (${viewerGroups(PARAMS, withClaims)})), ${byRange(rangedGroups(PARAMS, withClaims))}`;
 }
 
+/** That row with a third column: whether tag `:tag` is held by at least `:rare` plants after `:after` (see commonTagSql). */
+export const viewerGroupsAndTagSql = (withClaims: boolean): string =>
+  `${viewerGroupsSql(withClaims)}, ${commonTagSql({ tag: ':tag', after: PARAMS.after, rareBelow: ':rare' })}`;
+
+/**
+ * The first `wanted` plants with tag `:tag` (every plant without `tagged`) of the first `positions` that user
+ * `:user` sees after `:after`, rows (id, api_id, name, tag) read lazily (see firstVisibleRowsSql); `groups` as for
+ * visiblePlantsSql.
+ */
+export const firstVisibleRowsOf = (positions: number, wanted: number, groups: number | 'joined', tagged: boolean): string =>
+  // CROSS JOIN keeps the positions the outer loop: SQLite would otherwise read a common tag's index first.
+  firstVisibleRowsSql(visiblePositionsSql(positions, groups), tagged ? ':tag' : undefined, String(wanted), 'CROSS JOIN');
+
+/** How many of the first `positions` user `:user` sees after `:after` there are: fewer says those are all. */
+export const visibleCountSql = (positions: number, groups: number | 'joined'): string =>
+  `SELECT count(*) FROM (${visiblePositionsSql(positions, groups)})`;
+
 /** One page of every plant (what an admin sees): rows (id, name, tag) in id order after `:after`, at most `limit`. */
 export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
 
@@ -91,9 +112,9 @@ export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FRO
  * The plants with tag `:tag` after `:after`, at most `:limit`, and of them those `:user` sees (listing-sql.ts,
  * taggedRowsSql): through member grants when `small` (the viewer is in a small group), and through the viewer's
  * ranged and claimed groups: `groups` of them as parameters (`:g0`…, see groupParam), or with 'joined' their ids as
- * the JSON array `:ranged`. With `whole`, every one of them the viewer sees (taggedPlantsSql), with no `:limit`.
+ * the JSON array `:ranged`. With `rare`, the first `rare` of them the viewer sees instead (rareTagRowsSql).
  */
-export function taggedRowsSql(small: boolean, groups: number | 'joined', { whole = false } = {}): string {
+export function taggedRowsSql(small: boolean, groups: number | 'joined', { rare }: { rare?: number } = {}): string {
   const ranged =
     groups === 'joined'
       ? '(SELECT value FROM json_each(:ranged))'
@@ -101,5 +122,7 @@ export function taggedRowsSql(small: boolean, groups: number | 'joined', { whole
         ? undefined
         : Array.from({ length: groups }, (_, i) => `:${groupParam(i)}`).join(', ');
   const params = { user: ':user', after: ':after', limit: ':limit', tag: ':tag' };
-  return whole ? taggedPlantsOf(params, { small, ranged }) : taggedRowsOf(params, { small, ranged });
+  return rare === undefined
+    ? taggedRowsOf(params, { small, ranged })
+    : rareTagRowsSql({ ...params, wanted: String(rare) }, { small, ranged });
 }

@@ -164,9 +164,8 @@ class SqliteSeam implements DatabaseSeam {
         reader.open ? reader.listings().visibleRows(userId, after, limit, claims, tag) : readerClosed(),
       taggedRows: (userId, tag, after, limit, claims) =>
         reader.open ? reader.listings().taggedRows(userId, tag, after, limit, claims) : readerClosed(),
-      taggedPlants: (userId, tag, after, claims) =>
-        reader.open ? reader.listings().taggedPlants(userId, tag, after, claims) : readerClosed(),
-      pageBasis: (userId, claims, tagged) => (reader.open ? reader.listings().pageBasis(userId, claims, tagged) : readerClosed()),
+      firstFilteredPage: (userId, page, claims, first) =>
+        reader.open ? reader.listings().firstFilteredPage(userId, page, claims, first) : readerClosed(),
       rememberWriter: async () => {},
     };
   }
