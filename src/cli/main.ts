@@ -31,6 +31,13 @@ export function buildCli(): Command {
       ),
     )
     .exitOverride()
+    // Help and the version, read by `| head`, end as a command's output does.
+    .configureOutput({
+      writeOut: (text) => {
+        endQuietlyWhenStdoutCloses();
+        process.stdout.write(text);
+      },
+    })
     .hook('preAction', (_program, command) => {
       if (command.name() !== 'serve' && command.name() !== 'demo') endQuietlyWhenStdoutCloses();
     });
@@ -52,6 +59,7 @@ export function buildCli(): Command {
  * and keeps serving when nobody reads its log.
  */
 function endQuietlyWhenStdoutCloses(): void {
+  if (process.stdout.listenerCount('error') > 0) return;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;
     process.exit(141);

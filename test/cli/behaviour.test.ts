@@ -224,6 +224,10 @@ describe('plantstore CLI: the database named by --db', () => {
     const doctor = await withStdoutClosedAfter(db, ['doctor', '--port', '0'], 0);
     assert.equal(doctor.stderr, '');
     assert.equal(doctor.code, 141);
+    // Help has no action of its own, and is closed before it is written, as `plantstore --help | head -0` does.
+    const help = await withStdoutClosedAfter(db, ['--help'], 0);
+    assert.equal(help.stderr, '');
+    assert.equal(help.code, 141);
   });
 
   it('writes wait their turn while another process writes: eight imports and twenty token creations at once all succeed', async () => {
