@@ -8,6 +8,7 @@ import type { Store } from '../../src/store/store.js';
 import { assertError, nextLink } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, startApp, type RunningApp } from '../helpers/http-app.js';
+import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 
 // GET /plants?tag=T and ?fields=id,name,tag: the same plants as the contract's listing, narrowed to a tag or with
 // ids, in the same order, page by page; the contract's listing unchanged.
@@ -34,6 +35,8 @@ function catalogue(): { records: CatalogueRecord[]; visible: Record<string, (id:
   ];
   const alice = new Set<number>();
   const carol = new Set<number>();
+  /** carol with a JWT whose groups claim names gardeners (and a group that is not stored). */
+  const carolClaiming = new Set<number>();
   for (let i = 1; i <= PLANTS; i++) {
     const tag = i % 300 === 0 ? 'rare' : i % 2 === 0 ? 'common' : i % 5 === 0 ? undefined : `tag ${i % 7}`;
     const kind = i % 3 === 0 ? ['owned', 'shared', 'group'][(i / 3) % 3]! : undefined;
@@ -50,8 +53,12 @@ function catalogue(): { records: CatalogueRecord[]; visible: Record<string, (id:
     });
     if (owner === 'alice' || kind !== undefined || isPublic) alice.add(i);
     if (owner === 'carol' || isPublic) carol.add(i);
+    if (owner === 'carol' || isPublic || kind === 'group') carolClaiming.add(i);
   }
-  return { records, visible: { alice: (id) => alice.has(id), carol: (id) => carol.has(id), root: () => true } };
+  return {
+    records,
+    visible: { alice: (id) => alice.has(id), carol: (id) => carol.has(id), carolClaiming: (id) => carolClaiming.has(id), root: () => true },
+  };
 }
 
 after(() => cleanupBackends());
@@ -61,6 +68,7 @@ for (const backend of BACKENDS) {
     let store: Store;
     let server: RunningApp;
     let uncached: RunningApp;
+    let withJwts: RunningApp;
     let all: Listed[];
     let visible: Record<string, (id: number) => boolean>;
     const tokens: Record<string, string> = {};
@@ -90,10 +98,16 @@ for (const backend of BACKENDS) {
       for (const user of ['alice', 'bob', 'carol', 'root']) tokens[user] = (await mintToken(store, user)).token;
       server = await startApp(store);
       uncached = await startApp(store, { config: { cache: false } });
+      withJwts = await startApp(store, {
+        config: { cache: false, jwtIssuer: ISSUER, jwtAudience: AUDIENCE, jwtGroupsClaim: 'groups' },
+        env: { PLANTSTORE_JWT_SECRET: SECRET },
+      });
+      tokens.carolClaiming = await mintJwt(secretKey(), { claims: { sub: 'carol', groups: ['gardeners', 'no such group'] } });
     });
     after(async () => {
       await server?.close();
       await uncached?.close();
+      await withJwts?.close();
       await store?.close();
     });
 
@@ -106,6 +120,18 @@ for (const backend of BACKENDS) {
           }
           assert.deepEqual((await get(`/plants?tag=${encodeURIComponent(tag)}`, user)).body, want, `${user} ${tag} whole`);
           assert.deepEqual((await get(`/plants?tag=${encodeURIComponent(tag)}&limit=5000`, user, uncached)).body, want);
+        }
+      }
+    });
+
+    it("counts the groups a JWT's claim names in tag pages and pages with ids, as stored memberships", async () => {
+      // carol sees few plants of her own; with the claim, every ninth plant more: the common tag is then read from
+      // what she sees, the rare ones by their index, each probed through the claimed group.
+      for (const tag of ['rare', 'common', 'tag 3', undefined]) {
+        const want = expected('carolClaiming', tag, true);
+        const query = `fields=id,name,tag${tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`}`;
+        for (const limit of [1, 7, 100]) {
+          assert.deepEqual(await walk(`/plants?limit=${limit}&${query}`, 'carolClaiming', withJwts), want, `${tag} ${limit}`);
         }
       }
     });

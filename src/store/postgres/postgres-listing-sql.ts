@@ -95,25 +95,28 @@ export const taggedRowsSql = (withClaims: boolean): string =>
 export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });
 
 /**
- * What a page of one tag learns first (RequestReads.firstFilteredPage): the ids of the groups user $1's page counts
- * (`groups`, claims in $5 when `withClaims`), and whether at least $4 plants have tag $3 after $2 (`common`).
+ * A page of one tag's first read (RequestReads.firstFilteredPage): the ids of the groups user $1's page counts
+ * (`groups`, claims in $6 when `withClaims`), whether at least $5 plants have tag $3 after $2 (`common`), and when
+ * not, the page (see rareTagRowsSql): the first $4 of them the user sees, as page columns (see pageColumnsSql).
+ * The viewer's ranged groups are read once, for every plant's probe.
  */
-export const tagBasisSql = (withClaims: boolean): string =>
-  `SELECT ARRAY(${viewerGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims)}) AS groups, ` +
-  `${commonTagSql({ tag: '$3', after: PARAMS.after, rareBelow: '$4' })} AS common`;
-
-/**
- * A rare tag's page (see rareTagRowsSql): the first $4 plants with tag $3 after $2 that user $1 sees (claims in $6
- * when `withClaims`), the tag held by fewer than $5 plants from there on; page columns (see pageColumnsSql).
- */
-export function rareTagPageSql(withClaims: boolean, withIds: boolean): string {
+export function tagPageSql(withClaims: boolean, withIds: boolean): string {
   const params = { ...PARAMS, claims: '(SELECT unnest($6::text[]))' };
   const rows = rareTagRowsSql(
     { user: PARAMS.user, after: PARAMS.after, tag: '$3', wanted: '$4' },
-    { small: true, ranged: rangedGroups(params, withClaims), rangedArray: true },
+    { small: true, ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
     { fenced: '$5' },
   );
-  return pageColumnsSql(rows, '', withIds);
+  return (
+    `WITH tag_size AS MATERIALIZED (SELECT ${commonTagSql({ tag: '$3', after: PARAMS.after, rareBelow: '$5' })} AS common), ` +
+    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(params, withClaims)}) AS ids) ` +
+    // The rare read runs only for a rare tag (a one-time filter); a common tag's page is read by firstVisiblePageSql.
+    pageColumnsSql(
+      `SELECT * FROM (${rows}) rare_rows WHERE NOT (SELECT common FROM tag_size)`,
+      `, ARRAY(${viewerGroups(params, withClaims)}) AS groups, (SELECT common FROM tag_size) AS common`,
+      withIds,
+    )
+  );
 }
 
 /**
@@ -121,16 +124,25 @@ export function rareTagPageSql(withClaims: boolean, withIds: boolean): string {
  * `withClaims`), at most the next parameter (`wanted`), with the tag in the parameter after it when `tagged`
  * (see firstVisibleRowsSql): page columns with the ids of the groups the page counts (`groups`), and when the
  * page came out short, how many those first positions are (`positions_read`: fewer than $3 says they were all).
+ * With a tag, the read runs only when at least the last parameter's count of plants have it after $2 (`common`):
+ * a rare tag's page is tagPageSql's.
  */
 export function firstVisiblePageSql(withClaims: boolean, tagged: boolean, withIds: boolean): string {
   const next = withClaims ? 5 : 4;
-  const wanted = `$${next}`;
+  const [wanted, tag, rareBelow] = [`$${next}`, `$${next + 1}`, `$${next + 2}`];
   const positions = visiblePositions(withClaims, false);
-  const rows = firstVisibleRowsSql(positions, tagged ? `$${next + 1}` : undefined, wanted, 'JOIN');
-  const extra =
-    `, ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups, ` +
-    `CASE WHEN count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
-  return pageColumnsSql(rows, extra, withIds);
+  const rows = firstVisibleRowsSql(positions, tagged ? tag : undefined, wanted, 'JOIN');
+  const counted = `CASE WHEN count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
+  const groups = `ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups`;
+  if (!tagged) return pageColumnsSql(rows, `, ${groups}, ${counted}`, withIds);
+  return (
+    `WITH tag_size AS MATERIALIZED (SELECT ${commonTagSql({ tag, after: PARAMS.after, rareBelow })} AS common) ` +
+    pageColumnsSql(
+      `SELECT * FROM (${rows}) common_rows WHERE (SELECT common FROM tag_size)`,
+      `, ${groups}, (SELECT common FROM tag_size) AS common, ${counted}`,
+      withIds,
+    )
+  );
 }
 
 /** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */

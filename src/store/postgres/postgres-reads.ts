@@ -5,8 +5,7 @@ import {
   ALL_PLANTS_SQL,
   allRowsSqlOf,
   firstVisiblePageSql,
-  rareTagPageSql,
-  tagBasisSql,
+  tagPageSql,
   taggedRowsSql,
   visiblePlantsSql,
   visibleRowsSql,
@@ -73,12 +72,14 @@ const statements = (name: string, text: (...flags: boolean[]) => string, flags: 
   return (...values: boolean[]) => byKey.get(values.join(' '))!;
 };
 // A filtered page's first reads (see RequestReads.firstFilteredPage).
-const TAG_BASIS = statements('tag_basis', (claims) => tagBasisSql(claims), 1);
-const RARE_TAG_PAGE = statements('rare_tag_page', (claims, withIds) => rareTagPageSql(claims, withIds), 2);
+const TAG_PAGE = statements('tag_page', (claims, withIds) => tagPageSql(claims, withIds), 2);
 const FIRST_VISIBLE_PAGE = statements('first_visible_page', (claims, tagged, withIds) => firstVisiblePageSql(claims, tagged, withIds), 3);
 
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
-type FirstVisibleRow = PageRow & { positions_read: string | null };
+type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | null };
+
+/** Tags whose pages were last read as common ones, at most (see PostgresReads.commonTags). */
+const REMEMBERED_TAGS = 10_000;
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -89,6 +90,12 @@ type FirstVisibleRow = PageRow & { positions_read: string | null };
 export class PostgresReads implements RequestReads {
   /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
   private readonly recentWriters = new Map<number, bigint>();
+  /**
+   * Tags whose last page was read as a common tag's: a tag's page starts with the statement of the way it took last
+   * time, so that it is one round trip when that holds, two when the tag changed sides (each statement tests it).
+   * One statement holding both ways costs more to start than the second trip (docs/performance.md).
+   */
+  private readonly commonTags = new Set<string>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -178,34 +185,48 @@ export class PostgresReads implements RequestReads {
     const wanted = limit + 1;
     const claimed = claims.length > 0;
     const claimValues = claimed ? [claims] : [];
-    // Two round trips for a tag: one statement holding both ways costs more to start than the second trip.
-    if (tag !== undefined) {
-      const basis = (
-        await this.filteredPool.query<{ groups: Array<number | string>; common: boolean }>({
-          ...TAG_BASIS(claimed),
-          values: [userId, after, tag, first.rareBelow, ...claimValues],
-        })
-      ).rows[0]!;
-      const groupIds = basis.groups.map(Number);
-      if (!basis.common) {
-        const { rows } = await this.filteredPool.query<PageRow>({
-          ...RARE_TAG_PAGE(claimed, withIds),
-          values: [userId, after, tag, wanted, first.rareBelow, ...claimValues],
-        });
-        return { page: pageFromColumns(rows[0]!.ids, rows[0]!.plants, limit, groupIds, true, withIds)!, groupIds };
-      }
+    if (tag !== undefined && !this.commonTags.has(tag)) {
+      const rare = await this.rareTagPage(userId, page, claims, first);
+      if (rare !== undefined) return rare;
     }
     // Without a tag every position read is the page's, so the first `wanted` are enough.
     const positions = tag === undefined ? wanted : Math.max(first.positions, wanted);
     const { rows } = await this.filteredPool.query<FirstVisibleRow>({
       ...FIRST_VISIBLE_PAGE(claimed, tag !== undefined, withIds),
-      values: [userId, after, positions, ...claimValues, wanted, ...(tag === undefined ? [] : [tag])],
+      values: [userId, after, positions, ...claimValues, wanted, ...(tag === undefined ? [] : [tag, first.rareBelow])],
     });
     const row = rows[0]!;
     const groupIds = (row.groups ?? []).map(Number);
+    if (tag !== undefined && row.common === false) {
+      this.commonTags.delete(tag);
+      // Common again by the time of the second read (plants tagged meanwhile): the page's search finds it.
+      return (await this.rareTagPage(userId, page, claims, first)) ?? { page: undefined, groupIds };
+    }
     const found = pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds)!;
     // Fewer than the page holds: the page only when those positions were all the viewer sees from there on.
     return { page: found.more || Number(row.positions_read) < positions ? found : undefined, groupIds };
+  }
+
+  /** A rare tag's page (tagPageSql), or undefined when the tag turns out common, which is then remembered. */
+  private async rareTagPage(
+    userId: number,
+    { after, limit, tag, withIds }: ListingRequest,
+    claims: readonly string[],
+    first: FirstRead,
+  ): Promise<FirstFilteredPage | undefined> {
+    const claimed = claims.length > 0;
+    const { rows } = await this.filteredPool.query<PageRow & { common: boolean }>({
+      ...TAG_PAGE(claimed, withIds === true),
+      values: [userId, after, tag, limit + 1, first.rareBelow, ...(claimed ? [claims] : [])],
+    });
+    const row = rows[0]!;
+    if (row.common) {
+      this.commonTags.add(tag!);
+      if (this.commonTags.size > REMEMBERED_TAGS) this.commonTags.delete(this.commonTags.values().next().value!);
+      return undefined;
+    }
+    const groupIds = (row.groups ?? []).map(Number);
+    return { page: pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds === true)!, groupIds };
   }
 
   private get filteredPool(): pg.Pool {
