@@ -248,9 +248,9 @@ const scanned = (read: string, matches: string): string =>
 
 /**
  * Up to `limit` plants with tag `tag` after position `after`, read by the index of plants by tag, and of them those
- * the viewer sees (see scanned): what a tag's page reads first (store/listing.ts), few rows when the tag is rare,
- * whatever the viewer sees. Ordered by tag and id, the one order only that index gives, so that a plan made for any
- * tag reads it.
+ * the viewer sees (see scanned): one way of a tag's page that its first read did not find (store/listing.ts),
+ * cheap when the viewer sees most of the tag's plants. Ordered by tag and id, the one order only that index gives,
+ * so that a plan made for any tag reads it.
  */
 export function taggedRowsSql(params: { user: string; after: string; limit: string; tag: string }, groups: ProbedGroups): string {
   // Only the index's own columns: a plant's row is read for those the viewer sees alone.
