@@ -31,6 +31,10 @@ export const { values: args } = parseArgs({
     'large-groups-only': { type: 'boolean', default: false },
     /** Only the worst body of each route, and /healthz meanwhile. */
     'worst-bodies-only': { type: 'boolean', default: false },
+    /** Only the import rows: imports against the same rows written into bare tables. */
+    'imports-only': { type: 'boolean', default: false },
+    /** Only the cold-page rows: 200 users' first pages uncached against cached. */
+    'cold-pages-only': { type: 'boolean', default: false },
     /** Skip the write rows, or run nothing else (a quick look at writes). */
     'no-writes': { type: 'boolean', default: false },
     'writes-only': { type: 'boolean', default: false },

@@ -1,4 +1,6 @@
 import { type CatalogueSpec } from './catalogue.js';
+import { renderColdPages, type ColdPageResults } from './cold-pages.js';
+import { renderImports, type ImportResults } from './imports.js';
 import { renderEvents, type EventResults } from './events.js';
 import { renderLargeGroups, type LargeGroupResults } from './large-groups.js';
 import { renderWorstBodies, type WorstBodyResults } from './worst-bodies.js';
@@ -138,6 +140,10 @@ export function renderReport(r: Record<string, unknown>): string {
     );
   }
 
+  const imports = r.imports === undefined ? undefined : renderImports(r.imports as ImportResults);
+  if (imports) lines.push('', ...imports.section);
+  const coldPages = r.coldPages === undefined ? undefined : renderColdPages(r.coldPages as ColdPageResults);
+  if (coldPages) lines.push('', ...coldPages.section);
   const writes = r.writes === undefined ? undefined : renderWrites(r.writes as WriteResults);
   if (writes) lines.push('', ...writes.section);
   const events = r.events === undefined ? undefined : renderEvents(r.events as EventResults);
@@ -211,6 +217,8 @@ export function renderReport(r: Record<string, unknown>): string {
   }
   lines.push(`| SQLite import ≥ 250,000 plants/s | ${fmt(importMillion)} | ${verdict(importMillion >= 250_000)} |`);
   if (whileListingRendered) lines.push(...whileListingRendered.targets);
+  if (imports) lines.push(...imports.targets);
+  if (coldPages) lines.push(...coldPages.targets);
   if (writes) lines.push(...writes.targets);
   if (events) lines.push(...events.targets);
   if (groups) lines.push(...groups.targets);

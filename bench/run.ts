@@ -3,6 +3,8 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_SPEC, userName, type CatalogueSpec } from './catalogue.js';
+import { measureColdPages, renderColdPages } from './cold-pages.js';
+import { measureImports, renderImports } from './imports.js';
 import { measureEvents, renderEvents, type EventResults } from './events.js';
 import { measureLargeGroups, renderLargeGroups, type LargeGroupResults } from './large-groups.js';
 import { measureWorstBodies, renderWorstBodies, type WorstBodyResults } from './worst-bodies.js';
@@ -122,6 +124,17 @@ async function main(): Promise<void> {
       },
     ],
     [args['worst-bodies-only'], async () => renderWorstBodies(await benchWorstBodies(dir))],
+    [
+      args['imports-only'],
+      async () => renderImports(await measureImports(dir, args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg))),
+    ],
+    [
+      args['cold-pages-only'],
+      async () => {
+        const pgSkip = args['no-postgres'] ? 'disabled' : await postgresReachable(args.pg);
+        return renderColdPages(await measureColdPages(dir, Number(args.plants), pgSkip));
+      },
+    ],
     [args['large-groups-only'], async () => renderLargeGroups(await benchLargeGroups(dir), Number(args['large-group-plants']))],
     [args['events-only'], async () => renderEvents(await benchEvents(dir))],
     [args['writes-only'], async () => renderWrites(await benchWrites(dir))],
@@ -205,6 +218,12 @@ async function main(): Promise<void> {
         await dropSchema(args.pg, schema);
       }
     }
+
+    // Imports against the same rows into bare tables, on both backends.
+    results.imports = await measureImports(dir, pgSkip);
+
+    // Cold pages: a first page uncached against cached, 200 users, on both backends.
+    results.coldPages = await measureColdPages(dir, spec.plants, pgSkip);
 
     // 6. Small pages while full listings stream, on both backends.
     results.pagesWhileListing = await benchWhileListing(dir, spec, pgSkip);
