@@ -150,15 +150,18 @@ async function pendAgain(db: string): Promise<void> {
   await client.end();
 }
 
-/** One drain by the service: from ready to the last of `expected` deliveries at `paths`. */
-async function drainOnce(c: EventBenchContext, db: string, receiver: Receiver, paths: readonly string[], expected: number) {
+/**
+ * One drain by `instances` serving processes on the one database: from ready to the last of `expected` deliveries
+ * at `paths`; CPU is theirs together.
+ */
+async function drainOnce(c: EventBenchContext, db: string, receiver: Receiver, paths: readonly string[], expected: number, instances = 1) {
   await pendAgain(db);
   await receiver.reset();
-  const service = await c.startService(db, SERVE_ENV);
-  const pid = service.process.pid!;
+  const services = await Promise.all(Array.from({ length: instances }, () => c.startService(db, SERVE_ENV)));
+  const cpuSeconds = () => services.reduce((sum, service) => sum + serverCpuSeconds(service.process.pid!), 0);
   try {
     const t0 = performance.now();
-    const cpu0 = serverCpuSeconds(pid);
+    const cpu0 = cpuSeconds();
     const before = delivered(await receiver.state(), paths);
     let state = await receiver.state();
     const deadline = Date.now() + 600_000;
@@ -168,11 +171,11 @@ async function drainOnce(c: EventBenchContext, db: string, receiver: Receiver, p
       state = await receiver.state();
     }
     const seconds = (performance.now() - t0) / 1000;
-    const cpu = serverCpuSeconds(pid) - cpu0;
+    const cpu = cpuSeconds() - cpu0;
     const count = expected - before;
     return { perSecond: count / seconds, cpuMsPerDelivery: (cpu * 1000) / count, duplicates: state.duplicates };
   } finally {
-    await service.stop();
+    await Promise.all(services.map((service) => service.stop()));
   }
 }
 
@@ -203,13 +206,20 @@ async function bareOnce(c: EventBenchContext, receiver: Receiver, paths: readonl
 const paths = (n: number) => Array.from({ length: n }, (_, i) => `/e${i + 1}`);
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
 
-async function drainRow(c: EventBenchContext, backend: string, db: string, receiver: Receiver, endpoints: number): Promise<DrainRow> {
+async function drainRow(
+  c: EventBenchContext,
+  backend: string,
+  db: string,
+  receiver: Receiver,
+  endpoints: number,
+  instances = 1,
+): Promise<DrainRow> {
   const at = paths(endpoints);
   prepare(c, db, receiver, at, PENDING / endpoints);
   const ours: Array<Awaited<ReturnType<typeof drainOnce>>> = [];
   const bare: Array<Awaited<ReturnType<typeof bareOnce>>> = [];
   for (let round = 0; round < c.rounds; round++) {
-    ours.push(await drainOnce(c, db, receiver, at, PENDING));
+    ours.push(await drainOnce(c, db, receiver, at, PENDING, instances));
     bare.push(await bareOnce(c, receiver, at, PENDING));
     c.log(
       `  ${backend}, ${endpoints} endpoint(s), round ${round + 1}: ${ours.at(-1)!.perSecond.toFixed(0)}/s (${ours.at(-1)!.cpuMsPerDelivery.toFixed(3)} ms CPU each) against the bare sender's ${bare.at(-1)!.perSecond.toFixed(0)}/s`,
@@ -312,6 +322,8 @@ export async function measureEvents(c: EventBenchContext, postgres: EventsPostgr
       drains.push(await drainRow(c, 'SQLite', join(c.dir, `events-drain-${endpoints}.db`), receiver, endpoints));
     if (typeof postgres !== 'string') {
       for (const endpoints of [1, 10]) drains.push(await drainRow(c, 'PostgreSQL', pgDb(`drain${endpoints}`), receiver, endpoints));
+      // Instances share the outbox: each claims what the other does not hold (FOR UPDATE SKIP LOCKED).
+      drains.push(await drainRow(c, 'PostgreSQL, two instances', pgDb('drain1x2'), receiver, 1, 2));
     }
     c.log('events: commit to arrival at 20 writes a second…');
     latency.push(await latencyRow(c, 'SQLite', join(c.dir, 'events-latency.db'), receiver, 'the serving process (POST /plants)'));
@@ -341,7 +353,8 @@ export function renderEvents(e: EventResults): { section: string[]; targets: str
       'each), sent by `serve` with its defaults (at most 8 in flight to one endpoint, 64 in all) to a bare `node:http` ' +
       "receiver in a process of its own; timed from the service's first answer to the last delivery. Its limit, in " +
       'alternating rounds: a bare Node loop (`bench/bare-sender.ts`) posting signed bodies over kept-alive `node:http` ' +
-      "connections to the same receiver at the same concurrency, storing nothing. CPU is the sending process's own.",
+      "connections to the same receiver at the same concurrency, storing nothing. CPU is the sending processes' own " +
+      '(both instances together on the two-instance row, each started anew for its round like the others).',
     '',
     '| backend | endpoints | deliveries/s | CPU ms/delivery | bare sender/s | its CPU ms/delivery | ratio (rounds) | duplicates |',
     '|---|---|---|---|---|---|---|---|',
