@@ -173,14 +173,17 @@ class SqliteSeam implements DatabaseSeam {
   /** A serving process keeps the change log short; CLI commands never prune it. */
   private startPruning(): void {
     if (this.pruner || this.closed) return;
-    this.pruner = setInterval(() => {
-      if (!this.sqlite.open) return;
-      // Through Kysely's hold on the connection, so that no transaction of its own is open meanwhile.
+    // Each step through Kysely's hold on the connection, so that no transaction of its own is open meanwhile, and
+    // the next one after the requests that came meanwhile.
+    const step = (now: number): void => {
+      if (!this.sqlite.open || this.closed) return;
       this.kysely
         .connection()
-        .execute(async () => pruneChangeLog(this.sqlite, Date.now()))
+        .execute(async () => pruneChangeLog(this.sqlite, now))
+        .then((more) => void (more && setImmediate(step, now)))
         .catch(() => {});
-    }, CHANGE_LOG_PRUNE_EVERY_MS);
+    };
+    this.pruner = setInterval(() => step(Date.now()), CHANGE_LOG_PRUNE_EVERY_MS);
     this.pruner.unref();
   }
 
