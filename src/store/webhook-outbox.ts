@@ -87,6 +87,9 @@ export interface DeliveryClaims {
   claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
 }
 
+/** Events a step of the outbox's pruning reads and deletes at most (see WebhookOutbox.prune). */
+export const PRUNED_EVENTS_PER_STEP = 5_000;
+
 /** What a claimed delivery is sent with: its event `e` and its endpoint `p`. */
 const CLAIMED_COLUMNS =
   'e.message_id, e.type, e.plant_id, e.name, e.tag, e.created_at, p.url, p.secret, p.previous_secret, p.previous_until, p.events';
@@ -308,14 +311,31 @@ export class WebhookOutbox {
   }
 
   /**
-   * Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever. On
-   * the store's own connection, not the dispatcher's writes: a serving process that never sends a webhook starts no
-   * SQLite writer thread for a delete that mostly finds nothing, every ten minutes.
+   * Forgets events older than `before` (epoch ms) that no delivery waits for: the outbox does not grow for ever.
+   * Events are walked in id order (the order they were raised in, so of their age), PRUNED_EVENTS_PER_STEP at a
+   * time, until a step's events are all newer than `before`: a pass reads what it deletes and a step more, not the
+   * whole outbox (a week of events at a few a second is 10^6; their scan took 38 ms of a SQLite serving thread).
+   * Each step is read on the store's own connection, without a lock, and its delete, when there is one, goes through
+   * the dispatcher's writes (SQLite: the writer thread, so that the serving thread never waits for the write lock);
+   * the next step comes after the requests that came meanwhile. A serving process that never sends a webhook starts no
+   * SQLite writer thread for a pass that finds nothing. A pass ends early once `goOn` says so (the process stops).
    */
-  async prune(before: number): Promise<number> {
-    const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE created_at < ${before}
-      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(this.db());
-    return Number(numAffectedRows ?? 0);
+  async prune(before: number, goOn: () => boolean = () => true): Promise<number> {
+    let pruned = 0;
+    for (let after = 0; goOn();) {
+      const { rows } = await sql<Row>`SELECT max(id) AS upto, min(created_at) AS oldest FROM (
+        SELECT id, created_at FROM webhook_events WHERE id > ${after} ORDER BY id LIMIT ${PRUNED_EVENTS_PER_STEP}) step`.execute(this.db());
+      const { upto, oldest } = rows[0] ?? {};
+      if (upto === null || upto === undefined || Number(oldest) >= before) return pruned;
+      const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE id > ${after} AND id <= ${Number(upto)}
+        AND created_at < ${before} AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(
+        this.dispatcherWrites(),
+      );
+      pruned += Number(numAffectedRows ?? 0);
+      after = Number(upto);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return pruned;
   }
 
   /** Deliveries waiting (WAITING_DELIVERY), and when the oldest of them was raised (epoch ms), for metrics. */

@@ -50,6 +50,7 @@ export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Map<Promise<void>, ClaimedDelivery>();
   private prunedAt = 0;
+  private pruning: Promise<void> | undefined;
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
   private nudgeTimer: NodeJS.Timeout | undefined;
@@ -108,6 +109,7 @@ export class WebhookDispatcher {
     clearTimeout(this.nudgeTimer);
     this.sender.abortAll();
     await this.claiming;
+    await this.pruning;
     const abandoned = [...this.inFlight.values(), ...[...this.shares.all()].flatMap((share) => share.queued.splice(0))];
     await Promise.all(this.inFlight.keys());
     await this.outcomes.settled();
@@ -127,7 +129,8 @@ export class WebhookDispatcher {
     }
     this.lastClaimAt = Date.now();
     this.claimAgain = 'no';
-    this.claiming = this.pruneNow()
+    this.pruneNow();
+    this.claiming = Promise.resolve()
       .then(async () => {
         if (!look) return this.shares.runningLow();
         const { due, anyEnabled } = await this.outbox.dueEndpoints();
@@ -185,12 +188,19 @@ export class WebhookDispatcher {
     this.inFlight.set(running, delivery);
   }
 
-  /** Every few minutes, one poll also prunes what the outbox no longer needs. */
-  private async pruneNow(): Promise<void> {
+  /**
+   * Every few minutes, one poll also starts pruning what the outbox no longer needs. Claims do not wait for it: a
+   * pass over a large outbox takes many steps.
+   */
+  private pruneNow(): void {
     const now = Date.now();
-    if (now - this.prunedAt < PRUNE_EVERY_MS) return;
+    if (this.pruning !== undefined || now - this.prunedAt < PRUNE_EVERY_MS) return;
     this.prunedAt = now;
-    await this.outbox.prune(now - KEPT_MS);
+    this.pruning = this.outbox
+      .prune(now - KEPT_MS, () => !this.stopped)
+      .then(() => undefined)
+      .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not pruned; the next pass tries again'))
+      .finally(() => (this.pruning = undefined));
   }
 
   private async deliver(delivery: ClaimedDelivery, share: EndpointShare): Promise<void> {

@@ -4,11 +4,12 @@ import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { recordBatch } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
+import { PRUNED_EVENTS_PER_STEP } from '../../src/store/webhook-outbox.js';
 import type { Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { plainSql } from '../helpers/plain-sql.js';
+import { plainQuery, plainSql } from '../helpers/plain-sql.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
 
@@ -274,6 +275,50 @@ for (const backend of BACKENDS) {
   });
 
   describe(`the webhook backlog [${backend.name}]`, { skip: backend.skip }, () => {
+    it('prunes a large outbox a step at a time, oldest first, and stops at the first step of newer events', async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      try {
+        const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+        const old = Date.now() - 1_000_000;
+        const before = old + 500_000;
+        // Two and a half steps of old events, then one of new ones, as the outbox's triggers raise them.
+        const events = 2.5 * PRUNED_EVENTS_PER_STEP;
+        const all = events + PRUNED_EVENTS_PER_STEP;
+        await plainSql(
+          db,
+          `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${all})
+           INSERT INTO webhook_events (plant_id, name, created_at, message_id) SELECT i, 'Plant', CASE WHEN i <= ${events} THEN ${old} ELSE ${before + 1} END, 'msg_' || i FROM n`,
+        );
+        // Old events still waited for stay; old ones delivered go with their deliveries; a new one waits for its week.
+        const deliveries = (from: number, to: number, status: string) =>
+          `INSERT INTO webhook_deliveries (event_id, endpoint_id, status, next_attempt_at) SELECT id, ${endpoint.id}, '${status}', 0 FROM webhook_events WHERE plant_id BETWEEN ${from} AND ${to}`;
+        await plainSql(db, deliveries(10, 19, 'pending'));
+        await plainSql(db, deliveries(20, 29, 'delivered'));
+        await plainSql(db, deliveries(events + 10, events + 19, 'delivered'));
+        assert.equal(await store.webhooks.prune(before), events - 10);
+        const left = await plainQuery<{ n: number | string; deliveries: number | string }>(
+          db,
+          `SELECT count(*) AS n, (SELECT count(*) FROM webhook_deliveries) AS deliveries FROM webhook_events`,
+        );
+        assert.deepEqual(
+          [Number(left[0]!.n), Number(left[0]!.deliveries)],
+          [10 + PRUNED_EVENTS_PER_STEP, 20],
+          'the waited-for old events and every new one are kept, with their deliveries',
+        );
+        assert.equal(await store.webhooks.prune(before), 0, 'a pass that finds nothing old deletes nothing');
+        // A week later for the new ones too, but a pass told to end after one step: the oldest step's only.
+        let steps = 0;
+        assert.equal(await store.webhooks.prune(before + 2, () => steps++ < 1), PRUNED_EVENTS_PER_STEP - 10);
+        const [{ n }] = (await plainQuery<{ n: number | string }>(db, 'SELECT count(*) AS n FROM webhook_events')) as [
+          { n: number | string },
+        ];
+        assert.equal(Number(n), 20, 'a pass ends when told to');
+      } finally {
+        await store.close();
+      }
+    });
+
     it("leaves out a disabled endpoint's deliveries until it is enabled again", async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.
       const store = await backend.open();
