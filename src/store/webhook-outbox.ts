@@ -77,7 +77,7 @@ type Row = Record<string, string | number | null>;
 /** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
 export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
 
-/** How a database claims due deliveries (part of DatabaseSeam's WritingStatements). */
+/** How a database claims due deliveries and forgets old events (part of DatabaseSeam's WritingStatements). */
 export interface DeliveryClaims {
   /**
    * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
@@ -85,7 +85,17 @@ export interface DeliveryClaims {
    * endpoint_id and attempts. PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
    */
   claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
+  /**
+   * The statement that deletes the events with ids in (`after`, `upto`] raised before `before` (epoch ms) for which
+   * no delivery waits, with their deliveries, judging each delivery as it stands once no other writer holds it: a
+   * `webhooks retry` committed while the statement runs keeps its event (PostgreSQL locks the range's deliveries first).
+   */
+  pruneEvents(after: number, upto: number, before: number): RawBuilder<unknown>;
 }
+
+/** The events a step of pruning may delete: in its id range, raised before `before`. */
+export const prunableEvents = (after: number, upto: number, before: number): RawBuilder<unknown> =>
+  sql`e.id > ${after} AND e.id <= ${upto} AND e.created_at < ${before}`;
 
 /** Events a step of the outbox's pruning reads and deletes at most (see WebhookOutbox.prune). */
 export const PRUNED_EVENTS_PER_STEP = 5_000;
@@ -327,10 +337,7 @@ export class WebhookOutbox {
         SELECT id, created_at FROM webhook_events WHERE id > ${after} ORDER BY id LIMIT ${PRUNED_EVENTS_PER_STEP}) step`.execute(this.db());
       const { upto, oldest } = rows[0] ?? {};
       if (upto === null || upto === undefined || Number(oldest) >= before) return pruned;
-      const { numAffectedRows } = await sql`DELETE FROM webhook_events WHERE id > ${after} AND id <= ${Number(upto)}
-        AND created_at < ${before} AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id AND d.status = 'pending')`.execute(
-        this.dispatcherWrites(),
-      );
+      const { numAffectedRows } = await this.statements.pruneEvents(after, Number(upto), before).execute(this.dispatcherWrites());
       pruned += Number(numAffectedRows ?? 0);
       after = Number(upto);
       await new Promise((resolve) => setImmediate(resolve));

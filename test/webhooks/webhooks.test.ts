@@ -9,6 +9,7 @@ import type { Store } from '../../src/store/store.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { holdTransaction } from '../helpers/held-transaction.js';
 import { plainQuery, plainSql } from '../helpers/plain-sql.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
 import { startReceiver, until, verifyDelivery as verify } from '../helpers/webhook-receiver.js';
@@ -314,6 +315,38 @@ for (const backend of BACKENDS) {
           { n: number | string },
         ];
         assert.equal(Number(n), 20, 'a pass ends when told to');
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a retry held open while a prune runs keeps its event: the prune reads the delivery as the retry left it', async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      try {
+        await seed(store, { users: [{ name: 'alice' }] });
+        await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+        for (const id of [1, 2, 3]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        const weekAgo = Date.now() - 8 * 24 * 3_600_000;
+        await plainSql(db, `UPDATE webhook_events SET created_at = ${weekAgo}`);
+        await plainSql(db, "UPDATE webhook_deliveries SET status = 'failed', attempts = 8");
+        // What `webhooks retry` writes for plant 2's event, committed while the prune's step waits for it.
+        const retry = await holdTransaction(
+          db,
+          "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = 0 WHERE event_id = (SELECT id FROM webhook_events WHERE plant_id = 2)",
+        );
+        const pruned = store.webhooks.prune(Date.now() - 7 * 24 * 3_600_000);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await retry.commit();
+        assert.equal(await pruned, 2);
+        const left = await plainQuery<{ plant_id: number | string; status: string }>(
+          db,
+          'SELECT e.plant_id, d.status FROM webhook_events e JOIN webhook_deliveries d ON d.event_id = e.id',
+        );
+        assert.deepEqual(
+          left.map((r) => [Number(r.plant_id), r.status]),
+          [[2, 'pending']],
+        );
       } finally {
         await store.close();
       }

@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { DueDeliveries } from '../webhook-outbox.js';
+import { prunableEvents, type DueDeliveries } from '../webhook-outbox.js';
 
 /**
  * SQLite's claim of due deliveries (WritingStatements.claimDeliveries): each endpoint's due rows, up to its quota,
@@ -17,4 +17,13 @@ export function claimDeliveriesSqlite(
     perEndpoint,
     sql` UNION ALL `,
   )}) RETURNING event_id, endpoint_id, attempts`;
+}
+
+/**
+ * SQLite's delete of old events nobody waits for (WritingStatements.pruneEvents): one statement, and writes run one
+ * at a time, so a retry commits wholly before it or after it.
+ */
+export function pruneEventsSqlite(after: number, upto: number, before: number): RawBuilder<unknown> {
+  return sql`DELETE FROM webhook_events AS e WHERE ${prunableEvents(after, upto, before)}
+    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')`;
 }
