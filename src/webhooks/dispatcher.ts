@@ -49,8 +49,7 @@ export const DISPATCHER_DEFAULTS: DispatcherOptions = {
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Map<Promise<void>, ClaimedDelivery>();
-  private prunedAt = 0;
-  private pruning: Promise<void> | undefined;
+  private readonly pruning: OutboxPruning;
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
   private nudgeTimer: NodeJS.Timeout | undefined;
@@ -72,6 +71,7 @@ export class WebhookDispatcher {
     if (options.leaseMs <= options.timeoutMs) throw new Error('a webhook lease must be longer than the timeout of an attempt');
     this.shares = new EndpointShares(Math.min(options.endpointConcurrency, options.concurrency));
     this.outcomes = new OutcomeRecorder(outbox, log);
+    this.pruning = new OutboxPruning(outbox, log, () => !this.stopped);
   }
 
   start(): void {
@@ -109,7 +109,7 @@ export class WebhookDispatcher {
     clearTimeout(this.nudgeTimer);
     this.sender.abortAll();
     await this.claiming;
-    await this.pruning;
+    await this.pruning.settled();
     const abandoned = [...this.inFlight.values(), ...[...this.shares.all()].flatMap((share) => share.queued.splice(0))];
     await Promise.all(this.inFlight.keys());
     await this.outcomes.settled();
@@ -129,7 +129,7 @@ export class WebhookDispatcher {
     }
     this.lastClaimAt = Date.now();
     this.claimAgain = 'no';
-    this.pruneNow();
+    this.pruning.startIfDue();
     this.claiming = Promise.resolve()
       .then(async () => {
         if (!look) return this.shares.runningLow();
@@ -186,21 +186,6 @@ export class WebhookDispatcher {
       if (share.runningLow) this.claimMore(false);
     });
     this.inFlight.set(running, delivery);
-  }
-
-  /**
-   * Every few minutes, one poll also starts pruning what the outbox no longer needs. Claims do not wait for it: a
-   * pass over a large outbox takes many steps.
-   */
-  private pruneNow(): void {
-    const now = Date.now();
-    if (this.pruning !== undefined || now - this.prunedAt < PRUNE_EVERY_MS) return;
-    this.prunedAt = now;
-    this.pruning = this.outbox
-      .prune(now - KEPT_MS, () => !this.stopped)
-      .then(() => undefined)
-      .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not pruned; the next pass tries again'))
-      .finally(() => (this.pruning = undefined));
   }
 
   private async deliver(delivery: ClaimedDelivery, share: EndpointShare): Promise<void> {
@@ -269,6 +254,38 @@ export class WebhookDispatcher {
     } catch (err) {
       return retry(undefined, failureReason(err));
     }
+  }
+}
+
+/**
+ * Every PRUNE_EVERY_MS, one pass over the outbox forgetting what it no longer needs (WebhookOutbox.prune), one pass at
+ * a time. Claims do not wait for it: a pass over a large outbox takes many steps.
+ */
+class OutboxPruning {
+  private startedAt = 0;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly outbox: WebhookOutbox,
+    private readonly log: WarningLog,
+    /** Whether a pass under way goes on (the dispatcher has not stopped). */
+    private readonly goOn: () => boolean,
+  ) {}
+
+  startIfDue(): void {
+    const now = Date.now();
+    if (this.running !== undefined || now - this.startedAt < PRUNE_EVERY_MS) return;
+    this.startedAt = now;
+    this.running = this.outbox
+      .prune(now - KEPT_MS, this.goOn)
+      .then(() => undefined)
+      .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not pruned; the next pass tries again'))
+      .finally(() => (this.running = undefined));
+  }
+
+  /** Resolves once the pass under way, if any, has ended. */
+  async settled(): Promise<void> {
+    await this.running;
   }
 }
 
