@@ -23,8 +23,11 @@ export function claimDeliveriesPostgres(
  * again was still failed, and went with its event. Once locked, no retry changes them until the delete commits.
  */
 export function pruneEventsPostgres(after: number, upto: number, before: number): RawBuilder<unknown> {
+  // Only the deliveries of events old enough to go: the range's newer ones are being sent, and their outcomes must
+  // not wait for the prune.
   return sql`WITH held AS (SELECT d.event_id, d.status FROM webhook_deliveries d
-      WHERE d.event_id > ${after} AND d.event_id <= ${upto} ORDER BY d.event_id, d.endpoint_id FOR UPDATE)
+      WHERE d.event_id > ${after} AND d.event_id <= ${upto} AND d.event_id IN (SELECT e.id FROM webhook_events e WHERE ${prunableEvents(after, upto, before)})
+      ORDER BY d.event_id, d.endpoint_id FOR UPDATE)
     DELETE FROM webhook_events e WHERE ${prunableEvents(after, upto, before)}
       AND NOT EXISTS (SELECT 1 FROM held h WHERE h.event_id = e.id AND h.status = 'pending')`;
 }
