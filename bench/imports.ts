@@ -136,8 +136,9 @@ async function barePostgres(schema: string, rows: Rows): Promise<number> {
   }
 }
 
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
 function row(imports: number[], bare: number[]): ImportRow {
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   return { imports, bare, ratio: mean(imports) / mean(bare), roundRatios: imports.map((x, i) => x / bare[i]!) };
 }
 
@@ -181,7 +182,6 @@ export async function measureImports(dir: string, pgSkip: string | false): Promi
 }
 
 export function renderImports(r: ImportResults): Rendered {
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const section = [
     `## Imports against bare tables (${fmt(r.plants)} plants, no groups)`,
     '',
