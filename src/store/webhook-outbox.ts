@@ -77,14 +77,40 @@ type Row = Record<string, string | number | null>;
 /** The due deliveries of one endpoint, earliest first, as `columns`; the endpoint and the limit as SQL. */
 export type DueDeliveries = (columns: string, endpoint: RawBuilder<unknown>, limit: RawBuilder<unknown>) => RawBuilder<unknown>;
 
-/** How a database claims due deliveries and forgets old events (part of DatabaseSeam's WritingStatements). */
+/** An attempt's outcome as the outbox stores it: the delivery's new status and when it is next due. */
+export interface StoredOutcome {
+  eventId: number;
+  endpointId: number;
+  status: 'pending' | 'delivered' | 'failed';
+  nextAttemptAt: number;
+  lastStatus: number | null;
+  lastError: string | null;
+}
+
+/** How a database claims due deliveries, records their outcomes and forgets old events (part of DatabaseSeam's WritingStatements). */
 export interface DeliveryClaims {
   /**
    * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
    * endpoint's, earliest first, as `columns`), sets their lease to `leaseUntil` and returns their event_id,
-   * endpoint_id and attempts. PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
+   * endpoint_id and attempts, and with `claimReturnsSent` also what they are sent with (`sent`, columns of their
+   * event `e` and endpoint `p`). PostgreSQL skips rows another claim holds (FOR UPDATE SKIP LOCKED).
    */
-  claimDeliveries(quotas: ReadonlyMap<number, number>, leaseUntil: number, due: DueDeliveries): RawBuilder<Record<string, unknown>>;
+  claimDeliveries(
+    quotas: ReadonlyMap<number, number>,
+    leaseUntil: number,
+    due: DueDeliveries,
+    sent: string,
+  ): RawBuilder<Record<string, unknown>>;
+  /**
+   * Whether the claim returns what is sent too (one round trip on PostgreSQL); else it is read after the claim, as
+   * SQLite's RETURNING cannot name the tables an UPDATE joins.
+   */
+  readonly claimReturnsSent: boolean;
+  /**
+   * The statement that records `outcomes`, at `now` (epoch ms), and lets their leases go. Its text is the same for
+   * any number of outcomes where the database plans statements (PostgreSQL), so that it is planned once.
+   */
+  recordOutcomes(outcomes: readonly StoredOutcome[], now: number): RawBuilder<unknown>;
   /**
    * The statement that deletes the events with ids in (`after`, `upto`] raised before `before` (epoch ms) for which
    * no delivery waits, with their deliveries, judging each delivery as it stands once no other writer holds it: a
@@ -92,6 +118,9 @@ export interface DeliveryClaims {
    */
   pruneEvents(after: number, upto: number, before: number): RawBuilder<unknown>;
 }
+
+/** What WebhookOutbox asks of the database's statements: its own, and which texts to keep planned. */
+export type OutboxStatements = DeliveryClaims & { prepare(text: string): void };
 
 /** The events a step of pruning may delete: in its id range, raised before `before`. */
 export const prunableEvents = (after: number, upto: number, before: number): RawBuilder<unknown> =>
@@ -120,8 +149,8 @@ export class WebhookOutbox {
     private readonly db: () => Kysely<Database>,
     /** Where the dispatcher's own writes run (DatabaseSeam.unfollowedWrites): claims, outcomes, releases. */
     private readonly dispatcherWrites: () => Kysely<Database>,
-    /** The database's claim statement (WritingStatements.claimDeliveries). */
-    private readonly statements: DeliveryClaims,
+    /** The database's statements of deliveries (WritingStatements). */
+    private readonly statements: OutboxStatements,
   ) {}
 
   /** A new endpoint, enabled; `events`: the types it chose (without: the original webhook, new plants alone). */
@@ -240,7 +269,8 @@ export class WebhookOutbox {
     const due: DueDeliveries = (columns, endpoint, limit) =>
       sql`SELECT ${sql.raw(columns)} FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
-    const rows = await this.claimThenRead(this.statements.claimDeliveries(quotas, now + leaseMs, due) as RawBuilder<Row>);
+    const claim = this.statements.claimDeliveries(quotas, now + leaseMs, due, CLAIMED_COLUMNS) as RawBuilder<Row>;
+    const rows = this.statements.claimReturnsSent ? await this.planned(claim) : await this.readSent(await this.planned(claim));
     return rows.map((r) => {
       const previous = r.previous_secret !== null && Number(r.previous_until) > now ? [String(r.previous_secret)] : [];
       return {
@@ -263,20 +293,27 @@ export class WebhookOutbox {
   }
 
   /**
-   * The claim (on SQLite, on the writer), then what is sent, read in one statement. Not one statement on PostgreSQL
-   * either: a claim in a CTE joined to the events is planned without knowing how few rows the CTE gives.
+   * Runs `statement` on the dispatcher's writes as a text PostgreSQL keeps planned: claims and outcomes come many
+   * times a second while the outbox drains, and planning each cost more of the database's time than running it.
    */
-  private async claimThenRead(claim: RawBuilder<Row>): Promise<Row[]> {
-    const { rows } = await claim.execute(this.dispatcherWrites());
-    if (rows.length === 0) return [];
-    const events = [...new Set(rows.map((r) => Number(r.event_id)))];
-    const endpoints = [...new Set(rows.map((r) => Number(r.endpoint_id)))];
+  private async planned(statement: RawBuilder<Row>): Promise<Row[]> {
+    const db = this.dispatcherWrites();
+    const compiled = statement.compile(db);
+    this.statements.prepare(compiled.sql);
+    return (await db.executeQuery(compiled)).rows;
+  }
+
+  /** What the claimed deliveries `claimed` are sent with, read after the claim (DeliveryClaims.claimReturnsSent). */
+  private async readSent(claimed: Row[]): Promise<Row[]> {
+    if (claimed.length === 0) return [];
+    const events = [...new Set(claimed.map((r) => Number(r.event_id)))];
+    const endpoints = [...new Set(claimed.map((r) => Number(r.endpoint_id)))];
     const { rows: sent } = await sql<Row>`SELECT e.id AS event_id, p.id AS endpoint_id, ${sql.raw(CLAIMED_COLUMNS)}
       FROM webhook_events e CROSS JOIN webhook_endpoints p WHERE e.id IN (${sql.join(events)}) AND p.id IN (${sql.join(endpoints)})`.execute(
       this.db(),
     );
     const byKey = new Map(sent.map((r) => [`${r.event_id} ${r.endpoint_id}`, r]));
-    return rows.flatMap((r) => {
+    return claimed.flatMap((r) => {
       const read = byKey.get(`${r.event_id} ${r.endpoint_id}`);
       return read === undefined ? [] : [{ ...read, attempts: r.attempts ?? 0 }];
     });
@@ -289,22 +326,15 @@ export class WebhookOutbox {
   async finish(attempts: readonly FinishedAttempt[]): Promise<void> {
     if (attempts.length === 0) return;
     const now = Date.now();
-    const rows = attempts.map(({ delivery, outcome }) => {
-      const status = outcome.kind === 'delivered' ? 'delivered' : outcome.kind === 'retry' ? 'pending' : 'failed';
-      const next = outcome.kind === 'retry' ? outcome.retryAt : now;
-      const code = 'status' in outcome && outcome.status !== undefined ? outcome.status : null;
-      const error = 'error' in outcome && outcome.error !== undefined ? outcome.error.slice(0, 500) : null;
-      // Typed where the values are, so that PostgreSQL does not read every parameter of a VALUES list as text.
-      return sql`(CAST(${delivery.eventId} AS bigint), CAST(${delivery.endpointId} AS bigint), CAST(${status} AS text),
-        CAST(${next} AS bigint), CAST(${code} AS integer), CAST(${error} AS text))`;
-    });
-    await sql`WITH outcome (event_id, endpoint_id, status, next_attempt_at, last_status, last_error) AS (VALUES ${sql.join(rows)})
-      UPDATE webhook_deliveries SET status = outcome.status, attempts = webhook_deliveries.attempts + 1,
-        next_attempt_at = outcome.next_attempt_at, lease_until = NULL, last_attempt_at = ${now}, last_status = outcome.last_status,
-        last_error = outcome.last_error
-      FROM outcome WHERE webhook_deliveries.event_id = outcome.event_id AND webhook_deliveries.endpoint_id = outcome.endpoint_id`.execute(
-      this.dispatcherWrites(),
-    );
+    const outcomes = attempts.map(({ delivery, outcome }): StoredOutcome => ({
+      eventId: delivery.eventId,
+      endpointId: delivery.endpointId,
+      status: outcome.kind === 'delivered' ? 'delivered' : outcome.kind === 'retry' ? 'pending' : 'failed',
+      nextAttemptAt: outcome.kind === 'retry' ? outcome.retryAt : now,
+      lastStatus: 'status' in outcome && outcome.status !== undefined ? outcome.status : null,
+      lastError: 'error' in outcome && outcome.error !== undefined ? outcome.error.slice(0, 500) : null,
+    }));
+    await this.planned(this.statements.recordOutcomes(outcomes, now) as RawBuilder<Row>);
     const gone = [...new Set(attempts.filter((a) => a.outcome.kind === 'gone').map((a) => a.delivery.endpointId))];
     if (gone.length > 0) {
       await sql`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${'the endpoint answered 410 Gone'}

@@ -352,6 +352,41 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('records a batch of outcomes of every kind as they were, whatever their errors hold', async () => {
+      // No server: this test claims and answers the deliveries itself, as a dispatcher would.
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+      for (const id of [1, 2, 3, 4]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+      const claimed = await store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000);
+      assert.deepEqual(
+        claimed.map((d) => [d.event.plant.name, d.url, d.attempts]),
+        [1, 2, 3, 4].map((id) => [`Plant ${id}`, 'http://127.0.0.1:9/never-sent', 0]),
+        'the claim returns what each delivery is sent with',
+      );
+      // Quotes, backslashes, braces and commas are what array and JSON literals would have to escape.
+      const error = 'ECONNRESET: "peer" said {no}, \\ then ; left é';
+      const retryAt = Date.now() + 60_000;
+      const outcomes = [
+        { kind: 'delivered', status: 204 },
+        { kind: 'retry', retryAt, status: 503, error },
+        { kind: 'retry', retryAt, error: 'ETIMEDOUT' },
+        { kind: 'failed', status: 500, error: 'answered 500' },
+      ] as const;
+      await store.webhooks.finish(claimed.map((delivery, i) => ({ delivery, outcome: outcomes[i]! })));
+      const listed = (await store.webhooks.listDeliveries({ limit: 10 })).sort((a, b) => a.plantId - b.plantId);
+      assert.deepEqual(
+        listed.map((d) => [d.status, d.attempts, d.lastStatus, d.lastError, d.nextAttemptAt?.getTime()]),
+        [
+          ['delivered', 1, 204, undefined, undefined],
+          ['pending', 1, 503, error, retryAt],
+          ['pending', 1, undefined, 'ETIMEDOUT', retryAt],
+          ['failed', 1, 500, 'answered 500', undefined],
+        ],
+      );
+      assert.deepEqual(await store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000), [], 'nothing is due or unleased');
+    });
+
     it("leaves out a disabled endpoint's deliveries until it is enabled again", async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.
       const store = await backend.open();

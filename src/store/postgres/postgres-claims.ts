@@ -1,19 +1,39 @@
 import { sql, type RawBuilder } from 'kysely';
-import { prunableEvents, type DueDeliveries } from '../webhook-outbox.js';
+import { prunableEvents, type DueDeliveries, type StoredOutcome } from '../webhook-outbox.js';
 
 /**
  * PostgreSQL's claim of due deliveries (WritingStatements.claimDeliveries): the rows are found and locked first,
- * skipping those another claim holds, then updated by their ctid (a TID scan). Joined to the table instead, the
- * update is planned for the LIMIT's unknown n and reads the whole table into a hash.
+ * skipping those another claim holds, then updated by their ctid (a TID scan) and joined to their event and
+ * endpoint by key (read, not locked), so that what is sent comes back with the claim. Joined to the table instead,
+ * the update is planned for the LIMIT's unknown n and reads the whole table into a hash.
  */
 export function claimDeliveriesPostgres(
   quotas: ReadonlyMap<number, number>,
   leaseUntil: number,
   due: DueDeliveries,
+  sent: string,
 ): RawBuilder<Record<string, unknown>> {
-  return sql`UPDATE webhook_deliveries w SET lease_until = ${leaseUntil} WHERE w.ctid = ANY (ARRAY(
-    SELECT c.ctid FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
-    CROSS JOIN LATERAL (${due('d.ctid', sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c)) RETURNING w.event_id, w.endpoint_id, w.attempts`;
+  return sql`UPDATE webhook_deliveries w SET lease_until = ${leaseUntil} FROM webhook_events e, webhook_endpoints p
+    WHERE w.ctid = ANY (ARRAY(
+      SELECT c.ctid FROM unnest(${[...quotas.keys()]}::bigint[], ${[...quotas.values()]}::int[]) AS q (endpoint_id, n)
+      CROSS JOIN LATERAL (${due('d.ctid', sql`q.endpoint_id`, sql`q.n`)} FOR UPDATE OF d SKIP LOCKED) c))
+    AND e.id = w.event_id AND p.id = w.endpoint_id
+    RETURNING w.event_id, w.endpoint_id, w.attempts, ${sql.raw(sent)}`;
+}
+
+/**
+ * PostgreSQL's record of outcomes (WritingStatements.recordOutcomes): one array per column, so that the text is the
+ * same for any number of outcomes and is planned once per connection (a VALUES list was parsed and planned at each
+ * batch, its parameters typed one by one).
+ */
+export function recordOutcomesPostgres(outcomes: readonly StoredOutcome[], now: number): RawBuilder<unknown> {
+  const column = <T>(of: (o: StoredOutcome) => T): T[] => outcomes.map(of);
+  return sql`UPDATE webhook_deliveries w SET status = o.status, attempts = w.attempts + 1, next_attempt_at = o.next_attempt_at,
+      lease_until = NULL, last_attempt_at = ${now}, last_status = o.last_status, last_error = o.last_error
+    FROM unnest(${column((o) => o.eventId)}::bigint[], ${column((o) => o.endpointId)}::bigint[], ${column((o) => o.status)}::text[],
+      ${column((o) => o.nextAttemptAt)}::bigint[], ${column((o) => o.lastStatus)}::int[], ${column((o) => o.lastError)}::text[])
+      AS o (event_id, endpoint_id, status, next_attempt_at, last_status, last_error)
+    WHERE w.event_id = o.event_id AND w.endpoint_id = o.endpoint_id`;
 }
 
 /**

@@ -9,7 +9,7 @@ import type { Database } from '../schema.js';
 import type { PoolStats } from '../records.js';
 import type { Store } from '../store.js';
 import { backupPostgres } from './postgres-backup.js';
-import { claimDeliveriesPostgres, pruneEventsPostgres } from './postgres-claims.js';
+import { claimDeliveriesPostgres, pruneEventsPostgres, recordOutcomesPostgres } from './postgres-claims.js';
 import { exportSnapshot } from './postgres-export.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
@@ -105,6 +105,8 @@ class PostgresSeam implements DatabaseSeam {
       manyRows: true,
       rowLocks: { change: 'FOR UPDATE', keep: 'FOR KEY SHARE' },
       claimDeliveries: claimDeliveriesPostgres,
+      claimReturnsSent: true,
+      recordOutcomes: recordOutcomesPostgres,
       pruneEvents: pruneEventsPostgres,
       prepare: (text) => prepared.register(text),
     };

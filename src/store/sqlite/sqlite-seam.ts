@@ -16,7 +16,7 @@ import { openDatabase, pruneChangeLog } from './sqlite-file.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
-import { claimDeliveriesSqlite, pruneEventsSqlite } from './sqlite-claims.js';
+import { claimDeliveriesSqlite, pruneEventsSqlite, recordOutcomesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
 
 export interface SqliteOptions {
@@ -64,6 +64,8 @@ class SqliteSeam implements DatabaseSeam {
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
     prepare: () => undefined,
     claimDeliveries: claimDeliveriesSqlite,
+    claimReturnsSent: false,
+    recordOutcomes: recordOutcomesSqlite,
     pruneEvents: pruneEventsSqlite,
   };
   readonly changes: SqliteReadsAndChanges;
