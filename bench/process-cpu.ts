@@ -37,3 +37,24 @@ function ownCpuSeconds(pid: number): number {
 export function serverCpuSeconds(pid: number): number {
   return ownCpuSeconds(pid) + childrenOf(pid).reduce((sum, child) => sum + ownCpuSeconds(child), 0);
 }
+
+/**
+ * utime + stime of every PostgreSQL server process on this machine, with the times of those that have exited (which
+ * their postmaster reaped: its cutime + cstime), in seconds. Read before and after a run, the difference is the
+ * database's CPU over it, whatever connections came and went meanwhile (pgbench's backends end with it).
+ */
+export function postgresCpuSeconds(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / TICKS_PER_SECOND;
+    } catch {
+      // The process ended between the listing and the read: its time is in its postmaster's from now on.
+    }
+  }
+  return total;
+}

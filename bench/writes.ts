@@ -5,14 +5,16 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWrk, WRK_SUMMARY } from './load.js';
-import { serverCpuSeconds } from './process-cpu.js';
-import { combine, type Measured } from './harness.js';
+import { postgresCpuSeconds, serverCpuSeconds } from './process-cpu.js';
+import { combine, startConstantServer, type Measured } from './harness.js';
 
 // The write rows of `npm run bench`: POST and DELETE /plants on SQLite and PostgreSQL, each beside its limit
 // measured alternately in the same run (SQLite: the same rows inserted in-process in batches at the same
 // durability, bench/sqlite-limit.ts; PostgreSQL: pgbench's one-row inserts into a bare table at the same client
 // count), reads and /healthz during a write flood, and a mix of reads and writes against reads alone. Uses wrk
-// (the write rows need its Lua scripts).
+// (the write rows need its Lua scripts). The POST rows at 64 connections are also judged by CPU per write: on SQLite
+// against the ceiling's per request (a bare node:http server, in the same rounds), on PostgreSQL Node and database
+// together against pgbench's client and database per row.
 
 export interface WriteBenchContext {
   /** The built CLI (dist/cli/main.js). */
@@ -33,6 +35,9 @@ export interface WriteBenchContext {
 
 /** A load result with the server's own CPU time over it: the harness's Measured. */
 export type WriteMeasure = Measured;
+
+/** The most a POST may cost in CPU: on SQLite against the ceiling's request, on PostgreSQL against pgbench's row. */
+export const POST_CPU_LIMITS = { sqlite: 2, postgres: 1.2 } as const;
 
 const WRITE_ENV = { PLANTSTORE_WRITE_RATE_LIMIT: 'off', PLANTSTORE_RATE_LIMIT: 'off' };
 const TOKENS = 50;
@@ -74,19 +79,32 @@ end`,
 
 const scripts = mkdtempSync(join(tmpdir(), 'plantstore-writes-'));
 
-/** Runs wrk with `lua` against `url` (a script's requests go to its host) and reads the server's CPU time around it. */
-async function wrk(url: string, lua: string, connections: number, seconds: number, pids: number[]): Promise<WriteMeasure> {
+/**
+ * Runs wrk with `lua` against `url` (a script's requests go to its host) and reads the server's CPU time around it,
+ * with `database` the CPU of every PostgreSQL process too.
+ */
+async function wrk(
+  url: string,
+  lua: string,
+  connections: number,
+  seconds: number,
+  pids: number[],
+  database = false,
+): Promise<WriteMeasure> {
   const file = join(scripts, `s${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(file, lua);
-  const before = pids.reduce((sum, pid) => sum + serverCpuSeconds(pid), 0);
+  const cpu = () => pids.reduce((sum, pid) => sum + serverCpuSeconds(pid), 0) + (database ? postgresCpuSeconds() : 0);
+  const before = cpu();
   const result = await runWrk(url, file, connections, seconds);
-  return { ...result, cpuSeconds: pids.reduce((sum, pid) => sum + serverCpuSeconds(pid), 0) - before };
+  return { ...result, cpuSeconds: cpu() - before };
 }
 
 /** A limit's rounds: what it wrote a second, and its own CPU per row. */
 export interface LimitMeasure {
   perSecond: number;
   cpuPerRowUs: number | undefined;
+  /** Each round's service CPU a write against the limit's a row, when the limit's CPU is known. */
+  roundCpuRatios?: number[];
 }
 
 /** One write row: the service over its rounds, its limit over the rounds in between, and their ratio. */
@@ -97,41 +115,65 @@ export interface WriteRow {
   limit: LimitMeasure;
   ratio: number;
   roundRatios: number[];
+  /** The ceiling's CPU per request, measured in the same rounds (SQLite's POST at 64 connections). */
+  ceiling?: { cpuPerRequestUs: number; rps: number; roundCpuRatios: number[] };
 }
 
-/** Runs `service` and `limit` alternately (one warm-up of the service first) and pairs them. */
+/** Runs `service` and `limit` alternately (one warm-up of the service first), and `ceiling` in the same rounds, and pairs them. */
 async function alternately(
   c: WriteBenchContext,
   name: string,
   connections: number,
   service: (round: number) => Promise<WriteMeasure>,
   limit: () => Promise<{ perSecond: number; cpuSeconds?: number; rows: number }>,
+  ceiling?: () => Promise<WriteMeasure>,
 ): Promise<WriteRow> {
-  c.log(`${name}, ${connections} connections, beside its limit, alternately…`);
+  c.log(`${name}, ${connections} connections, beside its limit${ceiling ? ' and the ceiling' : ''}, alternately…`);
   await service(-1);
   const served: WriteMeasure[] = [];
   const limits: Array<{ perSecond: number; cpuSeconds?: number; rows: number }> = [];
+  const ceilings: WriteMeasure[] = [];
   for (let round = 0; round < c.rounds; round++) {
     const s = await service(round);
     served.push(s);
     const l = await limit();
     limits.push(l);
+    const bare = await ceiling?.();
+    if (bare) ceilings.push(bare);
     c.log(
       `  round ${round + 1}: ${fmt(s.rps)} a second (${fmt(cpuPerRequestUs(s), 1)} µs CPU each, p99 ${fmt(s.p99Ms, 1)} ms, ` +
-        `${s.errors + s.non2xx} errors); limit ${fmt(l.perSecond)} a second`,
+        `${s.errors + s.non2xx} errors); limit ${fmt(l.perSecond)} a second` +
+        `${l.cpuSeconds === undefined ? '' : ` (${fmt((l.cpuSeconds / l.rows) * 1e6, 1)} µs CPU a row)`}` +
+        `${bare ? `; ceiling ${fmt(cpuPerRequestUs(bare), 1)} µs CPU a request` : ''}`,
     );
   }
   const total = combine(served);
   const limitRows = limits.reduce((n, l) => n + l.rows, 0);
   const limitCpu = limits.every((l) => l.cpuSeconds !== undefined) ? limits.reduce((n, l) => n + l.cpuSeconds!, 0) : undefined;
   const perSecond = limits.reduce((n, l) => n + l.perSecond, 0) / limits.length;
+  const bare = ceilings.length > 0 ? combine(ceilings) : undefined;
   return {
     name,
     connections,
     service: total,
-    limit: { perSecond, cpuPerRowUs: limitCpu === undefined ? undefined : (limitCpu / limitRows) * 1e6 },
+    limit: {
+      perSecond,
+      cpuPerRowUs: limitCpu === undefined ? undefined : (limitCpu / limitRows) * 1e6,
+      ...(limitCpu === undefined
+        ? {}
+        : { roundCpuRatios: served.map((s, i) => cpuPerRequestUs(s) / ((limits[i]!.cpuSeconds! / limits[i]!.rows) * 1e6)) }),
+    },
     ratio: total.rps / perSecond,
     roundRatios: served.map((s, i) => s.rps / limits[i]!.perSecond),
+    ...(bare
+      ? {
+          ceiling: {
+            cpuPerRequestUs: cpuPerRequestUs(bare),
+            rps: bare.rps,
+            roundCpuRatios: served.map((s, i) => cpuPerRequestUs(s) / cpuPerRequestUs(ceilings[i]!)),
+          },
+        }
+      : {}),
   };
 }
 
@@ -173,15 +215,23 @@ async function sqliteLimit(
   return { perSecond: rows / seconds, cpuSeconds: cpu - before, rows };
 }
 
-/** pgbench's one-row inserts into a bare table, `clients` at once, for `seconds`: transactions a second. */
-function pgbench(url: string, clients: number, seconds: number): { perSecond: number; rows: number } {
+/**
+ * pgbench's one-row inserts into a bare table, `clients` at once, for `seconds`: transactions a second, and the CPU
+ * of pgbench and of the database over it.
+ */
+function pgbench(url: string, clients: number, seconds: number): { perSecond: number; rows: number; cpuSeconds: number } {
   const u = new URL(url);
   const schema = u.searchParams.get('schema')!;
   const file = join(scripts, 'insert.sql');
   writeFileSync(file, `INSERT INTO ${schema}.bench_bare (name) VALUES ('Written');\n`);
+  const database = postgresCpuSeconds();
+  // bash's `times` prints its children's user and system time last: pgbench's own CPU, however short it ran.
   const run = spawnSync(
-    'pgbench',
+    'bash',
     [
+      '-c',
+      'pgbench "$@" && times',
+      'pgbench',
       '-n',
       '-c',
       String(clients),
@@ -201,9 +251,12 @@ function pgbench(url: string, clients: number, seconds: number): { perSecond: nu
     ],
     { encoding: 'utf8' },
   );
+  const databaseCpu = postgresCpuSeconds() - database;
   const tps = /tps = ([0-9.]+)/.exec(run.stdout)?.[1];
-  if (tps === undefined) throw new Error(`pgbench failed: ${run.stderr || run.stdout}`);
-  return { perSecond: Number(tps), rows: Number(tps) * seconds };
+  const times = /(\d+)m([0-9.]+)s (\d+)m([0-9.]+)s\s*$/.exec(run.stdout);
+  if (tps === undefined || times === null) throw new Error(`pgbench failed: ${run.stderr || run.stdout}`);
+  const [, um, us, sm, ss] = times.map(Number) as [number, number, number, number, number];
+  return { perSecond: Number(tps), rows: Number(tps) * seconds, cpuSeconds: um * 60 + us + sm * 60 + ss + databaseCpu };
 }
 
 /** Plants for `count` deletes from id `first`, each owned by the user of the token that deletes it. */
@@ -371,6 +424,7 @@ export async function measureWrites(
   const deletable = DELETABLE;
   c.importRecords(db, plantsToDelete(c, 1_000_000_000, deletable));
   const sqlite = await c.startService(db, WRITE_ENV);
+  const ceiling = await startConstantServer('ceiling.ts');
   let sqliteResults: WriteResults['sqlite'];
   try {
     const pid = sqlite.process.pid!;
@@ -379,6 +433,8 @@ export async function measureWrites(
     let nextDelete = 1_000_000_000;
     const posts: WriteRow[] = [];
     const deletes: WriteRow[] = [];
+    const ceilingRequests = `request = function() return wrk.format("GET", "/plants?limit=20") end\n${WRK_SUMMARY}`;
+    const atCeiling = () => wrk(`${ceiling.url}/plants?limit=20`, ceilingRequests, 64, c.seconds, [ceiling.process.pid!]);
     for (const connections of [16, 64]) {
       const limit = () =>
         sqliteLimit(c, limitDb, nextLimit).then((l) => {
@@ -396,6 +452,7 @@ export async function measureWrites(
             return m;
           },
           limit,
+          connections === 64 ? atCeiling : undefined,
         ),
       );
       deletes.push(
@@ -418,7 +475,7 @@ export async function measureWrites(
     const mixedRow = await mixed(c, 'SQLite', sqlite, tokens, 2_000_000_000);
     sqliteResults = { posts, deletes, flood: floodRow, mixed: mixedRow };
   } finally {
-    await sqlite.stop();
+    await Promise.all([sqlite.stop(), ceiling.stop()]);
   }
   if (typeof pg === 'string') return { sqlite: sqliteResults, postgres: { skipped: pg } };
 
@@ -448,7 +505,14 @@ export async function measureWrites(
             'PostgreSQL POST /plants',
             connections,
             async (round) => {
-              const m = await wrk(`${first.url}/plants`, script('post', pgTokens, nextPost), connections, round < 0 ? 2 : c.seconds, pids);
+              const m = await wrk(
+                `${first.url}/plants`,
+                script('post', pgTokens, nextPost),
+                connections,
+                round < 0 ? 2 : c.seconds,
+                pids,
+                true,
+              );
               nextPost += m.requests + 1000;
               return m;
             },
@@ -467,6 +531,7 @@ export async function measureWrites(
                 connections,
                 round < 0 ? 2 : c.seconds,
                 pids,
+                true,
               );
               nextDelete = afterDeletes(nextDelete, m.requests);
               return m;
@@ -485,8 +550,9 @@ export async function measureWrites(
           64,
           async (round) => {
             const seconds = round < 0 ? 2 : c.seconds;
+            // The database's CPU is counted once, with the first instance's.
             const [a, b] = await Promise.all([
-              wrk(`${first.url}/plants`, script('post', pgTokens, nextPost), 32, seconds, [first.process.pid!]),
+              wrk(`${first.url}/plants`, script('post', pgTokens, nextPost), 32, seconds, [first.process.pid!], true),
               wrk(`${second.url}/plants`, script('post', pgTokens, nextPost + 50_000_000), 32, seconds, [second.process.pid!]),
             ]);
             nextPost += 100_000_000;
@@ -523,8 +589,10 @@ export function renderWrites(w: WriteResults): { section: string[]; targets: str
       "machine, not the budget. Each row's service rounds alternate with its limit's: on SQLite the same rows inserted " +
       'by one process into the same schema at the same durability (WAL, `synchronous=FULL`), a thousand a transaction ' +
       '(`bench/sqlite-limit.ts`); on PostgreSQL pgbench inserting one row a transaction into a bare table, with as many ' +
-      "clients as the row's connections. CPU µs per write is the server process's, its writer thread included. " +
-      'The targets judge the rows at 64 connections; those at 16 are for information.',
+      "clients as the row's connections. CPU µs per write is the server process's, its writer thread included, and on " +
+      "PostgreSQL every database process's too (a limit's CPU a row: the in-process writer's own; pgbench's and the " +
+      "database's). SQLite's POST rounds at 64 connections alternate with the ceiling's too (a bare `node:http` server, " +
+      'GET at 64 connections). The targets judge the rows at 64 connections; those at 16 are for information.',
     '',
     '| row | connections | writes/s | CPU µs/write | p50 ms | p99 ms | errors + non-2xx | the limit, a second | ratio to the limit |',
     '|---|---|---|---|---|---|---|---|---|',
@@ -572,6 +640,22 @@ export function renderWrites(w: WriteResults): { section: string[]; targets: str
     `| SQLite POST at 64 connections ≥ 0.10 of the in-process batched limit | ${ranged(post64.ratio, post64.roundRatios, 3)} | ${verdict(post64.ratio >= 0.1)} |`,
     `| SQLite POST at 64 connections: p99 < 50 ms | ${fmt(post64.service.p99Ms, 1)} ms | ${verdict(post64.service.p99Ms < 50)} |`,
   ];
+  if (post64.ceiling) {
+    const cpuRatio = cpuPerRequestUs(post64.service) / post64.ceiling.cpuPerRequestUs;
+    targets.push(
+      `| SQLite POST at 64 connections: CPU a write ≤ ${POST_CPU_LIMITS.sqlite} × the ceiling's a request | ` +
+        `${fmt(cpuPerRequestUs(post64.service), 1)} against ${fmt(post64.ceiling.cpuPerRequestUs, 1)} µs: ${ranged(cpuRatio, post64.ceiling.roundCpuRatios, 2)} | ` +
+        `${verdict(cpuRatio <= POST_CPU_LIMITS.sqlite)} |`,
+    );
+  }
+  const pgPost64 = pg?.posts.find((r) => r.connections === 64);
+  if (pgPost64?.limit.cpuPerRowUs !== undefined) {
+    const cpuRatio = cpuPerRequestUs(pgPost64.service) / pgPost64.limit.cpuPerRowUs;
+    targets.push(
+      `| PostgreSQL POST at 64 connections: CPU a write (Node and database) ≤ ${POST_CPU_LIMITS.postgres} × pgbench's a row (client and database) | ` +
+        `${fmt(cpuPerRequestUs(pgPost64.service), 1)} against ${fmt(pgPost64.limit.cpuPerRowUs, 1)} µs: ${ranged(cpuRatio, pgPost64.limit.roundCpuRatios ?? [], 2)} | ${verdict(cpuRatio <= POST_CPU_LIMITS.postgres)} |`,
+    );
+  }
   if (pg) {
     // Judged at 64 connections, one instance and two; the 16-connection rows are reported above.
     for (const r of [...pg.posts.filter((p) => p.connections === 64), pg.twoInstances]) {
