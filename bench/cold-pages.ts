@@ -10,6 +10,7 @@ import {
   cpuPerRequestUs,
   dropSchema,
   fmt,
+  ranged,
   inRounds,
   settle,
   startService,
@@ -112,8 +113,6 @@ export async function measureColdPages(dir: string, plants: number, pgSkip: stri
 }
 
 export function renderColdPages(r: ColdPageResults): Rendered {
-  const ranged = (ratio: number, rounds: number[]) =>
-    rounds.length > 1 ? `${fmt(ratio, 2)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, 2);
   const section = [
     `## Cold pages: a first page read from the database against the same page cached (${fmt(r.plants)} plants)`,
     '',

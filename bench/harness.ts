@@ -287,6 +287,10 @@ export function processorModel(): string {
 }
 
 export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/** A ratio over several rounds, with the lowest and highest round's beside it: `0.93 (0.88–0.97)`. */
+export const ranged = (ratio: number, rounds: readonly number[], digits = 2): string =>
+  rounds.length > 1 ? `${fmt(ratio, digits)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, digits);
 export const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
 
 /** Imports `records` into `db` with the CLI (not timed). */

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { CatalogueRecord } from '../src/import-format/records.js';
 import { DEFAULT_SPEC, generateCatalogue, type CatalogueSpec } from './catalogue.js';
-import { type Rendered, dropSchema, fmt, verdict } from './harness.js';
+import { type Rendered, dropSchema, fmt, ranged, verdict } from './harness.js';
 import { CLI, ROUNDS, args, log } from './options.js';
 
 // The import rows of `npm run bench`: `plantstore import` of a catalogue without groups, against the same rows
@@ -196,7 +196,7 @@ export function renderImports(r: ImportResults): Rendered {
   for (const [backend, x] of Object.entries<ImportRow>(r.rows)) {
     const name = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
     section.push(`| ${name} | ${fmt(mean(x.imports))} | ${fmt(mean(x.bare))} | ${fmt(x.ratio, 2)} |`);
-    const rounds = `${fmt(x.ratio, 2)} (${fmt(Math.min(...x.roundRatios), 2)}–${fmt(Math.max(...x.roundRatios), 2)})`;
+    const rounds = ranged(x.ratio, x.roundRatios);
     targets.push(
       `| ${name}: an import ≥ ${IMPORT_LIMIT} of the same rows into bare tables | ${rounds} | ${verdict(x.ratio >= IMPORT_LIMIT)} |`,
     );

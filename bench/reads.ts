@@ -20,6 +20,7 @@ import {
   cpuPerRequestUs,
   dropSchema,
   fmt,
+  ranged,
   inRounds,
   issueTokens,
   pairOf,
@@ -355,8 +356,6 @@ export async function benchGroups(dir: string, plants: number, withPostgres: boo
 
 /** The rows and targets of benchGroups. */
 export function renderGroups(g: GroupResults): { section: string[]; targets: string[] } {
-  const ranged = (ratio: number, rounds: number[]) =>
-    rounds.length > 1 ? `${fmt(ratio, 2)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, 2);
   const section = [
     `## Users in many groups, and pages of one tag (caches off, ${fmt(g.plants)} plants)`,
     '',

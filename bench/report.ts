@@ -6,7 +6,7 @@ import { renderLargeGroups, type LargeGroupResults } from './large-groups.js';
 import { renderWorstBodies, type WorstBodyResults } from './worst-bodies.js';
 import { renderWrites, type WriteResults } from './writes.js';
 
-import { type Measured, type Paired, type UnderWrites, cpuPerRequestUs, fmt, verdict } from './harness.js';
+import { type Measured, type Paired, type UnderWrites, cpuPerRequestUs, fmt, ranged, verdict } from './harness.js';
 import { ROTATING_USERS } from './options.js';
 import { type GroupResults, type PagesWhileListing, renderGroups, renderWhileListing } from './reads.js';
 
@@ -28,8 +28,6 @@ export function renderReport(r: Record<string, unknown>): string {
   }>;
   const full = r.fullListing as { plants: number; seconds: number; plantsPerSecond: number; peakRssMb?: number } | undefined;
   // A ratio over all rounds, with the lowest and highest of its single rounds when there are several.
-  const ranged = (ratio: number, rounds: number[], digits: number) =>
-    rounds.length > 1 ? `${fmt(ratio, digits)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, digits);
   const row = (name: string, x: Measured, ratios?: { rps: string; cpu: string }) =>
     `| ${name} | ${fmt(x.rps)} | ${ratios?.rps ?? '1.00'} | ${fmt(cpuPerRequestUs(x), 1)} | ${ratios?.cpu ?? '1.00'} | ${fmt(x.p50Ms, 2)} | ${fmt(x.p99Ms, 2)} | ${x.errors + x.non2xx} |`;
   const against = (pair: Paired) => ({ rps: ranged(pair.ratio, pair.roundRatios, 2), cpu: ranged(pair.cpuRatio, pair.roundCpuRatios, 2) });

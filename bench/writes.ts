@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWrk, WRK_SUMMARY } from './load.js';
 import { postgresCpuSeconds, serverCpuSeconds } from './process-cpu.js';
-import { combine, startConstantServer, type Measured } from './harness.js';
+import { combine, ranged, startConstantServer, type Measured } from './harness.js';
 
 // The write rows of `npm run bench`: POST and DELETE /plants on SQLite and PostgreSQL, each beside its limit
 // measured alternately in the same run (SQLite: the same rows inserted in-process in batches at the same
@@ -578,8 +578,6 @@ export async function measureWrites(
 /** The report's write section and its targets. */
 export function renderWrites(w: WriteResults): { section: string[]; targets: string[] } {
   const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
-  const ranged = (ratio: number, rounds: number[], digits: number) =>
-    rounds.length > 1 ? `${fmt(ratio, digits)} (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})` : fmt(ratio, digits);
   const writeRow = (r: WriteRow, limitName: string) =>
     `| ${r.name} | ${r.connections} | ${fmt(r.service.rps)} | ${fmt(cpuPerRequestUs(r.service), 1)} | ${fmt(r.service.p50Ms, 2)} | ${fmt(r.service.p99Ms, 1)} | ${r.service.errors + r.service.non2xx} | ${limitName}: ${fmt(r.limit.perSecond)}${r.limit.cpuPerRowUs === undefined ? '' : ` (${fmt(r.limit.cpuPerRowUs, 1)} µs CPU a row)`} | ${ranged(r.ratio, r.roundRatios, 3)} |`;
   const section = [
