@@ -499,20 +499,16 @@ export async function measureWrites(
       const pids = [first.process.pid!];
       for (const connections of [16, 64]) {
         const limit = async () => pgbench(pg.url, connections, c.seconds);
+        // The service's CPU and the database's, as pgbench's rounds count theirs.
+        const writes = (kind: 'post' | 'delete', from: number, round: number) =>
+          wrk(`${first.url}/plants`, script(kind, pgTokens, from), connections, round < 0 ? 2 : c.seconds, pids, true);
         posts.push(
           await alternately(
             c,
             'PostgreSQL POST /plants',
             connections,
             async (round) => {
-              const m = await wrk(
-                `${first.url}/plants`,
-                script('post', pgTokens, nextPost),
-                connections,
-                round < 0 ? 2 : c.seconds,
-                pids,
-                true,
-              );
+              const m = await writes('post', nextPost, round);
               nextPost += m.requests + 1000;
               return m;
             },
@@ -525,14 +521,7 @@ export async function measureWrites(
             'PostgreSQL DELETE /plants/{id}',
             connections,
             async (round) => {
-              const m = await wrk(
-                `${first.url}/plants`,
-                script('delete', pgTokens, nextDelete),
-                connections,
-                round < 0 ? 2 : c.seconds,
-                pids,
-                true,
-              );
+              const m = await writes('delete', nextDelete, round);
               nextDelete = afterDeletes(nextDelete, m.requests);
               return m;
             },
