@@ -352,6 +352,37 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it("a claim beside another process's claim held open takes only what that one does not hold", async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      try {
+        await seed(store, { users: [{ name: 'alice' }] });
+        const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+        for (const id of [1, 2, 3]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        // What another process's claim of plant 2's delivery writes, its commit held back.
+        const other = await holdTransaction(
+          db,
+          `UPDATE webhook_deliveries SET lease_until = ${Date.now() + 600_000} WHERE event_id = (SELECT id FROM webhook_events WHERE plant_id = 2)`,
+        );
+        // PostgreSQL skips the held row at once; SQLite's claim waits for the other writer's commit.
+        let settled = false;
+        const claiming = store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000).finally(() => (settled = true));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const settledFirst = settled;
+        await other.commit();
+        assert.equal(settledFirst, backend.name === 'postgres', 'a claim waits for no other claim where the database can skip it');
+        const claimed = await claiming;
+        assert.deepEqual(
+          claimed.map((d) => d.event.plant.name).sort(),
+          ['Plant 1', 'Plant 3'],
+          'each delivery is claimed by one process, with what it is sent with',
+        );
+        assert.deepEqual(await store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000), [], 'the other claim still holds its lease');
+      } finally {
+        await store.close();
+      }
+    });
+
     it('records a batch of outcomes of every kind as they were, whatever their errors hold', async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.
       const store = await backend.open();
