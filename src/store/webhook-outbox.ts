@@ -87,7 +87,10 @@ export interface StoredOutcome {
   lastError: string | null;
 }
 
-/** How a database claims due deliveries, records their outcomes and forgets old events (part of DatabaseSeam's WritingStatements). */
+/**
+ * How a database claims due deliveries, records their outcomes and forgets old events (part of DatabaseSeam's
+ * WritingStatements).
+ */
 export interface DeliveryClaims {
   /**
    * The statement that claims, for each endpoint of `quotas`, up to its number of due deliveries (`due` selects an
@@ -294,7 +297,8 @@ export class WebhookOutbox {
 
   /**
    * Runs `statement` on the dispatcher's writes as a text PostgreSQL keeps planned: claims and outcomes come many
-   * times a second while the outbox drains, and planning each cost more of the database's time than running it.
+   * times a second while the outbox drains, and parsing and planning each anew was a large part of the database's
+   * time for them (docs/performance.md, "Claims and outcomes planned once").
    */
   private async planned(statement: RawBuilder<Row>): Promise<Row[]> {
     const db = this.dispatcherWrites();
