@@ -21,6 +21,17 @@ after(() => cleanupBackends());
 
 const FAST = { pollMs: 20, leaseMs: 5_000, timeoutMs: 2_000, concurrency: 4, allowPrivateTargets: true };
 
+/** Where this file's outbox tests send nothing: a delivery to it waits for the test to claim and answer it. */
+const NEVER_SENT = 'http://127.0.0.1:9/never-sent';
+
+/** User alice, an endpoint at NEVER_SENT, and alice's private plants `ids`: each event raised waits there. */
+async function waitingDeliveries(store: Store, ids: readonly number[]) {
+  await seed(store, { users: [{ name: 'alice' }] });
+  const endpoint = await store.webhooks.addEndpoint(NEVER_SENT, newWebhookSecret());
+  for (const id of ids) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+  return endpoint;
+}
+
 for (const backend of BACKENDS) {
   describe(`new-plant webhook [${backend.name}]`, { skip: backend.skip }, () => {
     let db: string;
@@ -280,7 +291,7 @@ for (const backend of BACKENDS) {
       const db = await backend.freshDb();
       const store = await openStore({ db });
       try {
-        const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
+        const endpoint = await store.webhooks.addEndpoint(NEVER_SENT, newWebhookSecret());
         const old = Date.now() - 1_000_000;
         const before = old + 500_000;
         // Two and a half steps of old events, then one of new ones, as the outbox's triggers raise them.
@@ -324,9 +335,7 @@ for (const backend of BACKENDS) {
       const db = await backend.freshDb();
       const store = await openStore({ db });
       try {
-        await seed(store, { users: [{ name: 'alice' }] });
-        await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
-        for (const id of [1, 2, 3]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        await waitingDeliveries(store, [1, 2, 3]);
         const weekAgo = Date.now() - 8 * 24 * 3_600_000;
         await plainSql(db, `UPDATE webhook_events SET created_at = ${weekAgo}`);
         await plainSql(db, "UPDATE webhook_deliveries SET status = 'failed', attempts = 8");
@@ -356,9 +365,7 @@ for (const backend of BACKENDS) {
       const db = await backend.freshDb();
       const store = await openStore({ db });
       try {
-        await seed(store, { users: [{ name: 'alice' }] });
-        const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
-        for (const id of [1, 2, 3]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+        const endpoint = await waitingDeliveries(store, [1, 2, 3]);
         // What another process's claim of plant 2's delivery writes, its commit held back.
         const other = await holdTransaction(
           db,
@@ -386,13 +393,11 @@ for (const backend of BACKENDS) {
     it('records a batch of outcomes of every kind as they were, whatever their errors hold', async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.
       const store = await backend.open();
-      await seed(store, { users: [{ name: 'alice' }] });
-      const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
-      for (const id of [1, 2, 3, 4]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+      const endpoint = await waitingDeliveries(store, [1, 2, 3, 4]);
       const claimed = await store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000);
       assert.deepEqual(
         claimed.map((d) => [d.event.plant.name, d.url, d.attempts]),
-        [1, 2, 3, 4].map((id) => [`Plant ${id}`, 'http://127.0.0.1:9/never-sent', 0]),
+        [1, 2, 3, 4].map((id) => [`Plant ${id}`, NEVER_SENT, 0]),
         'the claim returns what each delivery is sent with',
       );
       // Quotes, backslashes, braces and commas are what array and JSON literals would have to escape.
@@ -421,9 +426,7 @@ for (const backend of BACKENDS) {
     it("leaves out a disabled endpoint's deliveries until it is enabled again", async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.
       const store = await backend.open();
-      await seed(store, { users: [{ name: 'alice' }] });
-      const endpoint = await store.webhooks.addEndpoint('http://127.0.0.1:9/never-sent', newWebhookSecret());
-      for (const id of [1, 2]) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+      const endpoint = await waitingDeliveries(store, [1, 2]);
       assert.equal((await store.webhooks.backlog()).pending, 2);
       const [first] = await store.webhooks.claim(new Map([[endpoint.id, 1]]), 60_000);
       await store.webhooks.finish([{ delivery: first!, outcome: { kind: 'gone', status: 410 } }]);
