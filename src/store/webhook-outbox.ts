@@ -273,7 +273,8 @@ export class WebhookOutbox {
       sql`SELECT ${sql.raw(columns)} FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
     const claim = this.statements.claimDeliveries(quotas, now + leaseMs, due, CLAIMED_COLUMNS) as RawBuilder<Row>;
-    const rows = this.statements.claimReturnsSent ? await this.planned(claim) : await this.readSent(await this.planned(claim));
+    const claimed = await this.planned(claim);
+    const rows = this.statements.claimReturnsSent ? claimed : await this.readSent(claimed);
     return rows.map((r) => {
       const previous = r.previous_secret !== null && Number(r.previous_until) > now ? [String(r.previous_secret)] : [];
       return {
