@@ -112,6 +112,7 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
   app.server.maxConnections = limits.maxConnections;
   app.decorateRequest('viewer', null);
   app.decorateRequest('bearerToken', null);
+  app.decorateRequest('pageAhead', null);
   // Bodies are JSON only: Fastify would otherwise parse text/plain as a string, a bad body instead of a 415.
   app.removeContentTypeParser('text/plain');
   acceptEmptyJsonOnDelete(app);

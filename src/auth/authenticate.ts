@@ -2,7 +2,7 @@ import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import { checkUserName } from '../catalogue/names.js';
 import { DomainError } from '../catalogue/errors.js';
-import type { Credentials, TokenCredential, UserCredential } from '../store/store.js';
+import type { Credentials, PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store/store.js';
 import type { AnswerCaches } from '../cache/answer-caches.js';
 import type { Viewer } from '../catalogue/access-rule.js';
 import { scope } from '../catalogue/change-scopes.js';
@@ -12,15 +12,28 @@ import type { JwtFailure, JwtVerifier } from './jwt.js';
 
 export type AuthFailure = TokenFailure | JwtFailure | 'unknown_user';
 
-/** `tokenKey` names the presented token without revealing it (its SHA-256, base64), e.g. for rate limiting. */
-export type AuthResult = { ok: true; viewer: Viewer; tokenKey: string } | { ok: false; reason: AuthFailure; detail?: string };
+/**
+ * `tokenKey` names the presented token without revealing it (its SHA-256, base64), e.g. for rate limiting.
+ * `pageAhead`: the page asked for, when it was read with the token.
+ */
+export type AuthResult =
+  { ok: true; viewer: Viewer; tokenKey: string; pageAhead?: PageAhead } | { ok: false; reason: AuthFailure; detail?: string };
+
+/** A page of the viewer's listing read with its token, and the caches' position before it was read. */
+export interface PageAhead {
+  request: PageRequest;
+  page: VisiblePage;
+  readAt: number;
+}
 
 export interface Authenticator {
   /**
    * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
-   * An opaque token is answered synchronously when cached or on SQLite (no promise on the hot path).
+   * An opaque token is answered synchronously when cached or on SQLite (no promise on the hot path). With
+   * `pageAhead`, the page the request will read: where the store reads a token and a page in one round trip, a
+   * token it reads comes with that page of its user's listing (an ordinary user's, whose token is active).
    */
-  authenticate(token: string): AuthResult | Promise<AuthResult>;
+  authenticate(token: string, pageAhead?: PageRequest): AuthResult | Promise<AuthResult>;
   close(): void;
 }
 
@@ -55,18 +68,24 @@ export function createAuthenticator(
     return state === 'active' ? accepted : { ok: false, reason: state };
   };
 
-  function opaque(token: string): Awaitable<AuthResult> {
+  function opaque(token: string, pageAhead: PageRequest | undefined): Awaitable<AuthResult> {
     const usable = caches.usable();
     const key = tokenKey(token);
     const cached = usable ? tokens.get(key) : tokens.bypass();
     if (cached) return judge(cached);
     const readAt = caches.position;
-    return then(credentials.findToken(Buffer.from(key, 'base64')), (credential) => {
+    const read = (credential: TokenCredential | undefined): AuthResult => {
       if (!credential) return UNKNOWN_TOKEN;
       const viewer = Object.freeze({ userId: credential.userId, admin: credential.admin });
       const known: KnownToken = { credential, accepted: Object.freeze({ ok: true, viewer, tokenKey: key }) };
       if (usable) tokens.set(key, known, [scope.token(credential.tokenId), scope.account(credential.userId)], readAt);
       return judge(known);
+    };
+    const hash = Buffer.from(key, 'base64');
+    if (pageAhead === undefined || credentials.findTokenWithPage === undefined) return then(credentials.findToken(hash), read);
+    return then(credentials.findTokenWithPage(hash, pageAhead, Date.now()), ({ credential, page }) => {
+      const result = read(credential);
+      return result.ok && page !== undefined ? { ...result, pageAhead: { request: pageAhead, page, readAt } } : result;
     });
   }
 
@@ -82,9 +101,9 @@ export function createAuthenticator(
   }
 
   return {
-    authenticate(token) {
+    authenticate(token, pageAhead) {
       if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
-        return isTokenShaped(token) ? opaque(token) : { ok: false, reason: 'malformed' };
+        return isTokenShaped(token) ? opaque(token, pageAhead) : { ok: false, reason: 'malformed' };
       }
       return bearerJwt(jwt, token, jwtUser, credentials);
     },

@@ -43,8 +43,17 @@ export function tokenState({ revokedAt, expiresAt }: TokenLifetime, now: number)
   return 'active';
 }
 
-/** The same rule as an SQL condition on the `tokens` table, for counting active tokens (`now` is written in). */
+/**
+ * The same rule as an SQL condition on the `tokens` table (named `table` when given), at `now`: an SQL expression,
+ * such as a statement's parameter.
+ */
+export function activeTokenCondition(now: string, table?: string): string {
+  const column = (name: string) => (table === undefined ? name : `${table}.${name}`);
+  return `${column('revoked_at')} IS NULL AND (${column('expires_at')} IS NULL OR ${column('expires_at')} > ${now})`;
+}
+
+/** The rule as a condition with `now` written in, for counting active tokens. */
 export function activeTokenSql(now: number): string {
   if (!Number.isSafeInteger(now)) throw new Error(`not a time: ${now}`);
-  return `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${now})`;
+  return activeTokenCondition(String(now));
 }

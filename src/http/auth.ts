@@ -1,5 +1,6 @@
 import type { onRequestHookHandler } from 'fastify';
-import type { AuthFailure, AuthResult, Authenticator } from '../auth/authenticate.js';
+import type { AuthFailure, AuthResult, Authenticator, PageAhead } from '../auth/authenticate.js';
+import type { PageRequest } from '../store/store.js';
 import { KeysUnavailableError } from '../auth/jwt.js';
 import type { Viewer } from '../catalogue/access-rule.js';
 import { ApiError, type ErrorName } from './error-codes.js';
@@ -11,6 +12,15 @@ declare module 'fastify' {
     viewer: Viewer | null;
     /** The bearer token that authenticated the request (see `rightsNow`). */
     bearerToken: string | null;
+    /** The page the route asked for ahead (its config's `pageAhead`), when it was read with the token. */
+    pageAhead: PageAhead | null;
+  }
+  interface FastifyContextConfig {
+    /**
+     * The page of the caller's listing a route will read, told from its query before the query is validated: the
+     * authenticator reads it with a token it must read (see Authenticator.authenticate). Undefined for any other.
+     */
+    pageAhead?: (query: unknown) => PageRequest | undefined;
   }
 }
 
@@ -110,6 +120,7 @@ export function bearerAuthentication(
       }
       request.viewer = result.viewer;
       request.bearerToken = match[1]!;
+      if (result.pageAhead !== undefined) request.pageAhead = result.pageAhead;
       conclude(result.tokenKey);
     };
     const failed = (err: unknown) => {
@@ -120,7 +131,7 @@ export function bearerAuthentication(
     };
     let result: AuthResult | Promise<AuthResult>;
     try {
-      result = authenticator.authenticate(match[1]!);
+      result = authenticator.authenticate(match[1]!, request.routeOptions.config.pageAhead?.(request.query));
     } catch (err) {
       return failed(err);
     }

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type { AnswerCaches } from '../cache/answer-caches.js';
 import type { Viewer } from '../catalogue/access-rule.js';
+import type { PageAhead } from '../auth/authenticate.js';
 import { pageScopes, scope, viewerKey } from '../catalogue/change-scopes.js';
 import { position, type Position } from '../catalogue/plant-ids.js';
 import { then } from '../awaitable.js';
@@ -82,16 +83,20 @@ export class PlantListing {
 
   /**
    * At most `limit` (<= MAX_BUFFERED_LIMIT) plants after `after`, with a Link when more follow. A cached page,
-   * and any page on SQLite, is returned synchronously: no promise on the hot path.
+   * and any page on SQLite, is returned synchronously: no promise on the hot path. `ahead`: the page read with the
+   * viewer's token (AuthResult.pageAhead), used when it is this one.
    */
-  page(viewer: Viewer, after: number, limit: number, view: ListingView = {}): Page | Promise<Page> {
+  page(viewer: Viewer, after: number, limit: number, view: ListingView = {}, ahead?: PageAhead | null): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', link: undefined };
     const usable = this.caches.usable();
     const key = `${viewerKey(viewer)}|${after}|${limit}${viewKey(view)}`;
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
-    const readAt = this.caches.position;
-    return then(this.store.listVisiblePlants(viewer, { after, limit, ...view }), ({ json, ids, more, next, groupIds, cacheable }) => {
+    const readAhead =
+      ahead != null && ahead.request.after === after && ahead.request.limit === limit && viewKey(view) === '' ? ahead : undefined;
+    const readAt = readAhead?.readAt ?? this.caches.position;
+    const read = readAhead?.page ?? this.store.listVisiblePlants(viewer, { after, limit, ...view });
+    return then(read, ({ json, ids, more, next, groupIds, cacheable }) => {
       const page = { body: json, link: more ? nextLink(limit, ids.at(-1)!, view) : undefined };
       if (usable && cacheable && page.body.length <= PAGE_CACHE_MAX_BODY) {
         // A plant added after the next one (a new plant, most often) or deleted there changes nothing in this page.

@@ -28,6 +28,7 @@ const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 const HOT_QUERIES: Record<HotQuery, true> = {
   ping: true,
   find_token: true,
+  find_token_with_page: true,
   find_user: true,
   visible_plants: true,
   all_plants: true,

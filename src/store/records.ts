@@ -123,6 +123,15 @@ export interface TokenCredential extends TokenLifetime {
   admin: boolean;
 }
 
+/**
+ * A stored token and, read with it, the page its user asked for (RequestReads.findTokenWithPage): none for an
+ * unknown token, one not active at the time given, an admin's, or one the backend reads apart.
+ */
+export interface TokenWithPage {
+  credential: TokenCredential | undefined;
+  page: VisiblePage | undefined;
+}
+
 /** What the hot path needs to know about a user named by a JWT. */
 export interface UserCredential {
   userId: number;
@@ -157,7 +166,7 @@ export interface CatalogueCounts {
 }
 
 /** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */
-export type HotQuery = 'ping' | 'find_token' | 'find_user' | 'visible_plants' | 'all_plants' | 'filtered_plants';
+export type HotQuery = 'ping' | 'find_token' | 'find_token_with_page' | 'find_user' | 'visible_plants' | 'all_plants' | 'filtered_plants';
 
 /** Receives a hot-path query's duration in seconds, failed queries included. */
 export type QueryTimer = (query: HotQuery, seconds: number) => void;

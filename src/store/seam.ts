@@ -13,6 +13,7 @@ import type {
   PoolStats,
   ScannedRows,
   TokenCredential,
+  TokenWithPage,
   UserCredential,
   VisiblePage,
 } from './records.js';
@@ -32,6 +33,11 @@ export type ErrorKind = 'unique_violation' | 'foreign_key_violation' | 'deadlock
 export interface RequestReads {
   ping(): Awaitable<void>;
   findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
+  /**
+   * The token and, in the same round trip, the page of what its user may see when it is active at `now` (epoch ms)
+   * and its user no admin. Only where a round trip costs more than the read (PostgreSQL, listings on the primary).
+   */
+  findTokenWithPage?(hash: Buffer, page: PageRequest, now: number): Promise<TokenWithPage>;
   /** The user a JWT names, by user name. */
   findUser(name: string): Awaitable<UserCredential | undefined>;
   /** A page of what user `userId` may see, counting `claims` (group names) like stored memberships. */

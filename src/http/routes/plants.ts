@@ -5,6 +5,7 @@ import { decodeCursor, MAX_BUFFERED_LIMIT, type ListingView, type Page, type Pla
 import { JSON_TYPE } from '../common-headers.js';
 import type { Viewer } from '../../catalogue/access-rule.js';
 import type { RepliesAfterPoll } from '../replies-after-poll.js';
+import type { PageRequest } from '../../store/store.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 import { notAcceptable, rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
@@ -76,6 +77,7 @@ export async function plantRoutes(
       // HEAD is a route of its own (below): Fastify's would run this handler and throw the listing away.
       exposeHeadRoute: false,
       schema: listPlantsSchema,
+      config: { pageAhead },
     },
     (request, reply) => {
       const { limit, cursor } = request.query;
@@ -96,19 +98,39 @@ export async function plantRoutes(
           )
           .then((stream) => reply.send(stream));
       }
-      return sendPage(replies, reply, listing.page(request.viewer!, after, limit, view));
+      return sendPage(replies, reply, listing.page(request.viewer!, after, limit, view, request.pageAhead));
     },
   );
   // HEAD answers the headers GET would, at the cost of at most one page read: a full listing would be streamed
   // (no length, no Link), so nothing is read for it; a page is read (or found in the cache) for its length and
   // Link, and Node sends no body for HEAD.
-  routes.head('/plants', { onRequest, schema: { querystring: ListPlantsQuery, hide: true } }, (request, reply) => {
+  routes.head('/plants', { onRequest, schema: { querystring: ListPlantsQuery, hide: true }, config: { pageAhead } }, (request, reply) => {
     const { limit, cursor } = request.query;
     const after = cursor === undefined ? 0 : decodeCursor(cursor);
     reply.type(JSON_TYPE);
     if (limit === undefined || limit > MAX_BUFFERED_LIMIT) return reply.send();
-    return sendPage(replies, reply, listing.page(request.viewer!, after, limit, viewOf(request.query)));
+    return sendPage(replies, reply, listing.page(request.viewer!, after, limit, viewOf(request.query), request.pageAhead));
   });
+}
+
+/** A limit as a query gives it before validation: plain decimal digits, a page that is read in one go. */
+const PAGE_LIMIT = /^[1-9][0-9]{0,3}$/;
+
+/**
+ * The contract's page a listing's raw query asks for (`limit`, and a `cursor` this service issued), which the
+ * token's read may bring along (see FastifyContextConfig.pageAhead). Any other query is read after validation.
+ */
+function pageAhead(query: unknown): PageRequest | undefined {
+  const { limit, cursor, ...others } = query as Record<string, unknown>;
+  if (typeof limit !== 'string' || !PAGE_LIMIT.test(limit) || Number(limit) > MAX_BUFFERED_LIMIT) return undefined;
+  if (Object.keys(others).length > 0) return undefined;
+  if (cursor === undefined) return { after: 0, limit: Number(limit) };
+  if (typeof cursor !== 'string') return undefined;
+  try {
+    return { after: decodeCursor(cursor), limit: Number(limit) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** The view a listing's query asks for: none for the contract's own parameters. */

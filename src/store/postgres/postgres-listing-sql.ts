@@ -13,6 +13,8 @@ import {
   viewerRanges,
   type ListingParams,
 } from '../listing-sql.js';
+import { findTokenSql } from '../credential-sql.js';
+import { activeTokenCondition } from '../../catalogue/tokens.js';
 
 /**
  * PostgreSQL's listing statements, built from the access rule's parts (listing-sql.ts): each branch cut at
@@ -58,9 +60,11 @@ export function visiblePlantsSql(withClaims: boolean, exact = false): string {
   );
 }
 
-/** The positions user $1 may see after $2, at most $3 (claims in $4): the union of the viewer's ranges, each cut at $3. */
-function visiblePositions(withClaims: boolean, exact: boolean): string {
-  const p = PARAMS;
+/**
+ * The positions user $1 (or `p.user`) may see after $2, at most $3 (claims in $4): the union of the viewer's ranges,
+ * each cut at $3.
+ */
+function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS): string {
   const branches = viewerRanges(p.user, exact).map(
     ({ column, from, distinct }) =>
       `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
@@ -72,6 +76,23 @@ function visiblePositions(withClaims: boolean, exact: boolean): string {
     );
   }
   return `${branches.join(' UNION ')} ORDER BY 1 LIMIT $3`;
+}
+
+/**
+ * A bearer token's credential and, in the same statement, the page its user would read: one round trip for a token
+ * the caches do not hold. The token with hash $1 (findTokenSql's columns), and `reads_page`: whether it is active at
+ * $4 (epoch ms) and its user no admin. Only then the plants that user sees after $2, at most $3, as visiblePlantsSql
+ * reads them: page columns and `groups`. No row for an unknown token.
+ */
+export function tokenPageSql(): string {
+  const params = { ...PARAMS, user: '(SELECT user_id FROM bearer)' };
+  const readsPage = `, ${activeTokenCondition('$4', 't')} AND u.is_admin = 0 AS reads_page`;
+  // The page's ranges run only for a token that may read it (a one-time filter).
+  const positions = `SELECT id FROM (${visiblePositions(false, false, params)}) positions WHERE (SELECT reads_page FROM bearer)`;
+  return (
+    `WITH bearer AS MATERIALIZED (${findTokenSql('$1', readsPage)}), page AS (${positions}) ` +
+    `SELECT bearer.*, listed.* FROM bearer CROSS JOIN (${pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(params, false)}) AS groups`)}) listed`
+  );
 }
 
 /**

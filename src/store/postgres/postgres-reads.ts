@@ -7,6 +7,7 @@ import {
   firstVisiblePageSql,
   tagPageSql,
   taggedRowsSql,
+  tokenPageSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
@@ -18,6 +19,7 @@ import type {
   PlantRow,
   ScannedRows,
   TokenCredential,
+  TokenWithPage,
   UserCredential,
   VisiblePage,
 } from '../records.js';
@@ -75,6 +77,19 @@ const statements = (name: string, text: (...flags: boolean[]) => string, flags: 
 const TAG_PAGE = statements('tag_page', (claims, withIds) => tagPageSql(claims, withIds), 2);
 const FIRST_VISIBLE_PAGE = statements('first_visible_page', (claims, tagged, withIds) => firstVisiblePageSql(claims, tagged, withIds), 3);
 
+/** The columns of a stored token (findTokenSql). */
+type TokenRow = { token_id: number; user_id: number; is_admin: number; expires_at: number | null; revoked_at: number | null };
+
+const credentialOf = (row: TokenRow): TokenCredential => ({
+  tokenId: row.token_id,
+  userId: row.user_id,
+  admin: row.is_admin === 1,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+});
+
+const TOKEN_PAGE = { name: 'find_token_with_page', text: tokenPageSql() };
+
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
 type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | null };
 
@@ -97,6 +112,9 @@ export class PostgresReads implements RequestReads {
    */
   private readonly commonTags = new Set<string>();
 
+  /** See RequestReads.findTokenWithPage: without a replica (see tokenWithPage). */
+  readonly findTokenWithPage?: (hash: Buffer, page: PageRequest, now: number) => Promise<TokenWithPage>;
+
   constructor(
     private readonly pool: pg.Pool,
     /** Where listings are read: the replica's pool, or the primary's listing pool. */
@@ -104,27 +122,37 @@ export class PostgresReads implements RequestReads {
     private readonly replica: boolean,
     /** The primary's WAL position at the change feed's last read (see PostgresChangeFeed.walPosition). */
     private readonly fedThrough: () => bigint,
-  ) {}
+  ) {
+    if (!replica) this.findTokenWithPage = (hash, page, now) => this.tokenWithPage(hash, page, now);
+  }
 
   async ping(): Promise<void> {
     await this.pool.query({ name: 'ping', text: 'SELECT 1' });
   }
 
   async findToken(hash: Buffer): Promise<TokenCredential | undefined> {
-    const { rows } = await this.pool.query<{
-      token_id: number;
-      user_id: number;
-      is_admin: number;
-      expires_at: number | null;
-      revoked_at: number | null;
-    }>({
+    const { rows } = await this.pool.query<TokenRow>({
       name: 'find_token',
       text: findTokenSql('$1'),
       values: [hash],
     });
+    return rows[0] && credentialOf(rows[0]);
+  }
+
+  /**
+   * Without a replica only: tokens are checked on the primary, so that a revocation holds at once, and the page
+   * read with one is read there too, on the listings' pool, whose sessions keep its plan.
+   */
+  private async tokenWithPage(hash: Buffer, { after, limit }: PageRequest, now: number): Promise<TokenWithPage> {
+    const { rows } = await this.readPool.query<TokenRow & Omit<PageRow, 'replayed'> & { reads_page: boolean }>({
+      ...TOKEN_PAGE,
+      values: [hash, after, limit + 1, now],
+    });
     const row = rows[0];
-    if (!row) return undefined;
-    return { tokenId: row.token_id, userId: row.user_id, admin: row.is_admin === 1, expiresAt: row.expires_at, revokedAt: row.revoked_at };
+    if (!row) return { credential: undefined, page: undefined };
+    // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
+    const page = row.reads_page && !metGonePlant(row.plants) ? this.page({ ...row, replayed: null }, limit) : undefined;
+    return { credential: credentialOf(row), page };
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {

@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { loadConfig } from '../../src/config.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+import { openStore } from '../../src/store/open-store.js';
+import type { Store } from '../../src/store/store.js';
+import { assertError, nextLink, settleChangeFeed } from '../helpers/assertions.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { bearer, mintToken, rawRequest, seed } from '../helpers/http-app.js';
+import { delta, parseSamples, type Sample } from '../helpers/prometheus.js';
+
+// On PostgreSQL a token the caches do not hold is read with the page its request asks for, in one round trip
+// (RequestReads.findTokenWithPage). Every answer must be the one the two reads apart give: an ordinary user's pages,
+// an admin's, a refused token's, and the queries the route reads only once they are validated. Each request here
+// presents a token never seen before, so that it is read from the database, with the caches on and off.
+
+after(() => cleanupBackends());
+
+const PLANTS = [
+  { name: 'alice-1', owner: 'alice' },
+  { name: 'public-1', owner: 'alice', public: true },
+  { name: 'bob-1', owner: 'bob', tag: 'herb' },
+  { name: 'alice-2', owner: 'alice', tag: 'herb' },
+  { name: 'shared-bob', owner: 'alice', sharedWith: [{ user: 'bob' }] },
+  { name: 'shared-group', owner: 'alice', tag: 'herb', sharedWith: [{ group: 'gardeners' }] },
+  { name: 'alice-3', owner: 'alice' },
+  { name: 'bob-2', owner: 'bob' },
+];
+const BOB_SEES = ['public-1', 'bob-1', 'shared-bob', 'shared-group', 'bob-2'];
+const CAROL_SEES = ['public-1'];
+
+for (const backend of BACKENDS) {
+  for (const cache of [true, false]) {
+    describe(
+      `a page read with the token that asks for it [${backend.name}, caches ${cache ? 'on' : 'off'}]`,
+      { skip: backend.skip },
+      () => {
+        let store: Store;
+        let server: RunningServer;
+
+        before(async () => {
+          const db = await backend.freshDb();
+          store = await openStore({ db });
+          await seed(store, {
+            users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'root', admin: true }],
+            groups: [{ name: 'gardeners', members: ['bob'] }],
+            plants: PLANTS,
+          });
+          server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent', metricsPort: 0, cache }), store);
+          await settleChangeFeed(store);
+        });
+
+        after(async () => {
+          await server?.stop();
+          await store?.close();
+        });
+
+        const scrape = async (): Promise<Sample[]> => parseSamples(await (await fetch(server.metricsUrl!)).text());
+        /** A request with a token of `user` minted for it alone. */
+        const asNewToken = async (user: string, path: string) => rawRequest(server.url, path, bearer((await mintToken(store, user)).token));
+        const names = (body: unknown) => (body as Array<{ name: string }>).map((plant) => plant.name);
+        /** Which hot-path queries `run` made, by name. */
+        const queriesOf = async (run: () => Promise<void>) => {
+          const before = await scrape();
+          await run();
+          const after = await scrape();
+          const count = (query: string) => delta(before, after, 'plantstore_db_query_duration_seconds_count', { query });
+          return {
+            withPage: count('find_token_with_page'),
+            token: count('find_token'),
+            page: count('visible_plants'),
+            all: count('all_plants'),
+          };
+        };
+
+        it("pages of a new token, each followed with another, are the user's listing", async () => {
+          for (const [user, sees] of [
+            ['bob', BOB_SEES],
+            ['carol', CAROL_SEES],
+          ] as const) {
+            const listed: string[] = [];
+            let requests = 0;
+            const queries = await queriesOf(async () => {
+              let path: string | undefined = '/plants?limit=2';
+              while (path !== undefined) {
+                assert.ok(requests <= sees.length, 'the pages end');
+                const res = await asNewToken(user, path);
+                assert.equal(res.status, 200, res.text);
+                listed.push(...names(res.body));
+                path = nextLink(res.headers.link);
+                requests++;
+              }
+            });
+            assert.deepEqual(listed, sees, user);
+            if (backend.name === 'postgres') {
+              assert.deepEqual(queries, { withPage: requests, token: 0, page: 0, all: 0 }, 'one round trip a page');
+            } else {
+              assert.deepEqual(queries, { withPage: 0, token: requests, page: requests, all: 0 });
+            }
+            // The same as a full listing, which the route reads after the token.
+            assert.deepEqual(names((await asNewToken(user, '/plants')).body), sees);
+          }
+        });
+
+        it("an admin's new token lists every plant, read apart from the token", async () => {
+          let res: Awaited<ReturnType<typeof asNewToken>> | undefined;
+          const queries = await queriesOf(async () => {
+            res = await asNewToken('root', '/plants?limit=20');
+          });
+          assert.equal(res!.status, 200, res!.text);
+          assert.deepEqual(
+            names(res!.body),
+            PLANTS.map((plant) => plant.name),
+          );
+          assert.equal(queries.all, 1, 'the page of every plant');
+          assert.equal(queries.page, 0);
+        });
+
+        it('a revoked, expired or unknown token is refused, its page never sent', async () => {
+          const revoked = await mintToken(store, 'bob');
+          await store.tokens.revoke(revoked.id);
+          const expired = await mintToken(store, 'bob', { expiresAt: new Date(Date.now() - 1_000) });
+          await settleChangeFeed(store);
+          for (const path of ['/plants?limit=2', '/plants?limit=20']) {
+            assert.doesNotMatch(assertError(await rawRequest(server.url, path, bearer(revoked.token)), 401, 40104).message, /public-1/);
+            assertError(await rawRequest(server.url, path, bearer(expired.token)), 401, 40103);
+            assertError(await rawRequest(server.url, path, bearer(`pst_${'A'.repeat(43)}`)), 401, 40102);
+          }
+        });
+
+        it('queries the route reads after validation answer as they did', async () => {
+          const herbs = await asNewToken('bob', '/plants?limit=5&tag=herb');
+          assert.deepEqual(names(herbs.body), ['bob-1', 'shared-group']);
+          const withIds = await asNewToken('bob', '/plants?limit=1&fields=id,name,tag');
+          assert.equal(withIds.status, 200, withIds.text);
+          assert.deepEqual(Object.keys((withIds.body as object[])[0]!), ['id', 'name']);
+          assert.deepEqual((await asNewToken('bob', '/plants?limit=0')).body, []);
+          assert.deepEqual(names((await asNewToken('bob', '/plants?limit=02')).body), BOB_SEES.slice(0, 2));
+          assertError(await asNewToken('bob', '/plants?limit=-1'), 400, 40001);
+          assertError(await asNewToken('bob', '/plants?limit=2&cursor=bogus'), 400, 40001);
+          assertError(await asNewToken('bob', '/plants?limit=2&limit=3'), 400, 40002);
+          assertError(await asNewToken('bob', '/plants?limit=2&color=red'), 400, 40004);
+        });
+
+        it('HEAD answers the headers of the page GET reads with a new token', async () => {
+          const res = await rawRequest(server.url, '/plants?limit=2', bearer((await mintToken(store, 'bob')).token), 'HEAD');
+          assert.equal(res.status, 200);
+          assert.equal(res.text, '');
+          assert.match(String(res.headers.link), /^<\/plants\?limit=2&cursor=/);
+        });
+      },
+    );
+  }
+}
