@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
+import { hashToken } from '../../src/catalogue/tokens.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError, nextLink, settleChangeFeed } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
@@ -141,6 +142,60 @@ for (const backend of BACKENDS) {
           assertError(await asNewToken('bob', '/plants?limit=2&limit=3'), 400, 40002);
           assertError(await asNewToken('bob', '/plants?limit=2&color=red'), 400, 40004);
         });
+
+        it('requests of many new tokens at once each get their own answer', async () => {
+          // On PostgreSQL the tokens that arrive together are read in one statement: each answer must be its own.
+          const revoked = await mintToken(store, 'bob');
+          await store.tokens.revoke(revoked.id);
+          await settleChangeFeed(store);
+          const asked: Array<{ token: string; path: string; expect: (res: Awaited<ReturnType<typeof rawRequest>>) => void }> = [];
+          for (let i = 0; i < 8; i++) {
+            for (const [user, sees] of [
+              ['bob', BOB_SEES],
+              ['carol', CAROL_SEES],
+              ['alice', PLANTS.filter((plant) => plant.owner === 'alice' || plant.public).map((plant) => plant.name)],
+              ['root', PLANTS.map((plant) => plant.name)],
+            ] as const) {
+              const limit = 1 + ((i * 3) % 6);
+              asked.push({
+                token: (await mintToken(store, user)).token,
+                path: `/plants?limit=${limit}`,
+                expect: (res) => assert.deepEqual(names(res.body), sees.slice(0, limit), `${user}, limit ${limit}: ${res.text}`),
+              });
+            }
+            asked.push({ token: revoked.token, path: '/plants?limit=3', expect: (res) => assertError(res, 401, 40104) });
+            asked.push({ token: `pst_${String(i).repeat(43)}`, path: '/plants?limit=3', expect: (res) => assertError(res, 401, 40102) });
+          }
+          const answers = await Promise.all(asked.map(({ token, path }) => rawRequest(server.url, path, bearer(token))));
+          for (const [i, { expect }] of asked.entries()) expect(answers[i]!);
+        });
+
+        it(
+          'tokens asked for in one turn of the event loop each come with their own page',
+          { skip: backend.name !== 'postgres' },
+          async () => {
+            // Read in one statement (PostgresReads.tokenWithPage): each answer is compared with the two reads apart.
+            const revoked = await mintToken(store, 'bob');
+            await store.tokens.revoke(revoked.id);
+            const tokens = [revoked.token, `pst_${'B'.repeat(43)}`];
+            for (const user of ['bob', 'carol', 'alice', 'root', 'bob', 'carol']) tokens.push((await mintToken(store, user)).token);
+            const asked = tokens.map((token, i) => ({ hash: hashToken(token), page: { after: i % 3, limit: 1 + (i % 4) } }));
+            const read = store.credentials.findTokenWithPage!;
+            const found = await Promise.all(asked.map(async ({ hash, page }) => read(hash, page, Date.now())));
+            for (const [i, { hash, page }] of asked.entries()) {
+              const credential = await store.credentials.findToken(hash);
+              assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
+              const active = credential !== undefined && credential.revokedAt === null && !credential.admin;
+              if (!active) assert.equal(found[i]!.page, undefined, `token ${i} reads no page`);
+              else
+                assert.deepEqual(
+                  found[i]!.page,
+                  await store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
+                  `token ${i}`,
+                );
+            }
+          },
+        );
 
         it('HEAD answers the headers of the page GET reads with a new token', async () => {
           const res = await rawRequest(server.url, '/plants?limit=2', bearer((await mintToken(store, 'bob')).token), 'HEAD');

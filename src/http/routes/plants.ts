@@ -121,9 +121,12 @@ const PAGE_LIMIT = /^[1-9][0-9]{0,3}$/;
  * token's read may bring along (see FastifyContextConfig.pageAhead). Any other query is read after validation.
  */
 function pageAhead(query: unknown): PageRequest | undefined {
-  const { limit, cursor, ...others } = query as Record<string, unknown>;
+  const { limit, cursor } = query as Record<string, unknown>;
   if (typeof limit !== 'string' || !PAGE_LIMIT.test(limit) || Number(limit) > MAX_BUFFERED_LIMIT) return undefined;
-  if (Object.keys(others).length > 0) return undefined;
+  // It runs on every request, a cached token's too: the parameters are counted, not copied.
+  let parameters = 0;
+  for (const _ in query as object) parameters++;
+  if (parameters !== (cursor === undefined ? 1 : 2)) return undefined;
   if (cursor === undefined) return { after: 0, limit: Number(limit) };
   if (typeof cursor !== 'string') return undefined;
   try {

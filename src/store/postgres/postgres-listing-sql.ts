@@ -64,34 +64,39 @@ export function visiblePlantsSql(withClaims: boolean, exact = false): string {
  * The positions user $1 (or `p.user`) may see after $2, at most $3 (claims in $4): the union of the viewer's ranges,
  * each cut at $3.
  */
-function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS): string {
+function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS, limit = '$3'): string {
   const branches = viewerRanges(p.user, exact).map(
     ({ column, from, distinct }) =>
-      `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT $3)`,
+      `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT ${limit})`,
   );
   for (const { table, position: column, key } of GROUP_PATHS) {
     branches.push(
       `SELECT gg.${column} FROM (${rangedGroups(p, withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT $3) gg`,
+        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT ${limit}) gg`,
     );
   }
-  return `${branches.join(' UNION ')} ORDER BY 1 LIMIT $3`;
+  return `${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}`;
 }
 
 /**
- * A bearer token's credential and, in the same statement, the page its user would read: one round trip for a token
- * the caches do not hold. The token with hash $1 (findTokenSql's columns), and `reads_page`: whether it is active at
- * $4 (epoch ms) and its user no admin. Only then the plants that user sees after $2, at most $3, as visiblePlantsSql
- * reads them: page columns and `groups`. No row for an unknown token.
+ * Bearer tokens' credentials and, in the same statement, the page each one's user asks for: one round trip for
+ * the tokens the caches do not hold, however many requests ask at once. The tokens with the hashes in $1
+ * (findTokenSql's columns, one row each, `asked` its place in $1; none for an unknown hash), and `reads_page`:
+ * whether it is active at $4 (epoch ms) and its user no admin. Only then the plants that user sees after the same
+ * place in $2, at most the same place in $3, as visiblePlantsSql reads them: page columns and `groups`.
  */
-export function tokenPageSql(): string {
-  const params = { ...PARAMS, user: '(SELECT user_id FROM bearer)' };
+export function tokenPagesSql(): string {
   const readsPage = `, ${activeTokenCondition('$4', 't')} AND u.is_admin = 0 AS reads_page`;
-  // The page's ranges run only for a token that may read it (a one-time filter).
-  const positions = `SELECT id FROM (${visiblePositions(false, false, params)}) positions WHERE (SELECT reads_page FROM bearer)`;
+  const params = { ...PARAMS, user: 'bearer.user_id', after: 'bearer.after' };
+  // The page's ranges run only for a token that may read it (a filter on the outer row alone, checked first).
+  const positions = `SELECT id FROM (${visiblePositions(false, false, params, 'bearer.wanted')}) positions WHERE bearer.reads_page`;
+  const page = pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(params, false)}) AS groups`);
+  // OFFSET 0 keeps each token's read apart: one probe of the tokens' unique index a token, not a join of every token.
   return (
-    `WITH bearer AS MATERIALIZED (${findTokenSql('$1', readsPage)}), page AS (${positions}) ` +
-    `SELECT bearer.*, listed.* FROM bearer CROSS JOIN (${pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(params, false)}) AS groups`)}) listed`
+    `WITH bearer AS MATERIALIZED (SELECT a.asked, a.after, a.wanted, token.* ` +
+    `FROM unnest($1::bytea[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS a(hash, after, wanted, asked) ` +
+    `CROSS JOIN LATERAL (${findTokenSql('a.hash', readsPage)} OFFSET 0) token) ` +
+    `SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (WITH page AS (${positions}) ${page}) listed`
   );
 }
 

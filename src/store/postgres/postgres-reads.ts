@@ -7,7 +7,7 @@ import {
   firstVisiblePageSql,
   tagPageSql,
   taggedRowsSql,
-  tokenPageSql,
+  tokenPagesSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
@@ -88,7 +88,21 @@ const credentialOf = (row: TokenRow): TokenCredential => ({
   revokedAt: row.revoked_at,
 });
 
-const TOKEN_PAGE = { name: 'find_token_with_page', text: tokenPageSql() };
+const TOKEN_PAGES = { name: 'find_tokens_with_pages', text: tokenPagesSql() };
+/** The most tokens one statement reads with their pages. */
+const TOKEN_READS_AT_ONCE = 100;
+
+/** A row of tokenPagesSql: the token asked for in place `asked` (from 1), and its page when `reads_page`. */
+type TokenPageRow = TokenRow & Omit<PageRow, 'replayed'> & { asked: number; reads_page: boolean };
+
+/** A request for a token and its page, waiting for its batch (see PostgresReads.tokenWithPage). */
+interface TokenRead {
+  hash: Buffer;
+  page: PageRequest;
+  now: number;
+  resolve: (found: TokenWithPage) => void;
+  reject: (err: unknown) => void;
+}
 
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
 type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | null };
@@ -112,6 +126,8 @@ export class PostgresReads implements RequestReads {
    */
   private readonly commonTags = new Set<string>();
 
+  /** Requests for a token and its page that the next statement reads (see tokenWithPage). */
+  private readonly tokenReads: TokenRead[] = [];
   /** See RequestReads.findTokenWithPage: without a replica (see tokenWithPage). */
   readonly findTokenWithPage?: (hash: Buffer, page: PageRequest, now: number) => Promise<TokenWithPage>;
 
@@ -141,18 +157,39 @@ export class PostgresReads implements RequestReads {
 
   /**
    * Without a replica only: tokens are checked on the primary, so that a revocation holds at once, and the page
-   * read with one is read there too, on the listings' pool, whose sessions keep its plan.
+   * read with one is read there too, on the listings' pool, whose sessions keep its plan. The requests that ask in
+   * one turn of the event loop are read in one statement, sent once they are all in: a round trip costs both
+   * processes more than a page's read.
    */
-  private async tokenWithPage(hash: Buffer, { after, limit }: PageRequest, now: number): Promise<TokenWithPage> {
-    const { rows } = await this.readPool.query<TokenRow & Omit<PageRow, 'replayed'> & { reads_page: boolean }>({
-      ...TOKEN_PAGE,
-      values: [hash, after, limit + 1, now],
+  private tokenWithPage(hash: Buffer, page: PageRequest, now: number): Promise<TokenWithPage> {
+    return new Promise((resolve, reject) => {
+      if (this.tokenReads.length === 0) setImmediate(() => this.readTokensWithPages());
+      this.tokenReads.push({ hash, page, now, resolve, reject });
     });
-    const row = rows[0];
-    if (!row) return { credential: undefined, page: undefined };
-    // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
-    const page = row.reads_page && !metGonePlant(row.plants) ? this.page({ ...row, replayed: null }, limit) : undefined;
-    return { credential: credentialOf(row), page };
+  }
+
+  private readTokensWithPages(): void {
+    const reads = this.tokenReads.splice(0, TOKEN_READS_AT_ONCE);
+    if (this.tokenReads.length > 0) setImmediate(() => this.readTokensWithPages());
+    // Active at the latest of their times: a token that expired while its request waited is not.
+    const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
+    const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1), now];
+    this.readPool.query<TokenPageRow>({ ...TOKEN_PAGES, values }).then(
+      ({ rows }) => {
+        const found = new Array<TokenPageRow | undefined>(reads.length);
+        for (const row of rows) found[row.asked - 1] = row;
+        for (const [i, read] of reads.entries()) {
+          const row = found[i];
+          if (row === undefined) read.resolve({ credential: undefined, page: undefined });
+          // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
+          else if (!row.reads_page || metGonePlant(row.plants)) read.resolve({ credential: credentialOf(row), page: undefined });
+          else read.resolve({ credential: credentialOf(row), page: this.page({ ...row, replayed: null }, read.page.limit) });
+        }
+      },
+      (err: unknown) => {
+        for (const read of reads) read.reject(err);
+      },
+    );
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {
