@@ -2,7 +2,8 @@
  * The calls made during one turn of the event loop, run as one: `run` is given every item (at most `max`) and
  * answers each its own result, in order. Concurrent writes of a serving process become one statement and one round
  * trip instead of one each. When `run` fails as a whole and the batch held more than one item, each item is run
- * alone, so that one item's failure (an owner deleted meanwhile) is its own.
+ * alone, so that one item's failure (an owner deleted meanwhile) is its own; unless `eachAloneOnFailure` is false,
+ * for calls whose failure can only be the database's (a read), where that would only repeat it.
  */
 export class Batch<I, R> {
   private pending: Array<{ item: I; resolve(result: R): void; reject(err: unknown): void }> = [];
@@ -11,6 +12,7 @@ export class Batch<I, R> {
   constructor(
     private readonly run: (items: readonly I[]) => Promise<readonly R[]>,
     private readonly max = 256,
+    private readonly options: { eachAloneOnFailure: boolean } = { eachAloneOnFailure: true },
   ) {}
 
   add(item: I): Promise<R> {
@@ -36,8 +38,8 @@ export class Batch<I, R> {
       const results = await this.run(batch.map((b) => b.item));
       batch.forEach((b, i) => b.resolve(results[i]!));
     } catch (err) {
-      if (batch.length === 1) return batch[0]!.reject(err);
-      for (const b of batch) void this.settle([b]);
+      if (batch.length > 1 && this.options.eachAloneOnFailure) for (const b of batch) void this.settle([b]);
+      else for (const b of batch) b.reject(err);
     }
   }
 }

@@ -24,6 +24,7 @@ import type {
   VisiblePage,
 } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
+import { Batch } from '../batch.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
@@ -95,13 +96,11 @@ const TOKEN_READS_AT_ONCE = 100;
 /** A row of tokenPagesSql: the token asked for in place `asked` (from 1), and its page when `reads_page`. */
 type TokenPageRow = TokenRow & Omit<PageRow, 'replayed'> & { asked: number; reads_page: boolean };
 
-/** A request for a token and its page, waiting for its batch (see PostgresReads.tokenWithPage). */
+/** A request for a token and its page (see PostgresReads.tokenWithPage). */
 interface TokenRead {
   hash: Buffer;
   page: PageRequest;
   now: number;
-  resolve: (found: TokenWithPage) => void;
-  reject: (err: unknown) => void;
 }
 
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
@@ -126,8 +125,13 @@ export class PostgresReads implements RequestReads {
    */
   private readonly commonTags = new Set<string>();
 
-  /** Requests for a token and its page that the next statement reads (see tokenWithPage). */
-  private readonly tokenReads: TokenRead[] = [];
+  /**
+   * Requests for a token and its page, read together (see tokenWithPage). A failed statement fails them all, as
+   * one read would: their failure is the database's, not a request's.
+   */
+  private readonly tokenReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithPages(reads), TOKEN_READS_AT_ONCE, {
+    eachAloneOnFailure: false,
+  });
   /** See RequestReads.findTokenWithPage: without a replica (see tokenWithPage). */
   readonly findTokenWithPage?: (hash: Buffer, page: PageRequest, now: number) => Promise<TokenWithPage>;
 
@@ -162,34 +166,23 @@ export class PostgresReads implements RequestReads {
    * processes more than a page's read.
    */
   private tokenWithPage(hash: Buffer, page: PageRequest, now: number): Promise<TokenWithPage> {
-    return new Promise((resolve, reject) => {
-      if (this.tokenReads.length === 0) setImmediate(() => this.readTokensWithPages());
-      this.tokenReads.push({ hash, page, now, resolve, reject });
-    });
+    return this.tokenReads.add({ hash, page, now });
   }
 
-  private readTokensWithPages(): void {
-    const reads = this.tokenReads.splice(0, TOKEN_READS_AT_ONCE);
-    if (this.tokenReads.length > 0) setImmediate(() => this.readTokensWithPages());
+  private async readTokensWithPages(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
     // Active at the latest of their times: a token that expired while its request waited is not.
     const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
     const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1), now];
-    this.readPool.query<TokenPageRow>({ ...TOKEN_PAGES, values }).then(
-      ({ rows }) => {
-        const found = new Array<TokenPageRow | undefined>(reads.length);
-        for (const row of rows) found[row.asked - 1] = row;
-        for (const [i, read] of reads.entries()) {
-          const row = found[i];
-          if (row === undefined) read.resolve({ credential: undefined, page: undefined });
-          // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
-          else if (!row.reads_page || metGonePlant(row.plants)) read.resolve({ credential: credentialOf(row), page: undefined });
-          else read.resolve({ credential: credentialOf(row), page: this.page({ ...row, replayed: null }, read.page.limit) });
-        }
-      },
-      (err: unknown) => {
-        for (const read of reads) read.reject(err);
-      },
-    );
+    const { rows } = await this.readPool.query<TokenPageRow>({ ...TOKEN_PAGES, values });
+    const found = new Array<TokenPageRow | undefined>(reads.length);
+    for (const row of rows) found[row.asked - 1] = row;
+    return reads.map((read, i) => {
+      const row = found[i];
+      if (row === undefined) return { credential: undefined, page: undefined };
+      // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
+      if (!row.reads_page || metGonePlant(row.plants)) return { credential: credentialOf(row), page: undefined };
+      return { credential: credentialOf(row), page: this.page({ ...row, replayed: null }, read.page.limit) };
+    });
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {
