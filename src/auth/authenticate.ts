@@ -26,14 +26,18 @@ export interface PageAhead {
   readAt: number;
 }
 
+/** The page of the caller's listing a request will read, told from its query (undefined: none, or another). */
+export type PageOf = (query: unknown) => PageRequest | undefined;
+
 export interface Authenticator {
   /**
    * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
    * An opaque token is answered synchronously when cached or on SQLite (no promise on the hot path). With
-   * `pageAhead`, the page the request will read: where the store reads a token and a page in one round trip, a
-   * token it reads comes with that page of its user's listing (an ordinary user's, whose token is active).
+   * `pageOf`, where the store reads a token and a page in one round trip, a token it must read comes with the page
+   * `pageOf(query)` names, of its user's listing (an ordinary user's, whose token is active); a cached token never
+   * asks for it.
    */
-  authenticate(token: string, pageAhead?: PageRequest): AuthResult | Promise<AuthResult>;
+  authenticate(token: string, pageOf?: PageOf, query?: unknown): AuthResult | Promise<AuthResult>;
   close(): void;
 }
 
@@ -68,7 +72,7 @@ export function createAuthenticator(
     return state === 'active' ? accepted : { ok: false, reason: state };
   };
 
-  function opaque(token: string, pageAhead: PageRequest | undefined): Awaitable<AuthResult> {
+  function opaque(token: string, pageOf: PageOf | undefined, query: unknown): Awaitable<AuthResult> {
     const usable = caches.usable();
     const key = tokenKey(token);
     const cached = usable ? tokens.get(key) : tokens.bypass();
@@ -82,8 +86,10 @@ export function createAuthenticator(
       return judge(known);
     };
     const hash = Buffer.from(key, 'base64');
-    if (pageAhead === undefined || credentials.findTokenWithPage === undefined) return then(credentials.findToken(hash), read);
-    return then(credentials.findTokenWithPage(hash, pageAhead, Date.now()), ({ credential, page }) => {
+    const { findTokenWithPage } = credentials;
+    const pageAhead = findTokenWithPage && pageOf?.(query);
+    if (findTokenWithPage === undefined || pageAhead === undefined) return then(credentials.findToken(hash), read);
+    return then(findTokenWithPage(hash, pageAhead, Date.now()), ({ credential, page }) => {
       const result = read(credential);
       return result.ok && page !== undefined ? { ...result, pageAhead: { request: pageAhead, page, readAt } } : result;
     });
@@ -101,9 +107,9 @@ export function createAuthenticator(
   }
 
   return {
-    authenticate(token, pageAhead) {
+    authenticate(token, pageOf, query) {
       if (token.startsWith(TOKEN_PREFIX) || !jwt || !JWS_COMPACT.test(token)) {
-        return isTokenShaped(token) ? opaque(token, pageAhead) : { ok: false, reason: 'malformed' };
+        return isTokenShaped(token) ? opaque(token, pageOf, query) : { ok: false, reason: 'malformed' };
       }
       return bearerJwt(jwt, token, jwtUser, credentials);
     },

@@ -1,6 +1,5 @@
 import type { onRequestHookHandler } from 'fastify';
-import type { AuthFailure, AuthResult, Authenticator, PageAhead } from '../auth/authenticate.js';
-import type { PageRequest } from '../store/store.js';
+import type { AuthFailure, AuthResult, Authenticator, PageAhead, PageOf } from '../auth/authenticate.js';
 import { KeysUnavailableError } from '../auth/jwt.js';
 import type { Viewer } from '../catalogue/access-rule.js';
 import { ApiError, type ErrorName } from './error-codes.js';
@@ -20,7 +19,7 @@ declare module 'fastify' {
      * The page of the caller's listing a route will read, told from its query before the query is validated: the
      * authenticator reads it with a token it must read (see Authenticator.authenticate). Undefined for any other.
      */
-    pageAhead?: (query: unknown) => PageRequest | undefined;
+    pageAhead?: PageOf;
   }
 }
 
@@ -131,7 +130,7 @@ export function bearerAuthentication(
     };
     let result: AuthResult | Promise<AuthResult>;
     try {
-      result = authenticator.authenticate(match[1]!, request.routeOptions.config.pageAhead?.(request.query));
+      result = authenticator.authenticate(match[1]!, request.routeOptions.config.pageAhead, request.query);
     } catch (err) {
       return failed(err);
     }

@@ -89,11 +89,11 @@ export class PlantListing {
   page(viewer: Viewer, after: number, limit: number, view: ListingView = {}, ahead?: PageAhead | null): Page | Promise<Page> {
     if (limit === 0) return { body: '[]', link: undefined };
     const usable = this.caches.usable();
-    const key = `${viewerKey(viewer)}|${after}|${limit}${viewKey(view)}`;
+    const viewed = viewKey(view);
+    const key = `${viewerKey(viewer)}|${after}|${limit}${viewed}`;
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
-    const readAhead =
-      ahead != null && ahead.request.after === after && ahead.request.limit === limit && viewKey(view) === '' ? ahead : undefined;
+    const readAhead = ahead != null && ahead.request.after === after && ahead.request.limit === limit && viewed === '' ? ahead : undefined;
     const readAt = readAhead?.readAt ?? this.caches.position;
     const read = readAhead?.page ?? this.store.listVisiblePlants(viewer, { after, limit, ...view });
     return then(read, ({ json, ids, more, next, groupIds, cacheable }) => {

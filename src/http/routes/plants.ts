@@ -123,7 +123,6 @@ const PAGE_LIMIT = /^[1-9][0-9]{0,3}$/;
 function pageAhead(query: unknown): PageRequest | undefined {
   const { limit, cursor } = query as Record<string, unknown>;
   if (typeof limit !== 'string' || !PAGE_LIMIT.test(limit) || Number(limit) > MAX_BUFFERED_LIMIT) return undefined;
-  // It runs on every request, a cached token's too: the parameters are counted, not copied.
   let parameters = 0;
   for (const _ in query as object) parameters++;
   if (parameters !== (cursor === undefined ? 1 : 2)) return undefined;
