@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWrk, WRK_SUMMARY } from './load.js';
 import { postgresCpuSeconds, serverCpuSeconds } from './process-cpu.js';
-import { combine, ranged, startConstantServer, type Measured } from './harness.js';
+import { combine, cpuPerRequestUs, fmt, ranged, startConstantServer, verdict, type Measured } from './harness.js';
 
 // The write rows of `npm run bench`: POST and DELETE /plants on SQLite and PostgreSQL, each beside its limit
 // measured alternately in the same run (SQLite: the same rows inserted in-process in batches at the same
@@ -41,9 +41,6 @@ export const POST_CPU_LIMITS = { sqlite: 2, postgres: 1.2 } as const;
 
 const WRITE_ENV = { PLANTSTORE_WRITE_RATE_LIMIT: 'off', PLANTSTORE_RATE_LIMIT: 'off' };
 const TOKENS = 50;
-
-const cpuPerRequestUs = (m: WriteMeasure) => (m.cpuSeconds / m.requests) * 1e6;
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /**
  * A wrk script: `kind` writes plants with ids from `first` (each by the token at its index), deletes them in the
@@ -107,6 +104,9 @@ export interface LimitMeasure {
   roundCpuRatios?: number[];
 }
 
+/** CPU seconds spent on `rows` rows, as µs a row. */
+const cpuPerRowUs = (cpuSeconds: number, rows: number): number => (cpuSeconds / rows) * 1e6;
+
 /** One write row: the service over its rounds, its limit over the rounds in between, and their ratio. */
 export interface WriteRow {
   name: string;
@@ -143,7 +143,7 @@ async function alternately(
     c.log(
       `  round ${round + 1}: ${fmt(s.rps)} a second (${fmt(cpuPerRequestUs(s), 1)} µs CPU each, p99 ${fmt(s.p99Ms, 1)} ms, ` +
         `${s.errors + s.non2xx} errors); limit ${fmt(l.perSecond)} a second` +
-        `${l.cpuSeconds === undefined ? '' : ` (${fmt((l.cpuSeconds / l.rows) * 1e6, 1)} µs CPU a row)`}` +
+        `${l.cpuSeconds === undefined ? '' : ` (${fmt(cpuPerRowUs(l.cpuSeconds, l.rows), 1)} µs CPU a row)`}` +
         `${bare ? `; ceiling ${fmt(cpuPerRequestUs(bare), 1)} µs CPU a request` : ''}`,
     );
   }
@@ -158,10 +158,10 @@ async function alternately(
     service: total,
     limit: {
       perSecond,
-      cpuPerRowUs: limitCpu === undefined ? undefined : (limitCpu / limitRows) * 1e6,
+      cpuPerRowUs: limitCpu === undefined ? undefined : cpuPerRowUs(limitCpu, limitRows),
       ...(limitCpu === undefined
         ? {}
-        : { roundCpuRatios: served.map((s, i) => cpuPerRequestUs(s) / ((limits[i]!.cpuSeconds! / limits[i]!.rows) * 1e6)) }),
+        : { roundCpuRatios: served.map((s, i) => cpuPerRequestUs(s) / cpuPerRowUs(limits[i]!.cpuSeconds!, limits[i]!.rows)) }),
     },
     ratio: total.rps / perSecond,
     roundRatios: served.map((s, i) => s.rps / limits[i]!.perSecond),
@@ -566,7 +566,6 @@ export async function measureWrites(
 
 /** The report's write section and its targets. */
 export function renderWrites(w: WriteResults): { section: string[]; targets: string[] } {
-  const verdict = (ok: boolean) => (ok ? 'met' : '**NOT met**');
   const writeRow = (r: WriteRow, limitName: string) =>
     `| ${r.name} | ${r.connections} | ${fmt(r.service.rps)} | ${fmt(cpuPerRequestUs(r.service), 1)} | ${fmt(r.service.p50Ms, 2)} | ${fmt(r.service.p99Ms, 1)} | ${r.service.errors + r.service.non2xx} | ${limitName}: ${fmt(r.limit.perSecond)}${r.limit.cpuPerRowUs === undefined ? '' : ` (${fmt(r.limit.cpuPerRowUs, 1)} µs CPU a row)`} | ${ranged(r.ratio, r.roundRatios, 3)} |`;
   const section = [
