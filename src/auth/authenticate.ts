@@ -2,7 +2,7 @@ import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
 import { checkUserName } from '../catalogue/names.js';
 import { DomainError } from '../catalogue/errors.js';
-import type { Credentials, PageRequest, TokenCredential, UserCredential, VisiblePage } from '../store/store.js';
+import type { Credentials, TokenCredential, TokenPageRequest, UserCredential, VisiblePage } from '../store/store.js';
 import type { AnswerCaches } from '../cache/answer-caches.js';
 import type { Viewer } from '../catalogue/access-rule.js';
 import { scope } from '../catalogue/change-scopes.js';
@@ -21,13 +21,13 @@ export type AuthResult =
 
 /** A page of the viewer's listing read with its token, and the caches' position before it was read. */
 export interface PageAhead {
-  request: PageRequest;
+  request: TokenPageRequest;
   page: VisiblePage;
   readAt: number;
 }
 
 /** The page of the caller's listing a request will read, told from its query (undefined: none, or another). */
-export type PageOf = (query: unknown) => PageRequest | undefined;
+export type PageOf = (query: unknown) => TokenPageRequest | undefined;
 
 export interface Authenticator {
   /**

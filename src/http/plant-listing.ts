@@ -93,7 +93,11 @@ export class PlantListing {
     const key = `${viewerKey(viewer)}|${after}|${limit}${viewed}`;
     const cached = usable ? this.pages.get(key) : this.pages.bypass();
     if (cached) return cached;
-    const readAhead = ahead != null && ahead.request.after === after && ahead.request.limit === limit && viewed === '' ? ahead : undefined;
+    const { request } = ahead ?? {};
+    const readAhead =
+      request !== undefined && request.after === after && request.limit === limit && request.tag === view.tag && view.withIds !== true
+        ? ahead!
+        : undefined;
     const readAt = readAhead?.readAt ?? this.caches.position;
     const read = readAhead?.page ?? this.store.listVisiblePlants(viewer, { after, limit, ...view });
     return then(read, ({ json, ids, more, next, groupIds, cacheable }) => {

@@ -13,7 +13,7 @@ const EMPTY_PAGE: VisiblePage = Object.freeze({ json: '[]', ids: [], more: false
  * the page on is read by its index, another tag's page from the first `positions` of what the viewer sees, enough
  * that a page of 20 of a tag held by a third of those is one read.
  */
-const FIRST_READ: FirstRead = { rareBelow: 256, positions: 64 };
+export const FIRST_READ: FirstRead = { rareBelow: 256, positions: 64 };
 /** The rows a further read of a filtered page takes of each kind: twice as many as the one before, at most this. */
 const LARGEST_READ = 8192;
 

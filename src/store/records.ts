@@ -60,6 +60,9 @@ export interface ListingRequest extends PageRequest {
   withIds?: boolean;
 }
 
+/** A page a token's read may bring along (RequestReads.findTokenWithPage): the contract's page, or one tag's. */
+export type TokenPageRequest = Omit<ListingRequest, 'withIds'>;
+
 /** One plant as a filtered page reads it (store/listing.ts): its catalogue position, public id and fields. */
 export interface PlantRow {
   position: Position;

@@ -13,6 +13,7 @@ import type {
   PoolStats,
   ScannedRows,
   TokenCredential,
+  TokenPageRequest,
   TokenWithPage,
   UserCredential,
   VisiblePage,
@@ -35,9 +36,10 @@ export interface RequestReads {
   findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   /**
    * The token and, in the same round trip, the page of what its user may see when it is active at `now` (epoch ms)
-   * and its user no admin. Only where a round trip costs more than the read (PostgreSQL, listings on the primary).
+   * and its user no admin: of one tag as firstFilteredPage's read with `first` finds it, none when that read is not
+   * the whole page. Only where a round trip costs more than the read (PostgreSQL, listings on the primary).
    */
-  findTokenWithPage?(hash: Buffer, page: PageRequest, now: number): Promise<TokenWithPage>;
+  findTokenWithPage?(hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead): Promise<TokenWithPage>;
   /** The user a JWT names, by user name. */
   findUser(name: string): Awaitable<UserCredential | undefined>;
   /** A page of what user `userId` may see, counting `claims` (group names) like stored memberships. */

@@ -5,7 +5,8 @@ import { decodeCursor, MAX_BUFFERED_LIMIT, type ListingView, type Page, type Pla
 import { JSON_TYPE } from '../common-headers.js';
 import type { Viewer } from '../../catalogue/access-rule.js';
 import type { RepliesAfterPoll } from '../replies-after-poll.js';
-import type { PageRequest } from '../../store/store.js';
+import type { TokenPageRequest } from '../../store/store.js';
+import { MAX_NAME_LENGTH } from '../../catalogue/names.js';
 import { errorResponse, ListPlantsQuery, PlantRef } from '../schemas.js';
 import { notAcceptable, rateLimitHeaders, requireJsonAcceptable, retryAfterWindow, unauthorized } from './protected.js';
 
@@ -117,19 +118,23 @@ export async function plantRoutes(
 const PAGE_LIMIT = /^[1-9][0-9]{0,3}$/;
 
 /**
- * The contract's page a listing's raw query asks for (`limit`, and a `cursor` this service issued), which the
- * token's read may bring along (see FastifyContextConfig.pageAhead). Any other query is read after validation.
+ * The page a listing's raw query asks for (`limit`, a `cursor` this service issued, and a `tag`), which the token's
+ * read may bring along (see FastifyContextConfig.pageAhead): the contract's page, or one tag's. Any other query is
+ * read after validation.
  */
-function pageAhead(query: unknown): PageRequest | undefined {
-  const { limit, cursor } = query as Record<string, unknown>;
+function pageAhead(query: unknown): TokenPageRequest | undefined {
+  const { limit, cursor, tag } = query as Record<string, unknown>;
   if (typeof limit !== 'string' || !PAGE_LIMIT.test(limit) || Number(limit) > MAX_BUFFERED_LIMIT) return undefined;
   let parameters = 0;
   for (const _ in query as object) parameters++;
-  if (parameters !== (cursor === undefined ? 1 : 2)) return undefined;
-  if (cursor === undefined) return { after: 0, limit: Number(limit) };
+  if (parameters !== 1 + Number(cursor !== undefined) + Number(tag !== undefined)) return undefined;
+  // Within the schema's bounds (its maxLength counts code points, never more than these UTF-16 units).
+  if (tag !== undefined && (typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_NAME_LENGTH)) return undefined;
+  const page = { limit: Number(limit), ...(tag === undefined ? {} : { tag }) };
+  if (cursor === undefined) return { after: 0, ...page };
   if (typeof cursor !== 'string') return undefined;
   try {
-    return { after: decodeCursor(cursor), limit: Number(limit) };
+    return { after: decodeCursor(cursor), ...page };
   } catch {
     return undefined;
   }

@@ -79,24 +79,91 @@ function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams 
 }
 
 /**
- * Bearer tokens' credentials and, in the same statement, the page each one's user asks for: one round trip for
- * the tokens the caches do not hold, however many requests ask at once. The tokens with the hashes in $1
- * (findTokenSql's columns, one row each, `asked` its place in $1; none for an unknown hash), and `reads_page`:
- * whether it is active at $4 (epoch ms) and its user no admin. Only then the plants that user sees after the same
- * place in $2, at most the same place in $3, as visiblePlantsSql reads them: page columns and `groups`.
+ * Bearer tokens' credentials, for the requests in the arrays `columns` name (the first the tokens' hashes, then what
+ * each request's page needs), one row a known token: findTokenSql's columns, `asked` its request's place in the
+ * arrays (from 1), the request's columns, and `reads_page`: whether the token is active at `now` (epoch ms) and its
+ * user no admin, the only tokens whose pages are read.
  */
-export function tokenPagesSql(): string {
-  const readsPage = `, ${activeTokenCondition('$4', 't')} AND u.is_admin = 0 AS reads_page`;
-  const params = { ...PARAMS, user: 'bearer.user_id', after: 'bearer.after' };
-  // The page's ranges run only for a token that may read it (a filter on the outer row alone, checked first).
-  const positions = `SELECT id FROM (${visiblePositions(false, false, params, 'bearer.wanted')}) positions WHERE bearer.reads_page`;
-  const page = pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(params, false)}) AS groups`);
+function bearersSql(columns: ReadonlyArray<readonly [name: string, type: string]>, now: string): string {
+  const readsPage = `, ${activeTokenCondition(now, 't')} AND u.is_admin = 0 AS reads_page`;
+  const arrays = columns.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+  const names = columns.map(([name]) => name);
+  const requested = names
+    .slice(1)
+    .map((name) => `a.${name}`)
+    .join(', ');
   // OFFSET 0 keeps each token's read apart: one probe of the tokens' unique index a token, not a join of every token.
   return (
-    `WITH bearer AS MATERIALIZED (SELECT a.asked, a.after, a.wanted, token.* ` +
-    `FROM unnest($1::bytea[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS a(hash, after, wanted, asked) ` +
-    `CROSS JOIN LATERAL (${findTokenSql('a.hash', readsPage)} OFFSET 0) token) ` +
-    `SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (WITH page AS (${positions}) ${page}) listed`
+    `SELECT a.asked, ${requested}, token.* ` +
+    `FROM unnest(${arrays}) WITH ORDINALITY AS a(${names.join(', ')}, asked) ` +
+    `CROSS JOIN LATERAL (${findTokenSql('a.hash', readsPage)} OFFSET 0) token`
+  );
+}
+
+/** A bearer's page is read as its user's (see bearersSql): from its request's place, of its request's size. */
+const BEARER_PARAMS: ListingParams = { ...PARAMS, user: 'bearer.user_id', after: 'bearer.after' };
+
+/**
+ * Bearer tokens' credentials and, in the same statement, the page each one's user asks for: one round trip for
+ * the tokens the caches do not hold, however many requests ask at once. The tokens with the hashes in $1 (see
+ * bearersSql; none for an unknown hash), active at $4; for those that read a page, the plants their user sees
+ * after the place in $2, at most the count in $3, as visiblePlantsSql reads them: page columns and `groups`.
+ */
+export function tokenPagesSql(): string {
+  const bearers = bearersSql(
+    [
+      ['hash', 'bytea'],
+      ['after', 'bigint'],
+      ['wanted', 'bigint'],
+    ],
+    '$4',
+  );
+  // The page's ranges run only for a token that may read it (a filter on the outer row alone, checked first).
+  const positions = `SELECT id FROM (${visiblePositions(false, false, BEARER_PARAMS, 'bearer.wanted')}) positions WHERE bearer.reads_page`;
+  const page = pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(BEARER_PARAMS, false)}) AS groups`);
+  return `WITH bearer AS MATERIALIZED (${bearers}) SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (WITH page AS (${positions}) ${page}) listed`;
+}
+
+/**
+ * Bearer tokens' credentials and, in the same statement, the first read of the page of one tag each one's user asks
+ * for (RequestReads.firstFilteredPage's, both ways in one): the tokens with the hashes in $1 (see bearersSql),
+ * active at $6; for those that read a page, whether at least $8 plants have the tag in $4 after the place in $2
+ * (`common`; taken as true, unread, where $5 says the tag was common last time). A rare tag's page is then
+ * tagPageSql's rows, the first of them the user sees, at most the count in $3; a common tag's, firstVisiblePageSql's,
+ * from the first of the user's positions, as many as that count or $7 if more (`positions_read`: how many those were
+ * when the page came out short). Page columns and `groups` either way.
+ */
+export function tokenTagPagesSql(): string {
+  const bearers = bearersSql(
+    [
+      ['hash', 'bytea'],
+      ['after', 'bigint'],
+      ['wanted', 'bigint'],
+      ['tag', 'text'],
+      ['known_common', 'boolean'],
+    ],
+    '$6',
+  );
+  const [tag, wanted] = ['bearer.tag', 'bearer.wanted'];
+  const common = `(SELECT common FROM tag_size)`;
+  const rare = rareTagRowsSql(
+    { user: BEARER_PARAMS.user, after: BEARER_PARAMS.after, tag, wanted },
+    { small: true, ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
+    { fenced: '$8' },
+  );
+  const positions = visiblePositions(false, false, BEARER_PARAMS, `greatest($7, ${wanted})`);
+  const commonRows = firstVisibleRowsSql(positions, tag, wanted, 'JOIN');
+  const counted = `CASE WHEN ${common} AND count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
+  // Each way runs only on its side of `common` (a one-time filter), and neither for a token that reads no page.
+  const page = pageColumnsSql(
+    `SELECT * FROM (${rare}) rare_rows WHERE NOT ${common} UNION ALL SELECT * FROM (${commonRows}) common_rows WHERE ${common}`,
+    `, ARRAY(${viewerGroups(BEARER_PARAMS, false)}) AS groups, ${common} AS common, ${counted}`,
+  );
+  return (
+    `WITH bearer AS MATERIALIZED (${bearers}) SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (` +
+    `WITH tag_size AS MATERIALIZED (SELECT CASE WHEN NOT bearer.reads_page THEN NULL WHEN bearer.known_common THEN true ` +
+    `ELSE ${commonTagSql({ tag, after: BEARER_PARAMS.after, rareBelow: '$8' })} END AS common), ` +
+    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(BEARER_PARAMS, false)}) AS ids) ${page}) listed`
   );
 }
 

@@ -8,6 +8,7 @@ import {
   tagPageSql,
   taggedRowsSql,
   tokenPagesSql,
+  tokenTagPagesSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
@@ -19,6 +20,7 @@ import type {
   PlantRow,
   ScannedRows,
   TokenCredential,
+  TokenPageRequest,
   TokenWithPage,
   UserCredential,
   VisiblePage,
@@ -90,17 +92,24 @@ const credentialOf = (row: TokenRow): TokenCredential => ({
 });
 
 const TOKEN_PAGES = { name: 'find_tokens_with_pages', text: tokenPagesSql() };
+const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenTagPagesSql() };
 /** The most tokens one statement reads with their pages. */
 const TOKEN_READS_AT_ONCE = 100;
 
-/** A row of tokenPagesSql: the token asked for in place `asked` (from 1), and its page when `reads_page`. */
-type TokenPageRow = TokenRow & Omit<PageRow, 'replayed'> & { asked: number; reads_page: boolean };
+/**
+ * A row of tokenPagesSql or tokenTagPagesSql: the token asked for in place `asked` (from 1), and its page when
+ * `reads_page`; of a tag's, which way it was read (`common`) and, the common way, how many positions it read.
+ */
+type TokenPageRow = TokenRow &
+  Omit<PageRow, 'replayed'> & { asked: number; reads_page: boolean; common?: boolean | null; positions_read?: string | null };
 
-/** A request for a token and its page (see PostgresReads.tokenWithPage). */
+/** A request for a token and its page (see PostgresReads.findTokenWithPage). */
 interface TokenRead {
   hash: Buffer;
-  page: PageRequest;
+  page: TokenPageRequest;
   now: number;
+  /** A tag's page's: how its first read goes (see firstFilteredPage). */
+  first?: FirstRead;
 }
 
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
@@ -126,14 +135,18 @@ export class PostgresReads implements RequestReads {
   private readonly commonTags = new Set<string>();
 
   /**
-   * Requests for a token and its page, read together (see tokenWithPage). A failed statement fails them all, as
+   * Requests for a token and its page, read together (see readTokensWithPages). A failed statement fails them all, as
    * one read would: their failure is the database's, not a request's.
    */
   private readonly tokenReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithPages(reads), TOKEN_READS_AT_ONCE, {
     eachAloneOnFailure: false,
   });
-  /** See RequestReads.findTokenWithPage: without a replica (see tokenWithPage). */
-  readonly findTokenWithPage?: (hash: Buffer, page: PageRequest, now: number) => Promise<TokenWithPage>;
+  /** The same for requests of one tag's page, whose statement is another (tokenTagPagesSql). */
+  private readonly tokenTagReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithTagPages(reads), TOKEN_READS_AT_ONCE, {
+    eachAloneOnFailure: false,
+  });
+  /** See RequestReads.findTokenWithPage: without a replica (see readTokensWithPages). */
+  readonly findTokenWithPage?: (hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead) => Promise<TokenWithPage>;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -143,7 +156,10 @@ export class PostgresReads implements RequestReads {
     /** The primary's WAL position at the change feed's last read (see PostgresChangeFeed.walPosition). */
     private readonly fedThrough: () => bigint,
   ) {
-    if (!replica) this.findTokenWithPage = (hash, page, now) => this.tokenWithPage(hash, page, now);
+    if (!replica) {
+      this.findTokenWithPage = (hash, page, now, first) =>
+        page.tag === undefined ? this.tokenReads.add({ hash, page, now }) : this.tokenTagReads.add({ hash, page, now, first });
+    }
   }
 
   async ping(): Promise<void> {
@@ -165,24 +181,60 @@ export class PostgresReads implements RequestReads {
    * one turn of the event loop are read in one statement, sent once they are all in: a round trip costs both
    * processes more than a page's read.
    */
-  private tokenWithPage(hash: Buffer, page: PageRequest, now: number): Promise<TokenWithPage> {
-    return this.tokenReads.add({ hash, page, now });
-  }
-
   private async readTokensWithPages(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
-    // Active at the latest of their times: a token that expired while its request waited is not.
-    const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
-    const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1), now];
-    const { rows } = await this.readPool.query<TokenPageRow>({ ...TOKEN_PAGES, values });
-    const found = new Array<TokenPageRow | undefined>(reads.length);
-    for (const row of rows) found[row.asked - 1] = row;
-    return reads.map((read, i) => {
-      const row = found[i];
+    const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1)];
+    const rows = await this.tokenPageRows(TOKEN_PAGES, reads, values);
+    return rows.map((row, i) => {
       if (row === undefined) return { credential: undefined, page: undefined };
       // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
       if (!row.reads_page || metGonePlant(row.plants)) return { credential: credentialOf(row), page: undefined };
-      return { credential: credentialOf(row), page: this.page({ ...row, replayed: null }, read.page.limit) };
+      return { credential: credentialOf(row), page: this.page({ ...row, replayed: null }, reads[i]!.page.limit) };
     });
+  }
+
+  /** Tokens with a tag's first page each (tokenTagPagesSql), as firstFilteredPage reads it, both ways at once. */
+  private async readTokensWithTagPages(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
+    // The store has one way of first reads (store/listing.ts): every request's is the same.
+    const first = reads[0]!.first!;
+    const values = [
+      reads.map((read) => read.hash),
+      reads.map((read) => read.page.after),
+      reads.map((read) => read.page.limit + 1),
+      reads.map((read) => read.page.tag),
+      // A tag common last time is read the common way without counting it first: when it is rare by now, the read
+      // comes out short and the page is read again apart, which finds it so.
+      reads.map((read) => this.commonTags.has(read.page.tag!)),
+    ];
+    const rows = await this.tokenPageRows(TOKEN_TAG_PAGES, reads, values, [first.positions, first.rareBelow]);
+    return rows.map((row, i) => {
+      if (row === undefined) return { credential: undefined, page: undefined };
+      const credential = credentialOf(row);
+      if (!row.reads_page) return { credential, page: undefined };
+      const { limit, tag } = reads[i]!.page;
+      if (row.common) this.rememberCommon(tag!);
+      const found = pageFromColumns(row.ids, row.plants, limit, (row.groups ?? []).map(Number), true)!;
+      // The common way's page, when short, is the page only when those positions were all the user sees from there on.
+      const whole = !row.common || found.more || Number(row.positions_read) < Math.max(first.positions, limit + 1);
+      return { credential, page: whole ? found : undefined };
+    });
+  }
+
+  /**
+   * The rows of a statement of tokens and their pages, one a request in the order of `reads` (undefined for an
+   * unknown token): the arrays `values` first, then the time tokens are judged at, then `more`.
+   */
+  private async tokenPageRows(
+    statement: { name: string; text: string },
+    reads: readonly TokenRead[],
+    values: unknown[],
+    more: unknown[] = [],
+  ): Promise<Array<TokenPageRow | undefined>> {
+    // Active at the latest of their times: a token that expired while its request waited is not.
+    const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
+    const { rows } = await this.readPool.query<TokenPageRow>({ ...statement, values: [...values, now, ...more] });
+    const found = new Array<TokenPageRow | undefined>(reads.length).fill(undefined);
+    for (const row of rows) found[row.asked - 1] = row;
+    return found;
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {
@@ -279,12 +331,17 @@ export class PostgresReads implements RequestReads {
     });
     const row = rows[0]!;
     if (row.common) {
-      this.commonTags.add(tag!);
-      if (this.commonTags.size > REMEMBERED_TAGS) this.commonTags.delete(this.commonTags.values().next().value!);
+      this.rememberCommon(tag!);
       return undefined;
     }
     const groupIds = (row.groups ?? []).map(Number);
     return { page: pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds === true)!, groupIds };
+  }
+
+  private rememberCommon(tag: string): void {
+    if (this.commonTags.has(tag)) return;
+    this.commonTags.add(tag);
+    if (this.commonTags.size > REMEMBERED_TAGS) this.commonTags.delete(this.commonTags.values().next().value!);
   }
 
   private get filteredPool(): pg.Pool {
