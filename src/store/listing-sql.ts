@@ -98,6 +98,14 @@ export function rangedGroups(params: ListingParams, withClaims: boolean): string
   return withClaims ? `${ranged} UNION ${claimedGroups(params.claims)}` : ranged;
 }
 
+/**
+ * Whether user `user` is a member of a small group (a condition): one whose grants are the user's member grants,
+ * which a viewer in none has none of. A group without a size yet counts as small.
+ */
+export const smallGroupsSql = (user: string): string =>
+  `EXISTS (SELECT 1 FROM group_members m WHERE m.user_id = ${user} AND NOT EXISTS ` +
+  `(SELECT 1 FROM ${GROUP_SIZES} s WHERE s.group_id = m.group_id AND s.ranged = 1))`;
+
 function memberGroups(user: string, claimed: string | undefined): string {
   return `SELECT group_id AS id FROM group_members WHERE user_id = ${user}${claimed === undefined ? '' : ` UNION ${claimed}`}`;
 }
@@ -198,7 +206,9 @@ function rowVisibleSql(row: string, user: string, groups: ProbedGroups): string 
         branches.push(path.table === 'plants' ? `${row}.${path.key} = ${user}` : probe(path.table, `x.${path.key} = ${user}`));
         break;
       case 'group':
-        if (groups.small) branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
+        if (groups.small === true) branches.push(probe(MEMBER_GRANTS, `x.user_id = ${user}`));
+        // Told by the statement: the condition first, so that a viewer in no small group skips the probe.
+        else if (groups.small !== false) branches.push(`(${groups.small} AND ${probe(MEMBER_GRANTS, `x.user_id = ${user}`)})`);
         // By the plant's few group grants, each group then looked up in the list (`+` keeps the group's column out
         // of the index search): one probe however many groups are read range by range.
         if (groups.ranged !== undefined) {
@@ -225,10 +235,11 @@ function rowVisibleSql(row: string, user: string, groups: ProbedGroups): string 
 
 /**
  * The groups a probe of one plant counts: whether the viewer may be in small groups (their grants are the viewer's
- * member grants: none without one), and the SQL of the ids of the groups read range by range (ranged or claimed).
+ * member grants: none without one), or the SQL of that condition where the statement tells it (smallGroupsSql); and
+ * the SQL of the ids of the groups read range by range (ranged or claimed).
  */
 export interface ProbedGroups {
-  small: boolean;
+  small: boolean | string;
   ranged: string | undefined;
   /** Whether the database probes a few such groups one by one (PostgreSQL; see rowVisibleSql). */
   rangedArray?: boolean;

@@ -7,6 +7,7 @@ import {
   pageRows,
   rangedGroups,
   rareTagRowsSql,
+  smallGroupsSql,
   taggedRowsSql as taggedRowsOf,
   visibleRowsSql as visibleRowsOf,
   viewerGroups,
@@ -148,7 +149,7 @@ export function tokenTagPagesSql(): string {
   const common = `(SELECT common FROM tag_size)`;
   const rare = rareTagRowsSql(
     { user: BEARER_PARAMS.user, after: BEARER_PARAMS.after, tag, wanted },
-    { small: true, ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
+    { small: '(SELECT small FROM ranged)', ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
     { fenced: '$8' },
   );
   const positions = visiblePositions(false, false, BEARER_PARAMS, `greatest($7, ${wanted})`);
@@ -163,7 +164,7 @@ export function tokenTagPagesSql(): string {
     `WITH bearer AS MATERIALIZED (${bearers}) SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (` +
     `WITH tag_size AS MATERIALIZED (SELECT CASE WHEN NOT bearer.reads_page THEN NULL WHEN bearer.known_common THEN true ` +
     `ELSE ${commonTagSql({ tag, after: BEARER_PARAMS.after, rareBelow: '$8' })} END AS common), ` +
-    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(BEARER_PARAMS, false)}) AS ids) ${page}) listed`
+    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(BEARER_PARAMS, false)}) AS ids, ${smallGroupsSql(BEARER_PARAMS.user)} AS small) ${page}) listed`
   );
 }
 
@@ -191,18 +192,18 @@ export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1
  * A page of one tag's first read (RequestReads.firstFilteredPage): the ids of the groups user $1's page counts
  * (`groups`, claims in $6 when `withClaims`), whether at least $5 plants have tag $3 after $2 (`common`), and when
  * not, the page (see rareTagRowsSql): the first $4 of them the user sees, as page columns (see pageColumnsSql).
- * The viewer's ranged groups are read once, for every plant's probe.
+ * The viewer's ranged groups, and whether it is in a small group at all, are read once, for every plant's probe.
  */
 export function tagPageSql(withClaims: boolean, withIds: boolean): string {
   const params = { ...PARAMS, claims: '(SELECT unnest($6::text[]))' };
   const rows = rareTagRowsSql(
     { user: PARAMS.user, after: PARAMS.after, tag: '$3', wanted: '$4' },
-    { small: true, ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
+    { small: '(SELECT small FROM ranged)', ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
     { fenced: '$5' },
   );
   return (
     `WITH tag_size AS MATERIALIZED (SELECT ${commonTagSql({ tag: '$3', after: PARAMS.after, rareBelow: '$5' })} AS common), ` +
-    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(params, withClaims)}) AS ids) ` +
+    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(params, withClaims)}) AS ids, ${smallGroupsSql(PARAMS.user)} AS small) ` +
     // The rare read runs only for a rare tag (a one-time filter); a common tag's page is read by firstVisiblePageSql.
     pageColumnsSql(
       `SELECT * FROM (${rows}) rare_rows WHERE NOT (SELECT common FROM tag_size)`,
