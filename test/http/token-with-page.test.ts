@@ -4,10 +4,10 @@ import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { hashToken } from '../../src/catalogue/tokens.js';
-import type { Store } from '../../src/store/store.js';
+import type { Store, TokenPageRequest } from '../../src/store/store.js';
 import { assertError, nextLink, settleChangeFeed } from '../helpers/assertions.js';
-import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { bearer, mintToken, rawRequest, seed } from '../helpers/http-app.js';
+import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
+import { bearer, mintToken, rawRequest, seed, type SeedSpec } from '../helpers/http-app.js';
 import { delta, parseSamples, type Sample } from '../helpers/prometheus.js';
 
 // On PostgreSQL a token the caches do not hold is read with the page its request asks for, in one round trip
@@ -16,6 +16,65 @@ import { delta, parseSamples, type Sample } from '../helpers/prometheus.js';
 // presents a token never seen before, so that it is read from the database, with the caches on and off.
 
 after(() => cleanupBackends());
+
+/**
+ * For the suite it is called in: a fresh store of `backend` seeded with `spec`, and a server on it with the caches
+ * on or off, made before its tests and closed after them; its metrics, and a request with a token minted for it.
+ */
+function servedCatalogue(backend: Backend, cache: boolean, spec: SeedSpec) {
+  const served = {} as { store: Store; server: RunningServer };
+  before(async () => {
+    const db = await backend.freshDb();
+    served.store = await openStore({ db });
+    await seed(served.store, spec);
+    served.server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent', metricsPort: 0, cache }), served.store);
+    await settleChangeFeed(served.store);
+  });
+  after(async () => {
+    await served.server?.stop();
+    await served.store?.close();
+  });
+  /** A request with a token of `user` minted for it alone. */
+  const asNewToken = async (user: string, path: string) =>
+    rawRequest(served.server.url, path, bearer((await mintToken(served.store, user)).token));
+  /** The names on the pages from `path` on (at most `most`), each page with a new token of `user`, by its Link. */
+  const pagesWithNewTokens = async (user: string, path: string, most: number) => {
+    const listed: string[] = [];
+    let requests = 0;
+    for (let next: string | undefined = path; next !== undefined; requests++) {
+      assert.ok(requests <= most, 'the pages end');
+      const res = await asNewToken(user, next);
+      assert.equal(res.status, 200, res.text);
+      listed.push(...names(res.body));
+      next = nextLink(res.headers.link);
+    }
+    return { listed, requests };
+  };
+  return {
+    served,
+    scrape: async (): Promise<Sample[]> => parseSamples(await (await fetch(served.server.metricsUrl!)).text()),
+    asNewToken,
+    pagesWithNewTokens,
+  };
+}
+
+/** Tokens for the store-level batch tests: a revoked one, one never issued, and a new one for each of `users`. */
+async function tokensOfEveryKind(store: Store, users: readonly string[]): Promise<string[]> {
+  const revoked = await mintToken(store, 'bob');
+  await store.tokens.revoke(revoked.id);
+  const tokens = [revoked.token, `pst_${'B'.repeat(43)}`];
+  for (const user of users) tokens.push((await mintToken(store, user)).token);
+  return tokens;
+}
+
+/** Each token read with its page in one turn (RequestReads.findTokenWithPage), beside its credential read apart. */
+async function readInOneTurn(store: Store, asked: ReadonlyArray<{ hash: Buffer; page: TokenPageRequest }>) {
+  const read = store.credentials.findTokenWithPage!;
+  const found = await Promise.all(asked.map(async ({ hash, page }) => read(hash, page, Date.now())));
+  return Promise.all(found.map(async (withPage, i) => ({ ...withPage, apart: await store.credentials.findToken(asked[i]!.hash) })));
+}
+
+const names = (body: unknown) => (body as Array<{ name: string }>).map((plant) => plant.name);
 
 const PLANTS = [
   { name: 'alice-1', owner: 'alice' },
@@ -36,30 +95,11 @@ for (const backend of BACKENDS) {
       `a page read with the token that asks for it [${backend.name}, caches ${cache ? 'on' : 'off'}]`,
       { skip: backend.skip },
       () => {
-        let store: Store;
-        let server: RunningServer;
-
-        before(async () => {
-          const db = await backend.freshDb();
-          store = await openStore({ db });
-          await seed(store, {
-            users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'root', admin: true }],
-            groups: [{ name: 'gardeners', members: ['bob'] }],
-            plants: PLANTS,
-          });
-          server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent', metricsPort: 0, cache }), store);
-          await settleChangeFeed(store);
+        const { served, scrape, asNewToken, pagesWithNewTokens } = servedCatalogue(backend, cache, {
+          users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'root', admin: true }],
+          groups: [{ name: 'gardeners', members: ['bob'] }],
+          plants: PLANTS,
         });
-
-        after(async () => {
-          await server?.stop();
-          await store?.close();
-        });
-
-        const scrape = async (): Promise<Sample[]> => parseSamples(await (await fetch(server.metricsUrl!)).text());
-        /** A request with a token of `user` minted for it alone. */
-        const asNewToken = async (user: string, path: string) => rawRequest(server.url, path, bearer((await mintToken(store, user)).token));
-        const names = (body: unknown) => (body as Array<{ name: string }>).map((plant) => plant.name);
         /** Which hot-path queries `run` made, by name. */
         const queriesOf = async (run: () => Promise<void>) => {
           const before = await scrape();
@@ -79,19 +119,11 @@ for (const backend of BACKENDS) {
             ['bob', BOB_SEES],
             ['carol', CAROL_SEES],
           ] as const) {
-            const listed: string[] = [];
-            let requests = 0;
+            let paged = { listed: [] as string[], requests: 0 };
             const queries = await queriesOf(async () => {
-              let path: string | undefined = '/plants?limit=2';
-              while (path !== undefined) {
-                assert.ok(requests <= sees.length, 'the pages end');
-                const res = await asNewToken(user, path);
-                assert.equal(res.status, 200, res.text);
-                listed.push(...names(res.body));
-                path = nextLink(res.headers.link);
-                requests++;
-              }
+              paged = await pagesWithNewTokens(user, '/plants?limit=2', sees.length);
             });
+            const { listed, requests } = paged;
             assert.deepEqual(listed, sees, user);
             if (backend.name === 'postgres') {
               assert.deepEqual(queries, { withPage: requests, token: 0, page: 0, all: 0 }, 'one round trip a page');
@@ -118,14 +150,17 @@ for (const backend of BACKENDS) {
         });
 
         it('a revoked, expired or unknown token is refused, its page never sent', async () => {
-          const revoked = await mintToken(store, 'bob');
-          await store.tokens.revoke(revoked.id);
-          const expired = await mintToken(store, 'bob', { expiresAt: new Date(Date.now() - 1_000) });
-          await settleChangeFeed(store);
+          const revoked = await mintToken(served.store, 'bob');
+          await served.store.tokens.revoke(revoked.id);
+          const expired = await mintToken(served.store, 'bob', { expiresAt: new Date(Date.now() - 1_000) });
+          await settleChangeFeed(served.store);
           for (const path of ['/plants?limit=2', '/plants?limit=20']) {
-            assert.doesNotMatch(assertError(await rawRequest(server.url, path, bearer(revoked.token)), 401, 40104).message, /public-1/);
-            assertError(await rawRequest(server.url, path, bearer(expired.token)), 401, 40103);
-            assertError(await rawRequest(server.url, path, bearer(`pst_${'A'.repeat(43)}`)), 401, 40102);
+            assert.doesNotMatch(
+              assertError(await rawRequest(served.server.url, path, bearer(revoked.token)), 401, 40104).message,
+              /public-1/,
+            );
+            assertError(await rawRequest(served.server.url, path, bearer(expired.token)), 401, 40103);
+            assertError(await rawRequest(served.server.url, path, bearer(`pst_${'A'.repeat(43)}`)), 401, 40102);
           }
         });
 
@@ -147,9 +182,9 @@ for (const backend of BACKENDS) {
 
         it('requests of many new tokens at once each get their own answer', async () => {
           // On PostgreSQL the tokens that arrive together are read in one statement: each answer must be its own.
-          const revoked = await mintToken(store, 'bob');
-          await store.tokens.revoke(revoked.id);
-          await settleChangeFeed(store);
+          const revoked = await mintToken(served.store, 'bob');
+          await served.store.tokens.revoke(revoked.id);
+          await settleChangeFeed(served.store);
           const asked: Array<{ token: string; path: string; expect: (res: Awaited<ReturnType<typeof rawRequest>>) => void }> = [];
           for (let i = 0; i < 8; i++) {
             for (const [user, sees] of [
@@ -160,7 +195,7 @@ for (const backend of BACKENDS) {
             ] as const) {
               const limit = 1 + ((i * 3) % 6);
               asked.push({
-                token: (await mintToken(store, user)).token,
+                token: (await mintToken(served.store, user)).token,
                 path: `/plants?limit=${limit}`,
                 expect: (res) => assert.deepEqual(names(res.body), sees.slice(0, limit), `${user}, limit ${limit}: ${res.text}`),
               });
@@ -168,7 +203,7 @@ for (const backend of BACKENDS) {
             asked.push({ token: revoked.token, path: '/plants?limit=3', expect: (res) => assertError(res, 401, 40104) });
             asked.push({ token: `pst_${String(i).repeat(43)}`, path: '/plants?limit=3', expect: (res) => assertError(res, 401, 40102) });
           }
-          const answers = await Promise.all(asked.map(({ token, path }) => rawRequest(server.url, path, bearer(token))));
+          const answers = await Promise.all(asked.map(({ token, path }) => rawRequest(served.server.url, path, bearer(token))));
           for (const [i, { expect }] of asked.entries()) expect(answers[i]!);
         });
 
@@ -176,23 +211,19 @@ for (const backend of BACKENDS) {
           'tokens asked for in one turn of the event loop each come with their own page',
           { skip: backend.name !== 'postgres' },
           async () => {
-            // Read in one statement (PostgresReads.tokenWithPage): each answer is compared with the two reads apart.
-            const revoked = await mintToken(store, 'bob');
-            await store.tokens.revoke(revoked.id);
-            const tokens = [revoked.token, `pst_${'B'.repeat(43)}`];
-            for (const user of ['bob', 'carol', 'alice', 'root', 'bob', 'carol']) tokens.push((await mintToken(store, user)).token);
+            // Read in one statement (PostgresReads.findTokenWithPage): each answer is compared with the two reads apart.
+            const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'root', 'bob', 'carol']);
             const asked = tokens.map((token, i) => ({ hash: hashToken(token), page: { after: i % 3, limit: 1 + (i % 4) } }));
-            const read = store.credentials.findTokenWithPage!;
-            const found = await Promise.all(asked.map(async ({ hash, page }) => read(hash, page, Date.now())));
-            for (const [i, { hash, page }] of asked.entries()) {
-              const credential = await store.credentials.findToken(hash);
+            const found = await readInOneTurn(served.store, asked);
+            for (const [i, { page }] of asked.entries()) {
+              const credential = found[i]!.apart;
               assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
               const active = credential !== undefined && credential.revokedAt === null && !credential.admin;
               if (!active) assert.equal(found[i]!.page, undefined, `token ${i} reads no page`);
               else
                 assert.deepEqual(
                   found[i]!.page,
-                  await store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
+                  await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
                   `token ${i}`,
                 );
             }
@@ -200,7 +231,7 @@ for (const backend of BACKENDS) {
         );
 
         it('HEAD answers the headers of the page GET reads with a new token', async () => {
-          const res = await rawRequest(server.url, '/plants?limit=2', bearer((await mintToken(store, 'bob')).token), 'HEAD');
+          const res = await rawRequest(served.server.url, '/plants?limit=2', bearer((await mintToken(served.store, 'bob')).token), 'HEAD');
           assert.equal(res.status, 200);
           assert.equal(res.text, '');
           assert.match(String(res.headers.link), /^<\/plants\?limit=2&cursor=/);
@@ -238,29 +269,11 @@ for (const backend of BACKENDS) {
       `a tag's page read with the token that asks for it [${backend.name}, caches ${cache ? 'on' : 'off'}]`,
       { skip: backend.skip },
       () => {
-        let store: Store;
-        let server: RunningServer;
-
-        before(async () => {
-          const db = await backend.freshDb();
-          store = await openStore({ db });
-          await seed(store, {
-            users: ['alice', 'bob', 'carol', 'dave'].map((name) => ({ name })),
-            groups: [{ name: 'gardeners', members: ['bob'] }],
-            plants: TAGGED,
-          });
-          server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent', metricsPort: 0, cache }), store);
-          await settleChangeFeed(store);
+        const { served, scrape, asNewToken, pagesWithNewTokens } = servedCatalogue(backend, cache, {
+          users: ['alice', 'bob', 'carol', 'dave'].map((name) => ({ name })),
+          groups: [{ name: 'gardeners', members: ['bob'] }],
+          plants: TAGGED,
         });
-
-        after(async () => {
-          await server?.stop();
-          await store?.close();
-        });
-
-        const scrape = async (): Promise<Sample[]> => parseSamples(await (await fetch(server.metricsUrl!)).text());
-        const asNewToken = async (user: string, path: string) => rawRequest(server.url, path, bearer((await mintToken(store, user)).token));
-        const names = (body: unknown) => (body as Array<{ name: string }>).map((plant) => plant.name);
 
         it("a tag's pages of new tokens, each followed with another, are the user's listing of the tag", async () => {
           // Dave sees few `leaf` plants among many others: his first read from his positions comes out short, and
@@ -270,18 +283,8 @@ for (const backend of BACKENDS) {
             for (const tag of ['leaf', 'rare', 'none']) {
               for (const limit of tag === 'leaf' ? [20] : [2, 20]) {
                 const sees = taggedSeenBy(user, tag);
-                const listed: string[] = [];
-                let requests = 0;
                 const before = await scrape();
-                let path: string | undefined = `/plants?limit=${limit}&tag=${tag}`;
-                while (path !== undefined) {
-                  assert.ok(requests <= sees.length, 'the pages end');
-                  const res = await asNewToken(user, path);
-                  assert.equal(res.status, 200, res.text);
-                  listed.push(...names(res.body));
-                  path = nextLink(res.headers.link);
-                  requests++;
-                }
+                const { listed, requests } = await pagesWithNewTokens(user, `/plants?limit=${limit}&tag=${tag}`, sees.length);
                 const after = await scrape();
                 const count = (query: string) => delta(before, after, 'plantstore_db_query_duration_seconds_count', { query });
                 const label = `${user}, tag ${tag}, limit ${limit}`;
@@ -317,8 +320,8 @@ for (const backend of BACKENDS) {
               asked.push({ user, path, sees: taggedSeenBy(user, tag).slice(0, limit) });
             }
           }
-          const tokens = await Promise.all(asked.map(async ({ user }) => (await mintToken(store, user)).token));
-          const answers = await Promise.all(asked.map(({ path }, i) => rawRequest(server.url, path, bearer(tokens[i]!))));
+          const tokens = await Promise.all(asked.map(async ({ user }) => (await mintToken(served.store, user)).token));
+          const answers = await Promise.all(asked.map(({ path }, i) => rawRequest(served.server.url, path, bearer(tokens[i]!))));
           for (const [i, { user, path, sees }] of asked.entries()) {
             assert.equal(answers[i]!.status, 200, answers[i]!.text);
             assert.deepEqual(names(answers[i]!.body), sees, `${user} ${path}`);
@@ -329,26 +332,22 @@ for (const backend of BACKENDS) {
           "tokens asked for in one turn with a tag's page each come with the page the listing reads",
           { skip: backend.name !== 'postgres' },
           async () => {
-            const revoked = await mintToken(store, 'bob');
-            await store.tokens.revoke(revoked.id);
-            const tokens = [revoked.token, `pst_${'C'.repeat(43)}`];
-            for (const user of ['bob', 'carol', 'alice', 'dave', 'bob', 'alice']) tokens.push((await mintToken(store, user)).token);
+            const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'dave', 'bob', 'alice']);
             const asked = tokens.map((token, i) => ({
               hash: hashToken(token),
               page: { after: [0, 7, 431][i % 3]!, limit: 1 + (i % 5) * 4, tag: ['leaf', 'rare'][i % 2]! },
             }));
-            const read = store.credentials.findTokenWithPage!;
-            const found = await Promise.all(asked.map(async ({ hash, page }) => read(hash, page, Date.now())));
+            const found = await readInOneTurn(served.store, asked);
             let withPage = 0;
-            for (const [i, { hash, page }] of asked.entries()) {
-              const credential = await store.credentials.findToken(hash);
+            for (const [i, { page }] of asked.entries()) {
+              const credential = found[i]!.apart;
               assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
               if (found[i]!.page === undefined) continue;
               withPage++;
               assert.ok(credential !== undefined && credential.revokedAt === null, `token ${i} is active`);
               assert.deepEqual(
                 found[i]!.page,
-                await store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
+                await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
                 `token ${i}`,
               );
             }
