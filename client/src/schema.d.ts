@@ -409,7 +409,7 @@ export interface operations {
                 limit?: number;
                 /** @description Not part of the original contract, optional: the opaque continuation from a `Link: <…>; rel="next"` response header. Use that URL as given; the next page starts after the last plant of the previous one. */
                 cursor?: string;
-                /** @description Not part of the original contract, optional: only the plants with this tag (exactly), in the same order. */
+                /** @description Not part of the original contract, optional: only the plants with this tag (exactly), in the same order. A tag has no NUL character. */
                 tag?: string;
                 /** @description Not part of the original contract, optional: `id,name,tag` lists each plant with its id (`NewPlant` objects, `{"id":…,"name":…,"tag":…}`), so that a client can read, change, share or delete it; `name,tag`, or no `fields`, lists the contract's `Plant` objects. */
                 fields?: "id,name,tag" | "name,tag";

@@ -115,7 +115,11 @@ export const ListPlantsQuery = Type.Object({
     Type.String({
       minLength: 1,
       maxLength: MAX_NAME_LENGTH,
-      description: 'Not part of the original contract, optional: only the plants with this tag (exactly), in the same order.',
+      // No stored tag holds NUL (catalogue/names.ts), and PostgreSQL's text cannot carry it.
+      pattern: '^[^\\u0000]*$',
+      description:
+        'Not part of the original contract, optional: only the plants with this tag (exactly), in the same order. ' +
+        'A tag has no NUL character.',
     }),
   ),
   fields: Type.Optional(

@@ -321,11 +321,25 @@ for (const backend of BACKENDS) {
             }
           }
           const tokens = await Promise.all(asked.map(async ({ user }) => (await mintToken(served.store, user)).token));
-          const answers = await Promise.all(asked.map(({ path }, i) => rawRequest(served.server.url, path, bearer(tokens[i]!))));
+          // Refused among them, each alone: a token never issued or revoked, and a tag no plant can have (PostgreSQL's
+          // text cannot carry NUL: read with the others, it would fail their statement).
+          const revoked = await mintToken(served.store, 'bob');
+          await served.store.tokens.revoke(revoked.id);
+          await settleChangeFeed(served.store);
+          const refused = [
+            { token: `pst_${'D'.repeat(43)}`, path: '/plants?limit=3&tag=%00', status: 401, code: 40102 },
+            { token: (await mintToken(served.store, 'bob')).token, path: '/plants?limit=3&tag=%00', status: 400, code: 40001 },
+            { token: revoked.token, path: '/plants?limit=3&tag=leaf', status: 401, code: 40104 },
+          ];
+          const [answers, refusals] = await Promise.all([
+            Promise.all(asked.map(({ path }, i) => rawRequest(served.server.url, path, bearer(tokens[i]!)))),
+            Promise.all(refused.map(({ token, path }) => rawRequest(served.server.url, path, bearer(token)))),
+          ]);
           for (const [i, { user, path, sees }] of asked.entries()) {
             assert.equal(answers[i]!.status, 200, answers[i]!.text);
             assert.deepEqual(names(answers[i]!.body), sees, `${user} ${path}`);
           }
+          for (const [i, { status, code }] of refused.entries()) assertError(refusals[i]!, status, code);
         });
 
         it(

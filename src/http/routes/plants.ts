@@ -128,8 +128,11 @@ function pageAhead(query: unknown): TokenPageRequest | undefined {
   let parameters = 0;
   for (const _ in query as object) parameters++;
   if (parameters !== 1 + Number(cursor !== undefined) + Number(tag !== undefined)) return undefined;
-  // Within the schema's bounds (its maxLength counts code points, never more than these UTF-16 units).
-  if (tag !== undefined && (typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_NAME_LENGTH)) return undefined;
+  // Within the schema's bounds (its maxLength counts code points, never more than these UTF-16 units): a tag the
+  // schema refuses would fail the whole statement of the requests read with it.
+  if (tag !== undefined && (typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_NAME_LENGTH || tag.includes('\u0000'))) {
+    return undefined;
+  }
   const page = { limit: Number(limit), ...(tag === undefined ? {} : { tag }) };
   if (cursor === undefined) return { after: 0, ...page };
   if (typeof cursor !== 'string') return undefined;

@@ -130,13 +130,15 @@ export class PostgresReads implements RequestReads {
   /**
    * Tags whose last page was read as a common tag's: a tag's page starts with the statement of the way it took last
    * time, so that it is one round trip when that holds, two when the tag changed sides (each statement tests it).
-   * One statement holding both ways costs more to start than the second trip (docs/performance.md).
+   * One statement holding both ways costs a lone request more to start than the second trip; a batch of requests
+   * read with their tokens sets it up once for them all (tokenTagPagesSql, docs/performance.md).
    */
   private readonly commonTags = new Set<string>();
 
   /**
    * Requests for a token and its page, read together (see readTokensWithPages). A failed statement fails them all, as
-   * one read would: their failure is the database's, not a request's.
+   * one read would: their failure is the database's, not a request's, since a request's values are ones the route's
+   * schema accepts (a tag without NUL, which PostgreSQL's text cannot carry).
    */
   private readonly tokenReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithPages(reads), TOKEN_READS_AT_ONCE, {
     eachAloneOnFailure: false,
@@ -201,8 +203,8 @@ export class PostgresReads implements RequestReads {
       reads.map((read) => read.page.after),
       reads.map((read) => read.page.limit + 1),
       reads.map((read) => read.page.tag),
-      // A tag common last time is read the common way without counting it first: when it is rare by now, the read
-      // comes out short and the page is read again apart, which finds it so.
+      // A tag common last time is read the common way without counting it first. Rare by now, the page read that
+      // way is still the page when it fills it or reads all the user sees; when neither, it is read again apart.
       reads.map((read) => this.commonTags.has(read.page.tag!)),
     ];
     const rows = await this.tokenPageRows(TOKEN_TAG_PAGES, reads, values, [first.positions, first.rareBelow]);
