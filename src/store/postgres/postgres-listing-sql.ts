@@ -63,30 +63,21 @@ export function visiblePlantsSql(withClaims: boolean, exact = false): string {
 
 /**
  * The positions user $1 (or `p.user`) may see after $2, at most $3 (claims in $4): the union of the viewer's ranges,
- * each cut at $3. With `lazy`, read only as far as the reader reads them (see lazyUnion): for a reader that may stop
- * early, a tag's first read from the viewer's positions.
+ * each cut at $3.
  */
-function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS, limit = '$3', lazy = false): string {
+function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS, limit = '$3'): string {
   const branches = viewerRanges(p.user, exact).map(
     ({ column, from, distinct }) =>
       `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT ${limit})`,
   );
   for (const { table, position: column, key } of GROUP_PATHS) {
-    const groups =
+    branches.push(
       `SELECT gg.${column} FROM (${rangedGroups(p, withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-      `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT ${limit}) gg`;
-    branches.push(lazy ? `(${groups} ORDER BY 1 LIMIT ${limit})` : groups);
+        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT ${limit}) gg`,
+    );
   }
-  return lazy ? lazyUnion(branches, limit) : `${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}`;
+  return `${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}`;
 }
-
-/**
- * The first `limit` distinct positions of `branches`, each in catalogue order, merged as they are read (a Merge
- * Append under a Unique): a reader that stops after a few reads a few of each range. A UNION reads every range to
- * its limit and hashes them first, which is cheaper when the reader takes them all (an untagged page).
- */
-const lazyUnion = (branches: string[], limit: string): string =>
-  `SELECT DISTINCT id FROM (${branches.join(' UNION ALL ')}) ranges (id) ORDER BY id LIMIT ${limit}`;
 
 /**
  * Bearer tokens' credentials, for the requests in the arrays `columns` name (the first the tokens' hashes, then what
@@ -161,7 +152,7 @@ export function tokenTagPagesSql(): string {
     { small: '(SELECT small FROM ranged)', ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
     { fenced: '$8' },
   );
-  const positions = visiblePositions(false, false, BEARER_PARAMS, `greatest($7, ${wanted})`, true);
+  const positions = visiblePositions(false, false, BEARER_PARAMS, `greatest($7, ${wanted})`);
   const commonRows = firstVisibleRowsSql(positions, tag, wanted, 'JOIN');
   const counted = `CASE WHEN ${common} AND count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
   // Each way runs only on its side of `common` (a one-time filter), and neither for a token that reads no page.
@@ -233,7 +224,7 @@ export function tagPageSql(withClaims: boolean, withIds: boolean): string {
 export function firstVisiblePageSql(withClaims: boolean, tagged: boolean, withIds: boolean): string {
   const next = withClaims ? 5 : 4;
   const [wanted, tag, rareBelow] = [`$${next}`, `$${next + 1}`, `$${next + 2}`];
-  const positions = visiblePositions(withClaims, false, PARAMS, '$3', tagged);
+  const positions = visiblePositions(withClaims, false);
   const rows = firstVisibleRowsSql(positions, tagged ? tag : undefined, wanted, 'JOIN');
   const counted = `CASE WHEN count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
   const groups = `ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups`;
