@@ -7,8 +7,6 @@ import {
   firstVisiblePageSql,
   tagPageSql,
   taggedRowsSql,
-  tokenPagesSql,
-  tokenTagPagesSql,
   visiblePlantsSql,
   visibleRowsSql,
 } from './postgres-listing-sql.js';
@@ -26,7 +24,7 @@ import type {
   VisiblePage,
 } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
-import { Batch } from '../batch.js';
+import { CommonTags, credentialOf, PostgresTokenPages, type TokenRow } from './postgres-token-pages.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
@@ -80,43 +78,8 @@ const statements = (name: string, text: (...flags: boolean[]) => string, flags: 
 const TAG_PAGE = statements('tag_page', (claims, withIds) => tagPageSql(claims, withIds), 2);
 const FIRST_VISIBLE_PAGE = statements('first_visible_page', (claims, tagged, withIds) => firstVisiblePageSql(claims, tagged, withIds), 3);
 
-/** The columns of a stored token (findTokenSql). */
-type TokenRow = { token_id: number; user_id: number; is_admin: number; expires_at: number | null; revoked_at: number | null };
-
-const credentialOf = (row: TokenRow): TokenCredential => ({
-  tokenId: row.token_id,
-  userId: row.user_id,
-  admin: row.is_admin === 1,
-  expiresAt: row.expires_at,
-  revokedAt: row.revoked_at,
-});
-
-const TOKEN_PAGES = { name: 'find_tokens_with_pages', text: tokenPagesSql() };
-const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenTagPagesSql() };
-/** The most tokens one statement reads with their pages. */
-const TOKEN_READS_AT_ONCE = 100;
-
-/**
- * A row of tokenPagesSql or tokenTagPagesSql: the token asked for in place `asked` (from 1), and its page when
- * `reads_page`; of a tag's, which way it was read (`common`) and, the common way, how many positions it read.
- */
-type TokenPageRow = TokenRow &
-  Omit<PageRow, 'replayed'> & { asked: number; reads_page: boolean; common?: boolean | null; positions_read?: string | null };
-
-/** A request for a token and its page (see PostgresReads.findTokenWithPage). */
-interface TokenRead {
-  hash: Buffer;
-  page: TokenPageRequest;
-  now: number;
-  /** A tag's page's: how its first read goes (see firstFilteredPage). */
-  first?: FirstRead;
-}
-
 /** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
 type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | null };
-
-/** Tags whose pages were last read as common ones, at most (see PostgresReads.commonTags). */
-const REMEMBERED_TAGS = 10_000;
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -127,27 +90,10 @@ const REMEMBERED_TAGS = 10_000;
 export class PostgresReads implements RequestReads {
   /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
   private readonly recentWriters = new Map<number, bigint>();
-  /**
-   * Tags whose last page was read as a common tag's: a tag's page starts with the statement of the way it took last
-   * time, so that it is one round trip when that holds, two when the tag changed sides (each statement tests it).
-   * One statement holding both ways costs a lone request more to start than the second trip; a batch of requests
-   * read with their tokens sets it up once for them all (tokenTagPagesSql, docs/performance.md).
-   */
-  private readonly commonTags = new Set<string>();
+  /** See CommonTags: a tag's page starts with the statement of the way it took last time. */
+  private readonly commonTags = new CommonTags();
 
-  /**
-   * Requests for a token and its page, read together (see readTokensWithPages). A failed statement fails them all, as
-   * one read would: their failure is the database's, not a request's, since a request's values are ones the route's
-   * schema accepts (a tag without NUL, which PostgreSQL's text cannot carry).
-   */
-  private readonly tokenReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithPages(reads), TOKEN_READS_AT_ONCE, {
-    eachAloneOnFailure: false,
-  });
-  /** The same for requests of one tag's page, whose statement is another (tokenTagPagesSql). */
-  private readonly tokenTagReads = new Batch<TokenRead, TokenWithPage>((reads) => this.readTokensWithTagPages(reads), TOKEN_READS_AT_ONCE, {
-    eachAloneOnFailure: false,
-  });
-  /** See RequestReads.findTokenWithPage: without a replica (see readTokensWithPages). */
+  /** See RequestReads.findTokenWithPage: without a replica (see PostgresTokenPages). */
   readonly findTokenWithPage?: (hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead) => Promise<TokenWithPage>;
 
   constructor(
@@ -159,8 +105,8 @@ export class PostgresReads implements RequestReads {
     private readonly fedThrough: () => bigint,
   ) {
     if (!replica) {
-      this.findTokenWithPage = (hash, page, now, first) =>
-        page.tag === undefined ? this.tokenReads.add({ hash, page, now }) : this.tokenTagReads.add({ hash, page, now, first });
+      const tokenPages = new PostgresTokenPages(readPool, this.commonTags);
+      this.findTokenWithPage = (hash, page, now, first) => tokenPages.read(hash, page, now, first);
     }
   }
 
@@ -175,68 +121,6 @@ export class PostgresReads implements RequestReads {
       values: [hash],
     });
     return rows[0] && credentialOf(rows[0]);
-  }
-
-  /**
-   * Without a replica only: tokens are checked on the primary, so that a revocation holds at once, and the page
-   * read with one is read there too, on the listings' pool, whose sessions keep its plan. The requests that ask in
-   * one turn of the event loop are read in one statement, sent once they are all in: a round trip costs both
-   * processes more than a page's read.
-   */
-  private async readTokensWithPages(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
-    const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1)];
-    const rows = await this.tokenPageRows(TOKEN_PAGES, reads, values);
-    return rows.map((row, i) => {
-      if (row === undefined) return { credential: undefined, page: undefined };
-      // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
-      if (!row.reads_page || metGonePlant(row.plants)) return { credential: credentialOf(row), page: undefined };
-      return { credential: credentialOf(row), page: this.page({ ...row, replayed: null }, reads[i]!.page.limit) };
-    });
-  }
-
-  /** Tokens with a tag's first page each (tokenTagPagesSql), as firstFilteredPage reads it, both ways at once. */
-  private async readTokensWithTagPages(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
-    // The store has one way of first reads (store/listing.ts): every request's is the same.
-    const first = reads[0]!.first!;
-    const values = [
-      reads.map((read) => read.hash),
-      reads.map((read) => read.page.after),
-      reads.map((read) => read.page.limit + 1),
-      reads.map((read) => read.page.tag),
-      // A tag common last time is read the common way without counting it first. Rare by now, the page read that
-      // way is still the page when it fills it or reads all the user sees; when neither, it is read again apart.
-      reads.map((read) => this.commonTags.has(read.page.tag!)),
-    ];
-    const rows = await this.tokenPageRows(TOKEN_TAG_PAGES, reads, values, [first.positions, first.rareBelow]);
-    return rows.map((row, i) => {
-      if (row === undefined) return { credential: undefined, page: undefined };
-      const credential = credentialOf(row);
-      if (!row.reads_page) return { credential, page: undefined };
-      const { limit, tag } = reads[i]!.page;
-      if (row.common) this.rememberCommon(tag!);
-      const found = pageFromColumns(row.ids, row.plants, limit, (row.groups ?? []).map(Number), true)!;
-      // The common way's page, when short, is the page only when those positions were all the user sees from there on.
-      const whole = !row.common || found.more || Number(row.positions_read) < Math.max(first.positions, limit + 1);
-      return { credential, page: whole ? found : undefined };
-    });
-  }
-
-  /**
-   * The rows of a statement of tokens and their pages, one a request in the order of `reads` (undefined for an
-   * unknown token): the arrays `values` first, then the time tokens are judged at, then `more`.
-   */
-  private async tokenPageRows(
-    statement: { name: string; text: string },
-    reads: readonly TokenRead[],
-    values: unknown[],
-    more: unknown[] = [],
-  ): Promise<Array<TokenPageRow | undefined>> {
-    // Active at the latest of their times: a token that expired while its request waited is not.
-    const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
-    const { rows } = await this.readPool.query<TokenPageRow>({ ...statement, values: [...values, now, ...more] });
-    const found = new Array<TokenPageRow | undefined>(reads.length).fill(undefined);
-    for (const row of rows) found[row.asked - 1] = row;
-    return found;
   }
 
   async findUser(name: string): Promise<UserCredential | undefined> {
@@ -310,7 +194,7 @@ export class PostgresReads implements RequestReads {
     const row = rows[0]!;
     const groupIds = (row.groups ?? []).map(Number);
     if (tag !== undefined && row.common === false) {
-      this.commonTags.delete(tag);
+      this.commonTags.forget(tag);
       // Common again by the time of the second read (plants tagged meanwhile): the page's search finds it.
       return (await this.rareTagPage(userId, page, claims, first)) ?? { page: undefined, groupIds };
     }
@@ -333,17 +217,11 @@ export class PostgresReads implements RequestReads {
     });
     const row = rows[0]!;
     if (row.common) {
-      this.rememberCommon(tag!);
+      this.commonTags.remember(tag!);
       return undefined;
     }
     const groupIds = (row.groups ?? []).map(Number);
     return { page: pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds === true)!, groupIds };
-  }
-
-  private rememberCommon(tag: string): void {
-    if (this.commonTags.has(tag)) return;
-    this.commonTags.add(tag);
-    if (this.commonTags.size > REMEMBERED_TAGS) this.commonTags.delete(this.commonTags.values().next().value!);
   }
 
   private get filteredPool(): pg.Pool {
