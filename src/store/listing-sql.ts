@@ -1,7 +1,22 @@
 import { ACCESS_PATH_LIST, type AccessPath } from '../catalogue/access-rule.js';
 import type { Position } from '../catalogue/plant-ids.js';
 import { GROUP_SIZES, MEMBER_GRANTS } from './schema-names.js';
-import type { PlantRow, ScannedRows, VisiblePage } from './records.js';
+import type { FirstRead, PlantRow, ScannedRows, VisiblePage } from './records.js';
+
+/**
+ * How many of the viewer's positions a filtered page's first read takes (RequestReads.firstFilteredPage): without a
+ * tag every position read is the page's, so the first `wanted` are enough; with one, `first.positions`, or `wanted`
+ * when more.
+ */
+export const firstReadPositions = (first: FirstRead, wanted: number, tagged: boolean): number =>
+  tagged ? Math.max(first.positions, wanted) : wanted;
+
+/**
+ * Whether a first read of `positions` of the viewer's positions found the page: it filled it, or it came out short
+ * because those positions (`positionsRead` of them) were all the viewer sees from there on.
+ */
+export const firstReadIsPage = (found: VisiblePage, positionsRead: number, positions: number): boolean =>
+  found.more || positionsRead < positions;
 
 /**
  * The access rule (catalogue/access-rule.ts) as SQL for both backends: one page of what a user may see, in one

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { RequestReads } from '../seam.js';
-import { metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
+import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
 import {
   ALL_PLANTS_SQL,
   allRowsSqlOf,
@@ -185,8 +185,7 @@ export class PostgresReads implements RequestReads {
       const rare = await this.rareTagPage(userId, page, claims, first);
       if (rare !== undefined) return rare;
     }
-    // Without a tag every position read is the page's, so the first `wanted` are enough.
-    const positions = tag === undefined ? wanted : Math.max(first.positions, wanted);
+    const positions = firstReadPositions(first, wanted, tag !== undefined);
     const { rows } = await this.filteredPool.query<FirstVisibleRow>({
       ...FIRST_VISIBLE_PAGE(claimed, tag !== undefined, withIds),
       values: [userId, after, positions, ...claimValues, wanted, ...(tag === undefined ? [] : [tag, first.rareBelow])],
@@ -199,8 +198,7 @@ export class PostgresReads implements RequestReads {
       return (await this.rareTagPage(userId, page, claims, first)) ?? { page: undefined, groupIds };
     }
     const found = pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds)!;
-    // Fewer than the page holds: the page only when those positions were all the viewer sees from there on.
-    return { page: found.more || Number(row.positions_read) < positions ? found : undefined, groupIds };
+    return { page: firstReadIsPage(found, Number(row.positions_read), positions) ? found : undefined, groupIds };
   }
 
   /** A rare tag's page (tagPageSql), or undefined when the tag turns out common, which is then remembered. */

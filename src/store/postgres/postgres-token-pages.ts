@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { Batch } from '../batch.js';
-import { metGonePlant, pageFromColumns } from '../listing-sql.js';
+import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns } from '../listing-sql.js';
 import type { FirstRead, TokenCredential, TokenPageRequest, TokenWithPage } from '../records.js';
 import { tokenPagesSql, tokenTagPagesSql } from './postgres-listing-sql.js';
 
@@ -132,8 +132,8 @@ export class PostgresTokenPages {
       const { limit, tag } = reads[i]!.page;
       if (row.common) this.commonTags.remember(tag!);
       const found = this.pageOf(row, limit);
-      // The common way's page, when short, is the page only when those positions were all the user sees from there on.
-      const whole = !row.common || found.more || Number(row.positions_read) < Math.max(first.positions, limit + 1);
+      // A rare tag's page is read whole; the common way's is read from the user's first positions.
+      const whole = !row.common || firstReadIsPage(found, Number(row.positions_read), firstReadPositions(first, limit + 1, true));
       return { credential, page: whole ? found : undefined };
     });
   }

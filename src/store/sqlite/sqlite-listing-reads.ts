@@ -1,5 +1,14 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { allRowsSql, metGonePlant, pageFromColumns, scannedRows, visibleRowsSql, type ScannedColumns } from '../listing-sql.js';
+import {
+  allRowsSql,
+  firstReadIsPage,
+  firstReadPositions,
+  metGonePlant,
+  pageFromColumns,
+  scannedRows,
+  visibleRowsSql,
+  type ScannedColumns,
+} from '../listing-sql.js';
 import type { FirstFilteredPage, FirstRead, ListingRequest, PlantRow, ScannedRows, VisiblePage } from '../records.js';
 import {
   allPlantsSql,
@@ -127,8 +136,7 @@ export class SqliteListingReads {
       const rows = (n: number) => taggedRowsSql(small, shape, { rare: n });
       return { page: this.listings.page(`rare ${limit} ${small} ${shape} ${withIds}`, limit, rows, params, groupIds, withIds), groupIds };
     }
-    // Without a tag every position read is the page's, so the first `wanted` are enough.
-    const positions = tag === undefined ? wanted : Math.max(first.positions, wanted);
+    const positions = firstReadPositions(first, wanted, tag !== undefined);
     const rows = (n: number) => firstVisibleRowsOf(positions, n, shape, tag !== undefined);
     const found = this.listings.page(
       `first ${limit} ${positions} ${shape} ${tag !== undefined} ${withIds}`,
@@ -138,11 +146,11 @@ export class SqliteListingReads {
       groupIds,
       withIds,
     );
+    // Counted only for a page that came out short.
     if (found.more) return { page: found, groupIds };
-    // Fewer than the page holds: the page only when those positions were all the viewer sees from there on.
     const counted = this.listings.get(`count ${positions} ${shape}`, () => visibleCountSql(positions, shape));
     const [read] = counted.get({ user, after, ...groupParams }) as [number];
-    return { page: read < positions ? found : undefined, groupIds };
+    return { page: firstReadIsPage(found, read, positions) ? found : undefined, groupIds };
   }
 
   /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
