@@ -4,32 +4,56 @@
  * trip instead of one each. When `run` fails as a whole and the batch held more than one item, each item is run
  * alone, so that one item's failure (an owner deleted meanwhile) is its own; unless `eachAloneOnFailure` is false,
  * for calls whose failure can only be the database's (a read), where that would only repeat it.
+ *
+ * With `inFlight`, at most that many runs go at once, and the calls made meanwhile wait to be run together when one
+ * ends: under load a run then gathers what arrived during the last, so there are fewer, larger runs. A run that
+ * has not ended after `patienceMs` holds nothing back any more, so that one stuck round trip (a connection the
+ * network dropped silently) delays the others by that long, not until it fails.
  */
 export class Batch<I, R> {
   private pending: Array<{ item: I; resolve(result: R): void; reject(err: unknown): void }> = [];
   private scheduled = false;
+  /** Runs in flight that still hold the next back (see inFlight). */
+  private holding = 0;
 
   constructor(
     private readonly run: (items: readonly I[]) => Promise<readonly R[]>,
     private readonly max = 256,
-    private readonly options: { eachAloneOnFailure: boolean } = { eachAloneOnFailure: true },
+    private readonly options: BatchOptions = { eachAloneOnFailure: true },
   ) {}
 
   add(item: I): Promise<R> {
     return new Promise((resolve, reject) => {
       this.pending.push({ item, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.schedule();
     });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
   }
 
   private flush(): void {
     this.scheduled = false;
-    while (this.pending.length > 0) {
+    const { inFlight = Infinity, patienceMs } = this.options;
+    while (this.pending.length > 0 && this.holding < inFlight) {
       const batch = this.pending.splice(0, this.max);
-      void this.settle(batch);
+      this.holding++;
+      let holds = true;
+      const release = () => {
+        if (!holds) return;
+        holds = false;
+        this.holding--;
+        if (this.pending.length > 0) this.schedule();
+      };
+      const patience = inFlight === Infinity || patienceMs === undefined ? undefined : setTimeout(release, patienceMs);
+      patience?.unref();
+      void this.settle(batch).finally(() => {
+        clearTimeout(patience);
+        release();
+      });
     }
   }
 
@@ -42,4 +66,12 @@ export class Batch<I, R> {
       else for (const b of batch) b.reject(err);
     }
   }
+}
+
+export interface BatchOptions {
+  eachAloneOnFailure: boolean;
+  /** The most runs at once (see Batch); every call is run at its turn's end when unset. */
+  inFlight?: number;
+  /** How long a run in flight holds the next back at most, in ms (see Batch). */
+  patienceMs?: number;
 }

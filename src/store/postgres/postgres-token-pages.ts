@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { Batch } from '../batch.js';
+import { Batch, type BatchOptions } from '../batch.js';
 import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns } from '../listing-sql.js';
 import type { FirstRead, TokenCredential, TokenPageRequest, TokenWithPage } from '../records.js';
 import { tokenPagesSql, tokenTagPagesSql } from './postgres-listing-sql.js';
@@ -45,6 +45,16 @@ const TOKEN_PAGES = { name: 'find_tokens_with_pages', text: tokenPagesSql() };
 const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenTagPagesSql() };
 /** The most tokens one statement reads with their pages. */
 const TOKEN_READS_AT_ONCE = 100;
+/**
+ * How the requests of the token reads are gathered into statements (see Batch):
+ * - One statement of each kind at a time, the requests that come meanwhile read together by the next: on a few
+ *   cores fewer, larger statements cost both processes less a page than more of them side by side, each waking a
+ *   backend. A statement not answered in 20 ms (a page costs tens of µs) no longer holds the next back.
+ * - A failed statement fails all its requests, as one read would: their failure is the database's, not a
+ *   request's, since a request's values are ones the route's schema accepts (a tag without NUL, which PostgreSQL's
+ *   text cannot carry).
+ */
+const STATEMENTS: BatchOptions = { eachAloneOnFailure: false, inFlight: 1, patienceMs: 20 };
 
 /**
  * A row of tokenPagesSql or tokenTagPagesSql: the token asked for in place `asked` (from 1), and its page when
@@ -73,22 +83,13 @@ interface TokenRead {
 /**
  * Bearer tokens the caches do not hold, each read with the page its request asks for (RequestReads.findTokenWithPage),
  * without a replica only: tokens are checked on the primary, so that a revocation holds at once, and the page read
- * with one is read there too, on the listings' pool, whose sessions keep its plan. The requests that ask in one turn
- * of the event loop are read in one statement, sent once they are all in: a round trip costs both processes more
- * than a page's read. Untagged pages and tags' pages each have a statement of their own.
+ * with one is read there too, on the listings' pool, whose sessions keep its plan. The requests that ask while the
+ * last statement is in flight are read in one statement, sent once they are all in (STATEMENTS): a round trip costs
+ * both processes more than a page's read. Untagged pages and tags' pages each have a statement of their own.
  */
 export class PostgresTokenPages {
-  /**
-   * A failed statement fails all its requests, as one read would: their failure is the database's, not a request's,
-   * since a request's values are ones the route's schema accepts (a tag without NUL, which PostgreSQL's text cannot
-   * carry).
-   */
-  private readonly untagged = new Batch<TokenRead, TokenWithPage>((reads) => this.readUntagged(reads), TOKEN_READS_AT_ONCE, {
-    eachAloneOnFailure: false,
-  });
-  private readonly tagged = new Batch<TokenRead, TokenWithPage>((reads) => this.readTagged(reads), TOKEN_READS_AT_ONCE, {
-    eachAloneOnFailure: false,
-  });
+  private readonly untagged = new Batch<TokenRead, TokenWithPage>((reads) => this.readUntagged(reads), TOKEN_READS_AT_ONCE, STATEMENTS);
+  private readonly tagged = new Batch<TokenRead, TokenWithPage>((reads) => this.readTagged(reads), TOKEN_READS_AT_ONCE, STATEMENTS);
 
   constructor(
     /** The primary's listing pool. */
