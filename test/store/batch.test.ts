@@ -23,7 +23,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve));
 describe('Batch', () => {
   it('runs the calls of one turn together, and without a bound each later turn at once', async () => {
     const { runs, run, release } = controlledRuns();
-    const batch = new Batch(run, 100, { eachAloneOnFailure: false });
+    const batch = new Batch(run, 100, { eachAloneOnFailure: false, inFlight: Infinity });
     const first = [batch.add(1), batch.add(2)];
     await turn();
     const second = [batch.add(3)];

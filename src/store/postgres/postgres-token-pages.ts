@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { Batch, type BatchOptions } from '../batch.js';
+import { Batch, ONE_RUN_AT_A_TIME, type BatchOptions } from '../batch.js';
 import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns } from '../listing-sql.js';
 import type { FirstRead, TokenCredential, TokenPageRequest, TokenWithPage } from '../records.js';
 import { tokenPagesSql, tokenTagPagesSql } from './postgres-listing-sql.js';
@@ -46,15 +46,12 @@ const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenTagPage
 /** The most tokens one statement reads with their pages. */
 const TOKEN_READS_AT_ONCE = 100;
 /**
- * How the requests of the token reads are gathered into statements (see Batch):
- * - One statement of each kind at a time, the requests that come meanwhile read together by the next: on a few
- *   cores fewer, larger statements cost both processes less a page than more of them side by side, each waking a
- *   backend. A statement not answered in 20 ms (a page costs tens of µs) no longer holds the next back.
- * - A failed statement fails all its requests, as one read would: their failure is the database's, not a
- *   request's, since a request's values are ones the route's schema accepts (a tag without NUL, which PostgreSQL's
- *   text cannot carry).
+ * One statement of each kind at a time, the requests that come meanwhile read together by the next (see Batch). A
+ * failed statement fails all its requests, as one read would: their failure is the database's, not a request's,
+ * since a request's values are ones the route's schema accepts (a tag without NUL, which PostgreSQL's text cannot
+ * carry).
  */
-const STATEMENTS: BatchOptions = { eachAloneOnFailure: false, inFlight: 1, patienceMs: 20 };
+const STATEMENTS: BatchOptions = { eachAloneOnFailure: false, ...ONE_RUN_AT_A_TIME };
 
 /**
  * A row of tokenPagesSql or tokenTagPagesSql: the token asked for in place `asked` (from 1), and its page when

@@ -147,8 +147,8 @@ type WriteRows<I> = (items: readonly I[]) => Promise<readonly boolean[]>;
 /**
  * The one create and the one delete of every actor (catalogue/access-rule.ts), for one store. Where one statement
  * of many rows is the faster way (PostgreSQL: see WritingStatements.manyRows), the creates of users (`POST
- * /plants`) and every delete asked during one turn of the event loop are written by one statement each (see
- * batch.ts): one round trip however many clients write at once. Elsewhere each is a statement of its own, and
+ * /plants`) and every delete asked while the last such statement is in flight are written by one statement each
+ * (see batch.ts): one round trip however many clients write at once. Elsewhere each is a statement of its own, and
  * SQLite's group commit puts them in one transaction.
  */
 export function plantRepository(d: DatabaseSeam) {
@@ -236,7 +236,7 @@ export function plantRepository(d: DatabaseSeam) {
 
 export type PlantRepository = ReturnType<typeof plantRepository>;
 
-/** A write of one item: in the batch of this turn of the event loop where the database writes many rows at once. */
+/** A write of one item: in the next batch of its kind where the database writes many rows at once. */
 function oneByOneOrBatched<I>(d: DatabaseSeam, write: WriteRows<I>): (item: I) => Promise<boolean> {
   if (!d.statements.manyRows) return async (item) => (await write([item]))[0]!;
   const batch = new Batch<I, boolean>(write);
