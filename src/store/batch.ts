@@ -1,9 +1,10 @@
 /**
  * The calls made during one turn of the event loop (or, see below, while a run is in flight), run as one: `run` is
  * given every item (at most `max`) and answers each its own result, in order. Concurrent writes of a serving process
- * become one statement and one round trip instead of one each. When `run` fails as a whole and the batch held more than one item, each item is run
- * alone, so that one item's failure (an owner deleted meanwhile) is its own; unless `eachAloneOnFailure` is false,
- * for calls whose failure can only be the database's (a read), where that would only repeat it.
+ * become one statement and one round trip instead of one each. When `run` fails as a whole and the batch held more
+ * than one item, each item is run alone, so that one item's failure (an owner deleted meanwhile) is its own; unless
+ * `eachAloneOnFailure` is false, for calls whose failure can only be the database's (a read), where that would only
+ * repeat it.
  *
  * With `inFlight`, at most that many runs go at once, and the calls made meanwhile wait to be run together when one
  * ends: under load a run then gathers what arrived during the last, so there are fewer, larger runs. A run that
