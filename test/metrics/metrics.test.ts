@@ -251,8 +251,13 @@ for (const backend of BACKENDS) {
         await addPlant(store, { name: 'Hooked', owner: 'alice', public: false });
         const outcome = (samples: Sample[], name: string) =>
           sampleValue(samples, 'plantstore_webhook_deliveries_total', { outcome: name }) ?? 0;
+        const settled = (samples: Sample[]) =>
+          outcome(samples, 'delivered') >= 1 &&
+          outcome(samples, 'retry') >= 1 &&
+          // An attempt is counted when it ends, and its outcome written to the outbox a moment later.
+          sampleValue(samples, 'plantstore_webhook_backlog') === 1;
         let samples = await scrape(server.metricsUrl!);
-        for (let i = 0; i < 100 && (outcome(samples, 'delivered') < 1 || outcome(samples, 'retry') < 1); i++) {
+        for (let i = 0; i < 100 && !settled(samples); i++) {
           await new Promise((resolve) => setTimeout(resolve, 50));
           samples = await scrape(server.metricsUrl!);
         }
