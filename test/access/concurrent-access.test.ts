@@ -461,6 +461,40 @@ for (const backend of BACKENDS) {
           assert.deepEqual(after.body, asPlant(id, sqlName, tag));
           assert.equal(after.headers.etag, res.headers.etag, 'the 412 names the version the plain SQL change made');
         });
+
+        it(
+          "a delete waiting for a plant's row that a held session locks holds no later delete back",
+          { skip: backend.name === 'postgres' ? false : 'SQLite writes one transaction at a time: every write waits for the held one' },
+          async () => {
+            const [heldId, freeId] = [970_001, 970_002];
+            for (const id of [heldId, freeId]) {
+              const res = await as('alice', 'POST', '/plants', { id, name: `row-${id}` });
+              assert.equal(res.status, 200, res.text);
+            }
+            const held = await holdTransaction(db, `SELECT id FROM plants WHERE api_id = ${heldId} FOR UPDATE`);
+            let waiting: Promise<RawResponse> | undefined;
+            try {
+              waiting = as('alice', 'DELETE', `/plants/${heldId}`);
+              waiting.catch(() => {});
+              // The service's statement of deletes waits for the row (a tuple lock of this schema's plants), in flight.
+              await eventually('the delete waits for the held row', async () => {
+                const [row] = await plainQuery<{ n: number | string }>(
+                  db,
+                  "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'tuple' AND relation = 'plants'::regclass",
+                );
+                return Number(row!.n) > 0;
+              });
+              const free = await Promise.race([as('alice', 'DELETE', `/plants/${freeId}`), sleep(3_000).then(() => undefined)]);
+              assert.ok(free, 'the later delete waited for the held row too');
+              assert.equal(free.status, 204, free.text);
+            } finally {
+              await held.commit();
+            }
+            assert.equal((await waiting).status, 204, 'the held delete is made once the row is free');
+            assert.equal(Number(await rowsWithId(heldId)), 0);
+            assert.equal(Number(await rowsWithId(freeId)), 0);
+          },
+        );
       },
     );
   }
