@@ -319,11 +319,13 @@ export function rareTagRowsSql(
  * tag `tag` (every one without), rows (id, api_id, name, tag): read lazily, each plant's row joined as its position
  * comes, so that a tag common among what the viewer sees stops after about `wanted` / its share of them. `join` is
  * the database's join that keeps the positions the outer side (SQLite's `CROSS JOIN`). A position whose plant is
- * gone matches nothing.
+ * gone matches nothing. The ORDER BY costs neither database a sort when the join keeps the positions' order, and
+ * keeps the LIMIT to the first plants when PostgreSQL's planner hashes the positions instead, which yields plants in
+ * the order of their rows on disk.
  */
 export const firstVisibleRowsSql = (positions: string, tag: string | undefined, wanted: string, join: string): string =>
   `SELECT page.id AS id, p.api_id AS api_id, p.name AS name, p.tag AS tag FROM (${positions}) page ${join} plants p ` +
-  `ON p.id = page.id${tag === undefined ? '' : ` WHERE p.tag = ${tag}`} LIMIT ${wanted}`;
+  `ON p.id = page.id${tag === undefined ? '' : ` WHERE p.tag = ${tag}`} ORDER BY page.id LIMIT ${wanted}`;
 
 /**
  * Whether at least `rareBelow` plants have tag `tag` after `after` (a condition), read from the index of plants by
