@@ -43,6 +43,16 @@ async function run<R>(db: string, statement: string, returnsRows: boolean): Prom
 }
 
 /**
+ * Gathers the statistics of the store's tables on `db`, as an operator's ANALYZE would: on PostgreSQL those of its
+ * schema alone (a bare ANALYZE would lock every table of every schema of the database).
+ */
+export async function analyze(db: string): Promise<void> {
+  if (!db.startsWith('postgres')) return plainSql(db, 'ANALYZE');
+  const tables = await plainQuery<{ name: string }>(db, 'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()');
+  await plainSql(db, `ANALYZE ${tables.map((table) => `"${table.name}"`).join(', ')}`);
+}
+
+/**
  * Lowers the bounds past which a group is ranged (migration 0014) on `db`, a migrated database whose groups are
  * within the new bounds (they count from the next change of each group): at 3 plants and 2
  * members, groups of a few users and plants go ranged and back all through a test, so that both ways of reading
