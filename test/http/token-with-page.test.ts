@@ -385,7 +385,7 @@ for (const backend of BACKENDS) {
               const label = `${user}, tag ${tag}`;
               const path = `/plants?limit=20&${tag === undefined ? 'fields=id,name,tag' : `tag=${tag}`}`;
               assert.deepEqual((await pagesWithNewTokens(user, path, sees.length)).listed, sees, label);
-              // One token for every page: once the token is known, its pages are read apart from it.
+              // One token for every page: with the caches on, its later pages are read apart from it.
               const token = bearer((await mintToken(served.store, user)).token);
               const listed: string[] = [];
               for (let next: string | undefined = path; next !== undefined;) {
