@@ -3,7 +3,7 @@ import { then, type Awaitable } from '../awaitable.js';
 import { DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
-import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX } from './schema-names.js';
+import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, TAG_RANGE_INDEX_NAMES } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
 import type { ImportProgress, ImportSummary } from './records.js';
@@ -83,6 +83,7 @@ export const BULK_IMPORT_INDEXES = [
   'plant_user_grants_by_plant',
   'plant_group_grants_by_plant',
   `${MEMBER_GRANTS}_by_group`,
+  ...TAG_RANGE_INDEX_NAMES,
 ];
 
 /** A group keeps member grants while it has at most as many plants and members as this table's row says (migration 0014). */
@@ -161,7 +162,7 @@ export function grownGroupsSql(parts: GrowthSql): Array<{ sql: string; values: u
     },
     {
       sql: insertIgnoring(
-        `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id) SELECT m.user_id, g.plant_id, g.group_id ` +
+        `INSERT INTO ${MEMBER_GRANTS} (user_id, plant_id, group_id, tag) SELECT m.user_id, g.plant_id, g.group_id, g.tag ` +
           `FROM ${GROUP_SIZES} s CROSS JOIN plant_group_grants g CROSS JOIN group_members m ` +
           `WHERE s.group_id IN ${ids.sql} AND s.ranged = 0 AND g.group_id = s.group_id AND m.group_id = s.group_id`,
       ),

@@ -29,3 +29,12 @@ export const GROUP_SIZES = 'group_sizes';
  * their table. An import tells its own rows from those other writers committed meanwhile by it.
  */
 export const writtenHere = (alias = ''): string => `${alias}xmin = pg_current_xact_id()::xid`;
+
+/** The indexes of the ranges of one tag (migration 0018): each grant table's tagged rows, plants by owner and tag, public by tag. */
+export const TAG_RANGE_INDEX_NAMES = [
+  'plant_user_grants_by_tag',
+  'plant_group_grants_by_tag',
+  'plant_member_grants_by_tag',
+  'plants_by_owner_and_tag',
+  'plants_public_by_tag',
+] as const;

@@ -6,11 +6,13 @@ import { recordBatch } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
 import { MEMBER_GRANTS } from '../../src/store/schema-names.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { adminQuery } from '../helpers/postgres.js';
+import pg from 'pg';
+import { PG_URL } from '../helpers/postgres.js';
 
 // The member grants (migration 0012) are what the listing reads for a user's groups: after every kind of write
 // that touches memberships or group grants (the store's, cascades of removed users, groups and plants, an import,
-// plain SQL), they are exactly the pairs of the memberships and the group grants, no more and no fewer.
+// plain SQL), they are exactly the pairs of the memberships and the group grants, no more and no fewer. Every
+// grant carries its plant's tag (migration 0018), which a page of one tag reads by, after every such write too.
 
 after(() => cleanupBackends());
 
@@ -29,6 +31,11 @@ const WRONG_SIZES = `SELECT g.id, s.plants, s.members, s.ranged FROM groups g CR
      OR (s.ranged = 1 AND s.plants <= b.plants / 2 AND s.members <= b.members / 2)
      OR (coalesce(s.ranged, 0) = 0 AND (s.plants > b.plants OR s.members > b.members))`;
 
+/** Grants whose tag is not their plant's. */
+const WRONG_TAGS = ['plant_user_grants', 'plant_group_grants', MEMBER_GRANTS]
+  .map((table) => `SELECT g.plant_id, g.tag, p.tag FROM ${table} g JOIN plants p ON p.id = g.plant_id WHERE g.tag IS DISTINCT FROM p.tag`)
+  .join(' UNION ALL ');
+
 /** The bounds of migration 0014 as released, and bounds so low that groups go ranged and back all through the test. */
 const BOUNDS = [
   { name: 'bounds as released', set: undefined },
@@ -41,6 +48,16 @@ for (const backend of BACKENDS) {
       it('after the store, cascades, an import and plain SQL', async () => {
         const db = await backend.freshDb();
         const store = await openStore({ db });
+        /** One statement on the test's schema, as another tool would run it (PostgreSQL). */
+        const inSchema = async <R extends pg.QueryResultRow>(text: string): Promise<R[]> => {
+          const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${new URL(db).searchParams.get('schema')}` });
+          await client.connect();
+          try {
+            return (await client.query<R>(text)).rows;
+          } finally {
+            await client.end();
+          }
+        };
         const plainSql = async (text: string) => {
           if (backend.name === 'sqlite') {
             const sqlite = new BetterSqlite3(db);
@@ -50,8 +67,7 @@ for (const backend of BACKENDS) {
               sqlite.close();
             }
           } else {
-            const schema = new URL(db).searchParams.get('schema')!;
-            await adminQuery(text.replace(/\b(group_members|groups|users|group_access_bounds)\b/g, `${schema}.$1`));
+            await inSchema(text);
           }
         };
         if (bounds.set) await plainSql(bounds.set);
@@ -64,26 +80,21 @@ for (const backend of BACKENDS) {
               sqlite.close();
             }
           }
-          const schema = new URL(db).searchParams.get('schema')!;
-          const found = await adminQuery<Record<string, string>>(
-            sqlText.replaceAll(
-              /\b(plant_group_grants|group_members|plant_member_grants|group_sizes|group_access_bounds|groups)\b/g,
-              `${schema}.$1`,
-            ),
-          );
-          return found.map((r) => Object.values(r).map(Number) as Row);
+          const found = await inSchema<Record<string, string | null>>(sqlText);
+          return found.map((r) => Object.values(r).map((v) => (v === null || Number.isNaN(Number(v)) ? v : Number(v))) as unknown as Row);
         };
         const sorted = (list: Row[]) => list.map((r) => r.join(' ')).sort();
         const check = async (after: string, size?: number) => {
           const kept = await rows(`SELECT user_id, plant_id, group_id FROM ${MEMBER_GRANTS}`);
           assert.deepEqual(sorted(kept), sorted(await rows(PAIRS)), `after ${after}`);
           assert.deepEqual(await rows(WRONG_SIZES), [], `after ${after}`);
+          assert.deepEqual(await rows(WRONG_TAGS), [], `after ${after}: grants' tags`);
           if (size !== undefined && bounds.set === undefined) assert.equal(kept.length, size, `after ${after}: ${JSON.stringify(kept)}`);
         };
         try {
           for (const user of ['ann', 'ben', 'cat']) await store.users.add(user, false);
           for (const group of ['g1', 'g2']) await store.groups.add(group);
-          const plant = async (name: string) => (await store.plants.create(OPERATOR, { name, owner: 'cat' })).id;
+          const plant = async (name: string) => (await store.plants.create(OPERATOR, { name, tag: `${name} tag`, owner: 'cat' })).id;
           const [p1, p2, p3] = [await plant('p1'), await plant('p2'), await plant('p3')];
           await store.groups.addMember('g1', 'ann');
           await store.grants.add(p1, { group: 'g1' });
@@ -91,6 +102,15 @@ for (const backend of BACKENDS) {
           await store.grants.add(p2, { group: 'g1' });
           await store.groups.addMember('g1', 'ben');
           await check('a grant, then a membership', 4);
+          await store.grants.add(p2, { user: 'ben' });
+          await store.plants.update(OPERATOR, p2, { tag: 'changed' });
+          await check('a tag changed', 4);
+          await store.plants.update(OPERATOR, p2, { tag: null });
+          await check('a tag removed', 4);
+          await plainSql(`UPDATE plants SET tag = 'plain' WHERE name IN ('p1', 'p2')`);
+          await check('tags changed by plain SQL', 4);
+          await plainSql(`UPDATE plant_user_grants SET tag = 'wrong'`);
+          await check('plain SQL writing a grant its own tag', 4);
           // A plant shared with two of ann's groups: taking one away keeps it through the other.
           await store.groups.addMember('g2', 'ann');
           await store.grants.add(p1, { group: 'g2' });
@@ -113,7 +133,7 @@ for (const backend of BACKENDS) {
               { type: 'group', name: 'g1', members: ['dan', 'ben'] },
               { type: 'group', name: 'g3', members: ['ben', 'dan'] },
               { type: 'group', name: 'g3', members: ['dan'] },
-              { type: 'plant', name: 'p4', owner: 'cat', sharedWith: ['group:g3', 'group:g1'] },
+              { type: 'plant', name: 'p4', tag: 'imported', owner: 'cat', sharedWith: ['group:g3', 'group:g1', 'ben'] },
             ]),
           );
           await check('an import into groups old and new', 6);
@@ -124,6 +144,8 @@ for (const backend of BACKENDS) {
           WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
           await plainSql(move);
           await check('plain SQL moving a membership', 6);
+          await plainSql(`INSERT INTO plant_user_grants (user_id, plant_id) SELECT u.id, p.id FROM users u, plants p WHERE u.name = 'dan' AND p.name = 'p4'`);
+          await check('plain SQL sharing a plant', 6);
           // Members leave one by one, and plants stop being shared, until every group is small again.
           for (const user of ['ben', 'cat', 'dan']) await store.groups.removeMember('g1', user).catch(() => {});
           await check('members leaving');

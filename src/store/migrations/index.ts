@@ -16,6 +16,7 @@ import { groupSizes } from './0014-group-sizes.js';
 import { groupGrantsByPlant } from './0015-group-grants-by-plant.js';
 import { webhookEventTypes } from './0016-webhook-event-types.js';
 import { plantsByTag } from './0017-plants-by-tag.js';
+import { grantsByTag } from './0018-grants-by-tag.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -39,6 +40,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0015-group-grants-by-plant': groupGrantsByPlant(dialect),
     '0016-webhook-event-types': webhookEventTypes(dialect),
     '0017-plants-by-tag': plantsByTag(dialect),
+    '0018-grants-by-tag': grantsByTag(dialect),
   };
 }
 

@@ -48,10 +48,10 @@ export class PlantRows {
   }
 }
 
-/** The COPY rows of grants given as (plant index, grantee id) pairs. */
-export function grantRows(pairs: number[], ids: number[]): string {
+/** The COPY rows of grants given as (plant index, grantee id) pairs, each with its plant's tag (COPY text, by index). */
+export function grantRows(pairs: number[], ids: number[], tags: string[]): string {
   let text = '';
-  for (let i = 0; i < pairs.length; i += 2) text += `${pairs[i + 1]}\t${ids[pairs[i]!]}\n`;
+  for (let i = 0; i < pairs.length; i += 2) text += `${pairs[i + 1]}\t${ids[pairs[i]!]}\t${tags[pairs[i]!]}\n`;
   return text;
 }
 

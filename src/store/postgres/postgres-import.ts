@@ -39,9 +39,10 @@ type Range = { first: number; last: number };
  * A batch of plants: their COPY rows (ids come later), their public ids (to name the earlier of two plants with
  * one, should COPY refuse it) and grants as (plant index, grantee id) pairs.
  */
-type PlantBatch = { rows: PlantRows; publicIds: number[]; userGrants: number[]; groupGrants: number[] };
+/** A batch of plants: their rows, public ids and tags (in COPY text, `\\N` for none), and grants as (plant index, grantee id) pairs. */
+type PlantBatch = { rows: PlantRows; publicIds: number[]; tags: string[]; userGrants: number[]; groupGrants: number[] };
 
-const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), publicIds: [], userGrants: [], groupGrants: [] });
+const emptyBatch = (): PlantBatch => ({ rows: new PlantRows(), publicIds: [], tags: [], userGrants: [], groupGrants: [] });
 
 type Reported = { code?: string; constraint?: string; detail?: string; where?: string };
 
@@ -117,9 +118,11 @@ export class PostgresImport implements ImportTarget {
   }
 
   plant(plant: ImportedPlant): Awaitable<void> {
-    const { rows, publicIds, userGrants, groupGrants } = this.plants;
+    const { rows, publicIds, tags, userGrants, groupGrants } = this.plants;
     const index = rows.count;
     publicIds.push(plant.id);
+    // A grant carries its plant's tag (migration 0018), which the import writes itself, without the triggers.
+    if (plant.userIds.length + plant.groupIds.length > 0) tags[index] = typeof plant.fields.tag === 'string' ? copyText(plant.fields.tag) : '\\N';
     for (const id of plant.userIds) userGrants.push(index, id);
     for (const id of plant.groupIds) {
       groupGrants.push(index, id);
@@ -259,7 +262,7 @@ export class PostgresImport implements ImportTarget {
   }
 
   private async writePlants(
-    { rows, publicIds, userGrants, groupGrants }: PlantBatch,
+    { rows, publicIds, tags, userGrants, groupGrants }: PlantBatch,
     reservation: Promise<pg.QueryResult<Range>>,
     previous: Promise<void>,
   ) {
@@ -278,8 +281,8 @@ export class PostgresImport implements ImportTarget {
       for (let id = Number(first); id <= Number(last); id++) ids.push(id);
     }
     const plantRows = rows.withIds(ids);
-    const userGrantText = grantRows(userGrants, ids);
-    const groupGrantText = grantRows(groupGrants, ids);
+    const userGrantText = grantRows(userGrants, ids, tags);
+    const groupGrantText = grantRows(groupGrants, ids, tags);
     await previous;
     // COPY writes the reserved ids into the identity column as given (like OVERRIDING SYSTEM VALUE).
     try {
@@ -291,8 +294,8 @@ export class PostgresImport implements ImportTarget {
     } catch (err) {
       throw takenInBatch(err as Reported, publicIds, ids, this.positions) ?? err;
     }
-    await copyInto(this.client, 'COPY plant_user_grants (user_id, plant_id) FROM STDIN', userGrantText);
-    await copyInto(this.client, 'COPY plant_group_grants (group_id, plant_id) FROM STDIN', groupGrantText);
+    await copyInto(this.client, 'COPY plant_user_grants (user_id, plant_id, tag) FROM STDIN', userGrantText);
+    await copyInto(this.client, 'COPY plant_group_grants (group_id, plant_id, tag) FROM STDIN', groupGrantText);
   }
 }
 

@@ -89,8 +89,10 @@ export class ImportPlantWriter {
         throw new TakenPlantId(plant.id, id - this.before, this.placeOf(earlier));
       }
     }
-    for (const userId of plant.userIds) this.grants.user.add(userId, id);
-    for (const groupId of plant.groupIds) this.grants.group.add(groupId, id);
+    // A grant carries its plant's tag (migration 0018), which the import writes itself, without the triggers.
+    const tag = plant.fields.tag ?? null;
+    for (const userId of plant.userIds) this.grants.user.add(userId, id, tag);
+    for (const groupId of plant.groupIds) this.grants.group.add(groupId, id, tag);
     return id;
   }
 
@@ -157,7 +159,7 @@ export const isTakenId = (err: unknown): boolean => isUniqueViolationOf(err, 'pl
 class GrantQueue {
   private readonly queue: string;
   private readonly many: BetterSqlite3.Statement<unknown[]>;
-  private readonly pending: number[] = [];
+  private readonly pending: Array<number | string | null> = [];
 
   constructor(
     private readonly db: BetterSqlite3.Database,
@@ -165,13 +167,13 @@ class GrantQueue {
     private readonly grantee: string,
   ) {
     this.queue = `temp.imported_${table}`;
-    db.exec(`CREATE TEMP TABLE imported_${table} (grantee_id INTEGER NOT NULL, plant_id INTEGER NOT NULL)`);
-    this.many = db.prepare(`INSERT INTO ${this.queue} VALUES ${Array<string>(ROWS_PER_INSERT).fill('(?, ?)').join(', ')}`);
+    db.exec(`CREATE TEMP TABLE imported_${table} (grantee_id INTEGER NOT NULL, plant_id INTEGER NOT NULL, tag TEXT)`);
+    this.many = db.prepare(`INSERT INTO ${this.queue} VALUES ${Array<string>(ROWS_PER_INSERT).fill('(?, ?, ?)').join(', ')}`);
   }
 
-  add(granteeId: number, plantId: number): void {
-    this.pending.push(granteeId, plantId);
-    if (this.pending.length === 2 * ROWS_PER_INSERT) {
+  add(granteeId: number, plantId: number, tag: string | null): void {
+    this.pending.push(granteeId, plantId, tag);
+    if (this.pending.length === 3 * ROWS_PER_INSERT) {
       this.many.run(this.pending);
       this.pending.length = 0;
     }
@@ -181,12 +183,12 @@ class GrantQueue {
   write(): void {
     const { db, queue } = this;
     if (this.pending.length > 0) {
-      const one = db.prepare(`INSERT INTO ${queue} VALUES (?, ?)`);
-      for (let i = 0; i < this.pending.length; i += 2) one.run(this.pending[i], this.pending[i + 1]);
+      const one = db.prepare(`INSERT INTO ${queue} VALUES (?, ?, ?)`);
+      for (let i = 0; i < this.pending.length; i += 3) one.run(this.pending[i], this.pending[i + 1], this.pending[i + 2]);
       this.pending.length = 0;
     }
     db.exec(
-      `INSERT INTO ${this.table} (${this.grantee}, plant_id) SELECT grantee_id, plant_id FROM ${queue}
+      `INSERT INTO ${this.table} (${this.grantee}, plant_id, tag) SELECT grantee_id, plant_id, tag FROM ${queue}
        ORDER BY grantee_id, plant_id ON CONFLICT DO NOTHING`,
     );
     db.exec(`DROP TABLE ${queue}`);

@@ -20,13 +20,14 @@ import { beginWriting } from './writing-transactions.js';
 const SQLITE_MESSAGE_ID = "'msg_' || lower(hex(randomblob(16)))";
 
 /** The tables an import writes. */
-const IMPORTED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants'];
+const IMPORTED_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants', 'plant_member_grants'];
 
 /**
  * The triggers of the tables an import writes, as SQLite stores them: it drops them and restores them exactly, and
  * does their work in bulk (a trigger, even one whose condition is false, costs every row). They log changes (the
  * import logs one broad change), number plants without an id (the import numbers its plants itself), raise
- * webhook events (the import raises them in one statement) and keep the member grants (one statement too).
+ * webhook events (the import raises them in one statement), keep the member grants (one statement too) and give
+ * grants their plants' tags (the import writes them).
  */
 function importedTableTriggers(db: BetterSqlite3.Database): Array<{ name: string; sql: string }> {
   return db

@@ -1,0 +1,133 @@
+import { sql, type Kysely, type Migration } from 'kysely';
+import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { inTransaction } from './backfill.js';
+
+type Dialect = 'sqlite' | 'postgres';
+
+/**
+ * The tag in the access rule's ranges: every grant row carries its plant's tag, and each range has an index of its
+ * tagged entries by (key, tag, position), so that a page of one tag reads the same ranges as an untagged page, each
+ * from the cursor on, however rare the tag (store/listing-sql.ts). Before, a rare tag's page checked each of the
+ * tag's plants against the rule, two or three index probes a plant.
+ *
+ * The tags are derived rows, kept by triggers for every writer:
+ * - a grant written takes its plant's tag (PostgreSQL: a BEFORE trigger; SQLite, which cannot set NEW, mends the row
+ *   after it is written, only when it differs);
+ * - a change of a plant's tag rewrites the tags of its grants and member grants.
+ *
+ * On PostgreSQL, under concurrent writers: a user or group grant reads its plant's tag under a share lock of the
+ * plant's row, which a change of tag (an update of that row) waits for, and which waits for it. Member grants are
+ * written under their group's lock (migrations 0013 and 0014) and read the plant's tag without a lock; a change of
+ * tag takes the locks of the plant's groups, in id order, before it rewrites their rows, so it waits for any
+ * membership or grant of those groups being written, and they for it. Every writer thus takes a plant's row before
+ * its groups, never the other way round. Each statement of a READ COMMITTED transaction reads anew, so whichever
+ * comes second reads what the first committed.
+ *
+ * Updates of the tag alone fire none of the grant tables' other triggers (the change log, the member grants and
+ * group sizes): those now fire on updates of their key columns only. A change of tag logs the plant's grants already.
+ * Imports write the tags themselves (they run without the triggers).
+ */
+export function grantsByTag(dialect: Dialect): Migration {
+  return {
+    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
+  };
+}
+
+/** The grant tables, each with its key columns (the grantee's first). */
+const GRANT_TABLES = {
+  plant_user_grants: ['user_id', 'plant_id'],
+  plant_group_grants: ['group_id', 'plant_id'],
+  plant_member_grants: ['user_id', 'plant_id', 'group_id'],
+} as const;
+
+type GrantTable = keyof typeof GRANT_TABLES;
+
+const TABLES = Object.keys(GRANT_TABLES) as GrantTable[];
+
+/** The new indexes: each grant table's tagged rows by grantee, tag and position; plants by owner and tag, public by tag. */
+const TAG_RANGE_INDEXES = {
+  plant_user_grants_by_tag: 'ON plant_user_grants (user_id, tag, plant_id) WHERE tag IS NOT NULL',
+  plant_group_grants_by_tag: 'ON plant_group_grants (group_id, tag, plant_id) WHERE tag IS NOT NULL',
+  plant_member_grants_by_tag: 'ON plant_member_grants (user_id, tag, plant_id) WHERE tag IS NOT NULL',
+  plants_by_owner_and_tag: 'ON plants (owner_id, tag, id) WHERE tag IS NOT NULL',
+  plants_public_by_tag: 'ON plants (tag, id) WHERE is_public = 1 AND tag IS NOT NULL',
+} as const;
+
+const PLANT_TAG = (row: string) => `(SELECT tag FROM plants WHERE id = ${row}.plant_id)`;
+
+/** The statements that rewrite the tags of plant `plant`'s grants (the same text in both dialects). */
+const rewriteTags = (plant: string, tag: string): string[] => [
+  `UPDATE plant_user_grants SET tag = ${tag} WHERE plant_id = ${plant}`,
+  `UPDATE plant_group_grants SET tag = ${tag} WHERE plant_id = ${plant}`,
+  // By the plant's groups: member grants are indexed by group, not by plant.
+  `UPDATE plant_member_grants SET tag = ${tag} WHERE group_id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = ${plant}) AND plant_id = ${plant}`,
+];
+
+async function run(db: Kysely<any>, statements: string[]): Promise<void> {
+  for (const statement of statements) await sql.raw(statement).execute(db);
+}
+
+async function addSqlite(db: Kysely<any>): Promise<void> {
+  // Triggers of the grant tables that fire on any update fire on updates of their key columns only (see above).
+  const triggers = (await sql<{ name: string; sql: string }>`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'
+    AND tbl_name IN ('plant_user_grants', 'plant_group_grants') AND sql LIKE '%AFTER UPDATE ON%'`.execute(db)).rows;
+  for (const { name, sql: text } of triggers) {
+    const table = text.includes(' ON plant_user_grants ') ? 'plant_user_grants' : 'plant_group_grants';
+    await run(db, [`DROP TRIGGER ${name}`, text.replace(/AFTER UPDATE ON/, `AFTER UPDATE OF ${GRANT_TABLES[table].join(', ')} ON`)]);
+  }
+  for (const table of TABLES) {
+    const key = GRANT_TABLES[table].map((column) => `${column} = NEW.${column}`).join(' AND ');
+    const mend = `UPDATE ${table} SET tag = ${PLANT_TAG('NEW')} WHERE ${key}`;
+    await run(db, [
+      `ALTER TABLE ${table} ADD COLUMN tag TEXT`,
+      `UPDATE ${table} SET tag = ${PLANT_TAG(table)}`,
+      `CREATE TRIGGER ${table}_tag_insert AFTER INSERT ON ${table} WHEN NEW.tag IS NOT ${PLANT_TAG('NEW')} BEGIN ${mend}; END`,
+      `CREATE TRIGGER ${table}_tag_update AFTER UPDATE OF plant_id, tag ON ${table} WHEN NEW.tag IS NOT ${PLANT_TAG('NEW')} BEGIN ${mend}; END`,
+    ]);
+  }
+  await run(db, [
+    `CREATE TRIGGER plants_tag_to_grants AFTER UPDATE OF tag ON plants WHEN OLD.tag IS NOT NEW.tag BEGIN ${rewriteTags('NEW.id', 'NEW.tag').join('; ')}; END`,
+    ...Object.entries(TAG_RANGE_INDEXES).map(([name, on]) => `CREATE INDEX ${name} ${on}`),
+  ]);
+}
+
+async function addPostgres(db: Kysely<any>): Promise<void> {
+  const unlessBulk = `current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on'`;
+  // Triggers of the grant tables that fire on any update fire on updates of their key columns only (see above).
+  const keyed = (table: 'plant_user_grants' | 'plant_group_grants', trigger: string, fn: string) => [
+    `DROP TRIGGER ${trigger} ON ${table}`,
+    `CREATE TRIGGER ${trigger} AFTER INSERT OR UPDATE OF ${GRANT_TABLES[table].join(', ')} OR DELETE ON ${table} FOR EACH ROW ` +
+      `WHEN (${unlessBulk}) EXECUTE FUNCTION ${fn}()`,
+  ];
+  await run(db, [
+    ...keyed('plant_user_grants', 'plant_user_grants_logged', 'plantstore_log_plant_user_grants'),
+    ...keyed('plant_group_grants', 'plant_group_grants_logged', 'plantstore_log_plant_group_grants'),
+    ...keyed('plant_group_grants', 'plant_group_grants_member_grants', 'plantstore_member_grants_plant_group_grants'),
+  ]);
+  for (const table of TABLES) {
+    // A member grant is written under its group's lock, which a change of tag takes too: no lock of the plant.
+    const lock = table === 'plant_member_grants' ? '' : ' FOR SHARE';
+    await run(db, [
+      `ALTER TABLE ${table} ADD COLUMN tag text`,
+      `UPDATE ${table} g SET tag = p.tag FROM plants p WHERE p.id = g.plant_id AND p.tag IS NOT NULL`,
+      `CREATE FUNCTION plantstore_${table}_tag() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  SELECT tag INTO NEW.tag FROM plants WHERE id = NEW.plant_id${lock};
+  RETURN NEW;
+END $$`,
+      `CREATE TRIGGER ${table}_tag BEFORE INSERT OR UPDATE OF plant_id, tag ON ${table} FOR EACH ROW WHEN (${unlessBulk}) ` +
+        `EXECUTE FUNCTION plantstore_${table}_tag()`,
+    ]);
+  }
+  await run(db, [
+    `CREATE FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  PERFORM 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) ORDER BY id FOR NO KEY UPDATE;
+  ${rewriteTags('NEW.id', 'NEW.tag').join(';\n  ')};
+  RETURN NULL;
+END $$`,
+    `CREATE TRIGGER plants_tag_to_grants AFTER UPDATE OF tag ON plants FOR EACH ROW ` +
+      `WHEN (OLD.tag IS DISTINCT FROM NEW.tag AND ${unlessBulk}) EXECUTE FUNCTION plantstore_plant_tag_to_grants()`,
+    ...Object.entries(TAG_RANGE_INDEXES).map(([name, on]) => `CREATE INDEX ${name} ${on}`),
+  ]);
+}
