@@ -2,7 +2,6 @@ import type { Awaitable } from '../awaitable.js';
 import type { DatabaseSeam } from './seam.js';
 import type { HotQueries } from './hot-queries.js';
 import type { TokenCredential, TokenPageRequest, TokenWithPage, UserCredential } from './records.js';
-import { FIRST_READ } from './listing.js';
 import { provisionUser } from './repositories/users.js';
 
 /** Who a presented token or a JWT's user claim names: the authenticator's whole view of the store. */
@@ -17,7 +16,7 @@ export function credentialLookup(d: DatabaseSeam, hot: HotQueries) {
     findTokenWithPage:
       d.reads.findTokenWithPage &&
       ((hash: Buffer, page: TokenPageRequest, now: number): Awaitable<TokenWithPage> =>
-        hot.run('find_token_with_page', () => d.reads.findTokenWithPage!(hash, page, now, FIRST_READ))),
+        hot.run('find_token_with_page', () => d.reads.findTokenWithPage!(hash, page, now))),
     /** The user a JWT names, by user name. */
     findUser: (name: string): Awaitable<UserCredential | undefined> => hot.run('find_user', () => d.reads.findUser(name)),
     /** Finds the user or creates it as an ordinary user (concurrent calls for one name create one user). */

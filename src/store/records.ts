@@ -63,35 +63,12 @@ export interface ListingRequest extends PageRequest {
 /** A page a token's read may bring along (RequestReads.findTokenWithPage): the contract's page, or one tag's. */
 export type TokenPageRequest = Omit<ListingRequest, 'withIds'>;
 
-/** One plant as a filtered page reads it (store/listing.ts): its catalogue position, public id and fields. */
+/** One plant as an admin's filtered page reads it (store/listing.ts): its catalogue position, public id and fields. */
 export interface PlantRow {
   position: Position;
   id: number;
   name: string;
   tag: string | null;
-}
-
-/** How a filtered page's first read goes (RequestReads.firstFilteredPage; the numbers are store/listing.ts's). */
-export interface FirstRead {
-  /** A tag held by fewer plants than this from the page on is read by the index of plants by tag. */
-  rareBelow: number;
-  /** How many of the viewer's positions the first read of another tag's page looks through, at most. */
-  positions: number;
-}
-
-/** A filtered page's first read: the page, when that read could tell it whole, and the groups it counts. */
-export interface FirstFilteredPage {
-  page: VisiblePage | undefined;
-  groupIds: number[];
-}
-
-/** What one read of a filtered page found: the plants that match, in catalogue order, and how far it read. */
-export interface ScannedRows {
-  matches: PlantRow[];
-  /** The last position read (undefined when none was): where the next read starts. */
-  last: Position | undefined;
-  /** How many rows were read: fewer than asked for means the end. */
-  read: number;
 }
 
 /** One page of a listing, and what a cached copy of it would depend on. */

@@ -5,13 +5,10 @@ import type { ExportSnapshot } from './catalogue-export.js';
 import type { ImportTarget } from './catalogue-import.js';
 import type { Backend, Database } from './schema.js';
 import type {
-  FirstFilteredPage,
-  FirstRead,
   ListingRequest,
   PageRequest,
   PlantRow,
   PoolStats,
-  ScannedRows,
   TokenCredential,
   TokenPageRequest,
   TokenWithPage,
@@ -36,33 +33,21 @@ export interface RequestReads {
   findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   /**
    * The token and, in the same round trip, the page of what its user may see when it is active at `now` (epoch ms)
-   * and its user no admin: of one tag as firstFilteredPage's read with `first` finds it, none when that read is not
-   * the whole page. Only where a round trip costs more than the read (PostgreSQL, listings on the primary).
+   * and its user no admin (of one tag when the request names one). Only where a round trip costs more than the read
+   * (PostgreSQL, listings on the primary).
    */
-  findTokenWithPage?(hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead): Promise<TokenWithPage>;
+  findTokenWithPage?(hash: Buffer, page: TokenPageRequest, now: number): Promise<TokenWithPage>;
   /** The user a JWT names, by user name. */
   findUser(name: string): Awaitable<UserCredential | undefined>;
-  /** A page of what user `userId` may see, counting `claims` (group names) like stored memberships. */
-  visiblePlants(userId: number, page: PageRequest, claims: readonly string[]): Awaitable<VisiblePage>;
+  /**
+   * A page of what user `userId` may see, counting `claims` (group names) like stored memberships: with `tag`, only
+   * the plants with that tag; with `withIds`, each plant with its id.
+   */
+  visiblePlants(userId: number, page: ListingRequest, claims: readonly string[]): Awaitable<VisiblePage>;
   /** A page of every plant; `readerId` is the admin who asks (see `rememberWriter`). */
   allPlants(page: PageRequest, readerId: number): Awaitable<VisiblePage>;
-  /**
-   * The reads of a filtered page (store/listing.ts), each of at most `limit` rows after position `after`, in
-   * catalogue order: every plant (with tag `tag` when given), what an admin sees; the positions user `userId` sees
-   * (the viewer's ranges, as visiblePlants reads them), and of them those with tag `tag` when given; the plants with
-   * tag `tag`, and of them those the user sees. `claims` count like stored memberships.
-   */
+  /** Every plant (with tag `tag` when given) after position `after`, at most `limit`, in catalogue order: an admin's page of one tag, or with ids. */
   allRows(after: number, limit: number, tag: string | undefined): Awaitable<PlantRow[]>;
-  visibleRows(userId: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): Awaitable<ScannedRows>;
-  taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Awaitable<ScannedRows>;
-  /**
-   * A filtered page of user `userId` (store/listing.ts) in one read when it can be: a tag held by fewer than
-   * `first.rareBelow` plants from the page on read by the index of plants by tag, each checked against the rule;
-   * another tag's page, or a page with ids, from the first `first.positions` of what the user sees. No page when
-   * that read found fewer plants than the page holds without reading all of what the user sees; the ids of the
-   * groups the page counts (stored memberships, and those `claims` names) either way.
-   */
-  firstFilteredPage(userId: number, page: ListingRequest, claims: readonly string[], first: FirstRead): Awaitable<FirstFilteredPage>;
   /**
    * Called once user `userId`'s own write is committed and taken in: a backend that reads listings from a replica
    * makes sure that user's next listing shows it.

@@ -80,6 +80,19 @@ for (const backend of BACKENDS) {
           assert.equal(res.status, 200, res.text);
           return (res.body as Array<{ name: string; tag?: string }>).map(shown);
         };
+        /** The names on the user's page of one tag (of 1000). */
+        const tagPage = async (user: string, tag: string): Promise<string[]> => {
+          const res = await rawRequest(server.url, `/plants?limit=1000&tag=${tag}`, bearer(tokens[user]!));
+          assert.equal(res.status, 200, res.text);
+          return (res.body as Array<{ name: string }>).map((p) => p.name);
+        };
+        /** Whether each of `viewers` has `plant` on its page of tag `now` and none has it on its page of tag `before`. */
+        const underTag = async (viewers: string[], plant: string, now: string, before: string) => {
+          for (const user of viewers) {
+            if (!(await tagPage(user, now)).includes(plant) || (await tagPage(user, before)).includes(plant)) return false;
+          }
+          return true;
+        };
         /** Whether every one of `viewers` has `plant` on its page and none of `others` has it, nor any of `gone`. */
         const onPagesOf = async (viewers: string[], others: string[], plant: string, gone: string[] = []) => {
           for (const user of [...viewers, ...others]) {
@@ -123,7 +136,24 @@ for (const backend of BACKENDS) {
         before(async () => {
           db = await backend.freshDb();
           store = await openStore({ db });
-          const users = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gus', 'hana', 'ivan', 'jim', 'kim', 'mia', 'ned'];
+          const users = [
+            'alice',
+            'bob',
+            'carol',
+            'dave',
+            'erin',
+            'frank',
+            'gus',
+            'hana',
+            'ivan',
+            'jim',
+            'kim',
+            'mia',
+            'ned',
+            'rita',
+            'sam',
+            'tess',
+          ];
           const seeded = await seed(store, {
             users: [...users.map((name) => ({ name })), { name: 'olga' }, { name: 'pam' }, { name: 'root', admin: true }],
             groups: [
@@ -132,6 +162,7 @@ for (const backend of BACKENDS) {
               { name: 'doomed', members: [] },
               { name: 'doomed-too', members: ['ned'] },
               { name: 'p', members: ['pam'] },
+              { name: 'r', members: ['rita'] },
             ],
             plants: [
               { name: 'secret', owner: 'alice' },
@@ -147,6 +178,8 @@ for (const backend of BACKENDS) {
               { name: 'to-delete-changed', owner: 'alice', sharedWith: [{ user: 'olga' }, { group: 'p' }] },
               { name: 'to-share-changed', tag: 'old', owner: 'alice' },
               { name: 'to-change-twice', owner: 'alice', sharedWith: [{ group: 'p' }] },
+              { name: 'retagged-joined', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }] },
+              { name: 'joined-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }, { user: 'tess' }] },
             ],
           });
           tokens = seeded.tokens;
@@ -399,6 +432,35 @@ for (const backend of BACKENDS) {
             onPagesOf(['olga', 'pam', 'alice'], [], 'changed-then-shared', ['to-share-changed']),
           );
           await readsOf(id, ['olga', 'pam'], ['bob'], asPlant(id, 'changed-then-shared'));
+          await assertDerivedRowsExact();
+        });
+
+        it("a plant's tag changed while a member joins its group is under its new tag for every member", async () => {
+          const id = ids['retagged-joined']!;
+          for (const user of ['rita', 'sam']) for (const tag of ['before', 'after']) await tagPage(user, tag);
+          // The member grants the join writes, and the change of tag, each wait for the other where they must
+          // (PostgreSQL: the group's lock); either order ends with the new tag on every grant.
+          const res = await overlapped(
+            holdTransaction(db, `INSERT INTO group_members (group_id, user_id) VALUES (${groupId('r')}, ${userId('sam')})`),
+            () => as('alice', 'PATCH', `/plants/${id}`, { tag: 'after' }),
+          );
+          assert.equal(res.status, 200, res.text);
+          await withinBound(backend, 'both members find the plant under its new tag only', () =>
+            underTag(['rita', 'sam', 'alice', 'root'], 'retagged-joined', 'after', 'before'),
+          );
+          await assertDerivedRowsExact();
+        });
+
+        it('a member who joins while the tag of a plant shared with the group is changed finds it under the new tag', async () => {
+          const id = ids['joined-retagged']!;
+          for (const user of ['rita', 'tess', 'kim']) for (const tag of ['before', 'again']) await tagPage(user, tag);
+          const res = await overlapped(holdTransaction(db, `UPDATE plants SET tag = 'again' WHERE api_id = ${id}`), () =>
+            store.groups.addMember('r', 'kim'),
+          );
+          assert.equal(res, true);
+          await withinBound(backend, 'the members and the user it is shared with find the plant under its new tag only', () =>
+            underTag(['rita', 'kim', 'tess', 'alice'], 'joined-retagged', 'again', 'before'),
+          );
           await assertDerivedRowsExact();
         });
 

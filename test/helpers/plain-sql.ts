@@ -64,7 +64,8 @@ export function lowerGroupBounds(db: string): Promise<void> {
 
 /**
  * Member grants and group counts against the memberships and group grants: member grants of ranged groups or that
- * no pair accounts for, pairs of small groups without one, and groups whose counts or kind do not match their rows.
+ * no pair accounts for, pairs of small groups without one, and groups whose counts or kind do not match their rows;
+ * and grants whose tag is not their plant's (migration 0018).
  */
 export const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg
   WHERE NOT EXISTS (SELECT 1 FROM group_members m JOIN plant_group_grants g ON g.group_id = m.group_id
@@ -78,4 +79,10 @@ export const DERIVED_DIFFERENCE = `SELECT 'stray' AS kind, mg.user_id, mg.plant_
   WHERE coalesce(s.plants, 0) <> (SELECT count(*) FROM plant_group_grants WHERE group_id = gr.id)
      OR coalesce(s.members, 0) <> (SELECT count(*) FROM group_members WHERE group_id = gr.id)
      OR (s.ranged = 1 AND s.plants <= b.plants / 2 AND s.members <= b.members / 2)
-     OR (coalesce(s.ranged, 0) = 0 AND (s.plants > b.plants OR s.members > b.members))`;
+     OR (coalesce(s.ranged, 0) = 0 AND (s.plants > b.plants OR s.members > b.members))
+  UNION ALL SELECT 'user grant tag', ug.user_id, ug.plant_id, NULL FROM plant_user_grants ug JOIN plants p ON p.id = ug.plant_id
+  WHERE ug.tag IS DISTINCT FROM p.tag
+  UNION ALL SELECT 'group grant tag', gg.group_id, gg.plant_id, NULL FROM plant_group_grants gg JOIN plants p ON p.id = gg.plant_id
+  WHERE gg.tag IS DISTINCT FROM p.tag
+  UNION ALL SELECT 'member grant tag', mg.user_id, mg.plant_id, mg.group_id FROM plant_member_grants mg JOIN plants p ON p.id = mg.plant_id
+  WHERE mg.tag IS DISTINCT FROM p.tag`;

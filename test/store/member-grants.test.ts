@@ -144,7 +144,9 @@ for (const backend of BACKENDS) {
           WHERE user_id = (SELECT id FROM users WHERE name = 'ben') AND group_id = (SELECT id FROM groups WHERE name = 'g3')`;
           await plainSql(move);
           await check('plain SQL moving a membership', 6);
-          await plainSql(`INSERT INTO plant_user_grants (user_id, plant_id) SELECT u.id, p.id FROM users u, plants p WHERE u.name = 'dan' AND p.name = 'p4'`);
+          await plainSql(
+            `INSERT INTO plant_user_grants (user_id, plant_id) SELECT u.id, p.id FROM users u, plants p WHERE u.name = 'dan' AND p.name = 'p4'`,
+          );
           await check('plain SQL sharing a plant', 6);
           // Members leave one by one, and plants stop being shared, until every group is small again.
           for (const user of ['ben', 'cat', 'dan']) await store.groups.removeMember('g1', user).catch(() => {});

@@ -69,8 +69,10 @@ async function run(db: Kysely<any>, statements: string[]): Promise<void> {
 
 async function addSqlite(db: Kysely<any>): Promise<void> {
   // Triggers of the grant tables that fire on any update fire on updates of their key columns only (see above).
-  const triggers = (await sql<{ name: string; sql: string }>`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'
-    AND tbl_name IN ('plant_user_grants', 'plant_group_grants') AND sql LIKE '%AFTER UPDATE ON%'`.execute(db)).rows;
+  const triggers = (
+    await sql<{ name: string; sql: string }>`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'
+    AND tbl_name IN ('plant_user_grants', 'plant_group_grants') AND sql LIKE '%AFTER UPDATE ON%'`.execute(db)
+  ).rows;
   for (const { name, sql: text } of triggers) {
     const table = text.includes(' ON plant_user_grants ') ? 'plant_user_grants' : 'plant_group_grants';
     await run(db, [`DROP TRIGGER ${name}`, text.replace(/AFTER UPDATE ON/, `AFTER UPDATE OF ${GRANT_TABLES[table].join(', ')} ON`)]);

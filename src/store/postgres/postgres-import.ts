@@ -122,7 +122,8 @@ export class PostgresImport implements ImportTarget {
     const index = rows.count;
     publicIds.push(plant.id);
     // A grant carries its plant's tag (migration 0018), which the import writes itself, without the triggers.
-    if (plant.userIds.length + plant.groupIds.length > 0) tags[index] = typeof plant.fields.tag === 'string' ? copyText(plant.fields.tag) : '\\N';
+    if (plant.userIds.length + plant.groupIds.length > 0)
+      tags[index] = typeof plant.fields.tag === 'string' ? copyText(plant.fields.tag) : '\\N';
     for (const id of plant.userIds) userGrants.push(index, id);
     for (const id of plant.groupIds) {
       groupGrants.push(index, id);

@@ -1,15 +1,10 @@
 import {
   allRowsSql,
-  commonTagSql,
   existing,
-  firstVisibleRowsSql,
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  rareTagRowsSql,
-  smallGroupsSql,
-  taggedRowsSql as taggedRowsOf,
-  visibleRowsSql as visibleRowsOf,
+  tagCondition,
   viewerGroups,
   viewerRanges,
   type ListingParams,
@@ -50,30 +45,32 @@ export function pageColumnsSql(sql: string, extra: string, withIds = false): str
 
 /**
  * One page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4 when
- * `withClaims`: one row of page columns (see `pageColumnsSql`), with the ids of the groups the page counted
+ * `withClaims`, and with `tagged` only those with the tag in the next parameter: one row of page columns (see
+ * `pageColumnsSql`; with `withIds`, each plant with its id), with the ids of the groups the page counted
  * (`groups`), so that a cache knows what it depends on without a second round trip, and the standby's replay
  * position (`replayed`). With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
  */
-export function visiblePlantsSql(withClaims: boolean, exact = false): string {
+export function visiblePlantsSql(withClaims: boolean, exact = false, tagged = false, withIds = false): string {
+  const tag = tagged ? (withClaims ? '$5' : '$4') : undefined;
   return (
-    `WITH page AS (${visiblePositions(withClaims, exact)}) ` +
-    pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups, ${REPLAYED} AS replayed`)
+    `WITH page AS (${visiblePositions(withClaims, exact, PARAMS, '$3', tag)}) ` +
+    pageColumnsSql(pageRows('page', withIds), `, ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups, ${REPLAYED} AS replayed`, withIds)
   );
 }
 
 /**
- * The positions user $1 (or `p.user`) may see after $2, at most $3 (claims in $4): the union of the viewer's ranges,
- * each cut at $3.
+ * The positions user $1 (or `p.user`) may see after $2, at most $3 (claims in $4), with tag `tag` when given: the
+ * union of the viewer's ranges, each cut at $3.
  */
-function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS, limit = '$3'): string {
-  const branches = viewerRanges(p.user, exact).map(
+function visiblePositions(withClaims: boolean, exact: boolean, p: ListingParams = PARAMS, limit = '$3', tag?: string): string {
+  const branches = viewerRanges(p.user, exact, tag).map(
     ({ column, from, distinct }) =>
       `(SELECT ${distinct ? 'DISTINCT ' : ''}${column} FROM ${from} AND ${column} > ${p.after} ORDER BY ${column} LIMIT ${limit})`,
   );
   for (const { table, position: column, key } of GROUP_PATHS) {
     branches.push(
       `SELECT gg.${column} FROM (${rangedGroups(p, withClaims)}) g CROSS JOIN LATERAL (SELECT ${column} FROM ${table} ` +
-        `WHERE ${key} = g.id AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT ${limit}) gg`,
+        `WHERE ${key} = g.id${tagCondition(tag)} AND ${column} > ${p.after}${existing(table, column, exact)} ORDER BY ${column} LIMIT ${limit}) gg`,
     );
   }
   return `${branches.join(' UNION ')} ORDER BY 1 LIMIT ${limit}`;
@@ -107,137 +104,27 @@ const BEARER_PARAMS: ListingParams = { ...PARAMS, user: 'bearer.user_id', after:
 /**
  * Bearer tokens' credentials and, in the same statement, the page each one's user asks for: one round trip for
  * the tokens the caches do not hold, however many requests ask at once. The tokens with the hashes in $1 (see
- * bearersSql; none for an unknown hash), active at $4; for those that read a page, the plants their user sees
- * after the place in $2, at most the count in $3, as visiblePlantsSql reads them: page columns and `groups`.
+ * bearersSql; none for an unknown hash), active at the time after the arrays; for those that read a page, the
+ * plants their user sees after the place in $2, at most the count in $3, with `tagged` only those with the tag in
+ * $4, as visiblePlantsSql reads them: page columns and `groups`.
  */
-export function tokenPagesSql(): string {
-  const bearers = bearersSql(
-    [
-      ['hash', 'bytea'],
-      ['after', 'bigint'],
-      ['wanted', 'bigint'],
-    ],
-    '$4',
-  );
+export function tokenPagesSql(tagged = false): string {
+  const columns: Array<[string, string]> = [
+    ['hash', 'bytea'],
+    ['after', 'bigint'],
+    ['wanted', 'bigint'],
+    ...(tagged ? ([['tag', 'text']] as Array<[string, string]>) : []),
+  ];
+  const bearers = bearersSql(columns, `$${columns.length + 1}`);
   // The page's ranges run only for a token that may read it (a filter on the outer row alone, checked first).
-  const positions = `SELECT id FROM (${visiblePositions(false, false, BEARER_PARAMS, 'bearer.wanted')}) positions WHERE bearer.reads_page`;
+  const ranges = visiblePositions(false, false, BEARER_PARAMS, 'bearer.wanted', tagged ? 'bearer.tag' : undefined);
+  const positions = `SELECT id FROM (${ranges}) positions WHERE bearer.reads_page`;
   const page = pageColumnsSql(pageRows('page'), `, ARRAY(${viewerGroups(BEARER_PARAMS, false)}) AS groups`);
   return `WITH bearer AS MATERIALIZED (${bearers}) SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (WITH page AS (${positions}) ${page}) listed`;
 }
 
-/**
- * Bearer tokens' credentials and, in the same statement, the first read of the page of one tag each one's user asks
- * for (RequestReads.firstFilteredPage's, both ways in one): the tokens with the hashes in $1 (see bearersSql),
- * active at $6; for those that read a page, whether at least $8 plants have the tag in $4 after the place in $2
- * (`common`; taken as true, unread, where $5 says the tag was common last time). A rare tag's page is then
- * tagPageSql's rows, the first of them the user sees, at most the count in $3; a common tag's, firstVisiblePageSql's,
- * from the first of the user's positions, as many as that count or $7 if more (`positions_read`: how many those were
- * when the page came out short). Page columns and `groups` either way.
- */
-export function tokenTagPagesSql(): string {
-  const bearers = bearersSql(
-    [
-      ['hash', 'bytea'],
-      ['after', 'bigint'],
-      ['wanted', 'bigint'],
-      ['tag', 'text'],
-      ['known_common', 'boolean'],
-    ],
-    '$6',
-  );
-  const [tag, wanted] = ['bearer.tag', 'bearer.wanted'];
-  const common = `(SELECT common FROM tag_size)`;
-  const rare = rareTagRowsSql(
-    { user: BEARER_PARAMS.user, after: BEARER_PARAMS.after, tag, wanted },
-    { small: '(SELECT small FROM ranged)', ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
-    { fenced: '$8' },
-  );
-  const positions = visiblePositions(false, false, BEARER_PARAMS, `greatest($7, ${wanted})`);
-  const commonRows = firstVisibleRowsSql(positions, tag, wanted, 'JOIN');
-  const counted = `CASE WHEN ${common} AND count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
-  // Each way runs only on its side of `common` (a one-time filter), and neither for a token that reads no page.
-  const page = pageColumnsSql(
-    `SELECT * FROM (${rare}) rare_rows WHERE NOT ${common} UNION ALL SELECT * FROM (${commonRows}) common_rows WHERE ${common}`,
-    `, ARRAY(${viewerGroups(BEARER_PARAMS, false)}) AS groups, ${common} AS common, ${counted}`,
-  );
-  return (
-    `WITH bearer AS MATERIALIZED (${bearers}) SELECT bearer.*, listed.* FROM bearer CROSS JOIN LATERAL (` +
-    `WITH tag_size AS MATERIALIZED (SELECT CASE WHEN NOT bearer.reads_page THEN NULL WHEN bearer.known_common THEN true ` +
-    `ELSE ${commonTagSql({ tag, after: BEARER_PARAMS.after, rareBelow: '$8' })} END AS common), ` +
-    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(BEARER_PARAMS, false)}) AS ids, ${smallGroupsSql(BEARER_PARAMS.user)} AS small) ${page}) listed`
-  );
-}
-
-/**
- * The positions user $1 sees after $2, at most $3 (claims in $4 when `withClaims`), and of them those with the tag
- * in the next parameter when `tagged` (see visibleRowsSql in listing-sql.ts).
- */
-export const visibleRowsSql = (withClaims: boolean, tagged: boolean): string =>
-  visibleRowsOf(visiblePositions(withClaims, false), tagged ? (withClaims ? '$5' : '$4') : undefined);
-
-/**
- * The plants with tag $4 after $2, at most $3, and of them those user $1 sees, with the claimed group names in $5
- * when `withClaims` (see taggedRowsSql in listing-sql.ts).
- */
-export const taggedRowsSql = (withClaims: boolean): string =>
-  taggedRowsOf(
-    { user: '$1', after: '$2', limit: '$3', tag: '$4' },
-    { small: true, ranged: rangedGroups({ ...PARAMS, claims: '(SELECT unnest($5::text[]))' }, withClaims), rangedArray: true },
-  );
-
 /** Every plant after $1, at most $2, with tag $3 when `tagged`: rows (id, api_id, name, tag). */
 export const allRowsSqlOf = (tagged: boolean): string => allRowsSql({ after: '$1', limit: '$2', ...(tagged ? { tag: '$3' } : {}) });
-
-/**
- * A page of one tag's first read (RequestReads.firstFilteredPage): the ids of the groups user $1's page counts
- * (`groups`, claims in $6 when `withClaims`), whether at least $5 plants have tag $3 after $2 (`common`), and when
- * not, the page (see rareTagRowsSql): the first $4 of them the user sees, as page columns (see pageColumnsSql).
- * The viewer's ranged groups, and whether it is in a small group at all, are read once, for every plant's probe.
- */
-export function tagPageSql(withClaims: boolean, withIds: boolean): string {
-  const params = { ...PARAMS, claims: '(SELECT unnest($6::text[]))' };
-  const rows = rareTagRowsSql(
-    { user: PARAMS.user, after: PARAMS.after, tag: '$3', wanted: '$4' },
-    { small: '(SELECT small FROM ranged)', ranged: 'SELECT unnest(ids) FROM ranged', rangedArray: true },
-    { fenced: '$5' },
-  );
-  return (
-    `WITH tag_size AS MATERIALIZED (SELECT ${commonTagSql({ tag: '$3', after: PARAMS.after, rareBelow: '$5' })} AS common), ` +
-    `ranged AS MATERIALIZED (SELECT ARRAY(${rangedGroups(params, withClaims)}) AS ids, ${smallGroupsSql(PARAMS.user)} AS small) ` +
-    // The rare read runs only for a rare tag (a one-time filter); a common tag's page is read by firstVisiblePageSql.
-    pageColumnsSql(
-      `SELECT * FROM (${rows}) rare_rows WHERE NOT (SELECT common FROM tag_size)`,
-      `, ARRAY(${viewerGroups(params, withClaims)}) AS groups, (SELECT common FROM tag_size) AS common`,
-      withIds,
-    )
-  );
-}
-
-/**
- * The first plants of what user $1 sees after $2, from the first $3 of its positions (claims in $4 when
- * `withClaims`), at most the next parameter (`wanted`), with the tag in the parameter after it when `tagged`
- * (see firstVisibleRowsSql): page columns with the ids of the groups the page counts (`groups`), and when the
- * page came out short, how many those first positions are (`positions_read`: fewer than $3 says they were all).
- * With a tag, the read runs only when at least the last parameter's count of plants have it after $2 (`common`):
- * a rare tag's page is tagPageSql's.
- */
-export function firstVisiblePageSql(withClaims: boolean, tagged: boolean, withIds: boolean): string {
-  const next = withClaims ? 5 : 4;
-  const [wanted, tag, rareBelow] = [`$${next}`, `$${next + 1}`, `$${next + 2}`];
-  const positions = visiblePositions(withClaims, false);
-  const rows = firstVisibleRowsSql(positions, tagged ? tag : undefined, wanted, 'JOIN');
-  const counted = `CASE WHEN count(*) < ${wanted} THEN (SELECT count(*) FROM (${positions}) first_positions) END AS positions_read`;
-  const groups = `ARRAY(${viewerGroups(PARAMS, withClaims)}) AS groups`;
-  if (!tagged) return pageColumnsSql(rows, `, ${groups}, ${counted}`, withIds);
-  return (
-    `WITH tag_size AS MATERIALIZED (SELECT ${commonTagSql({ tag, after: PARAMS.after, rareBelow })} AS common) ` +
-    pageColumnsSql(
-      `SELECT * FROM (${rows}) common_rows WHERE (SELECT common FROM tag_size)`,
-      `, ${groups}, (SELECT common FROM tag_size) AS common, ${counted}`,
-      withIds,
-    )
-  );
-}
 
 /** One page of every plant (what an admin sees) after $1, at most $2: one row of page columns, with `replayed`. */
 export const ALL_PLANTS_SQL = pageColumnsSql(

@@ -1,22 +1,11 @@
 import type pg from 'pg';
 import type { RequestReads } from '../seam.js';
-import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns, scannedRows, type ScannedColumns } from '../listing-sql.js';
-import {
-  ALL_PLANTS_SQL,
-  allRowsSqlOf,
-  firstVisiblePageSql,
-  tagPageSql,
-  taggedRowsSql,
-  visiblePlantsSql,
-  visibleRowsSql,
-} from './postgres-listing-sql.js';
+import { metGonePlant, pageFromColumns, plantRows, type RowColumns } from '../listing-sql.js';
+import { ALL_PLANTS_SQL, allRowsSqlOf, visiblePlantsSql } from './postgres-listing-sql.js';
 import type {
-  FirstFilteredPage,
-  FirstRead,
   ListingRequest,
   PageRequest,
   PlantRow,
-  ScannedRows,
   TokenCredential,
   TokenPageRequest,
   TokenWithPage,
@@ -24,7 +13,7 @@ import type {
   VisiblePage,
 } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
-import { CommonTags, credentialOf, PostgresTokenPages, type TokenRow } from './postgres-token-pages.js';
+import { credentialOf, PostgresTokenPages, type TokenRow } from './postgres-token-pages.js';
 import { findTokenSql, findUserSql } from '../credential-sql.js';
 
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
@@ -40,46 +29,26 @@ interface Listing {
   exact?: Listing;
 }
 
-// The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL).
-const VISIBLE_PLANTS: Listing = {
-  name: 'visible_plants',
-  text: visiblePlantsSql(false),
-  exact: { name: 'visible_plants_exact', text: visiblePlantsSql(false, true) },
-};
-const VISIBLE_PLANTS_WITH_CLAIMS: Listing = {
-  name: 'visible_plants_claims',
-  text: visiblePlantsSql(true),
-  exact: { name: 'visible_plants_claims_exact', text: visiblePlantsSql(true, true) },
-};
+// The listing queries, one prepared statement each (the limit is a parameter on PostgreSQL): by whether the
+// viewer has claims, whether the page is of one tag, and whether it shows ids.
+const VISIBLE_PLANTS = new Map<string, Listing>();
+for (const claims of [false, true]) {
+  for (const tagged of [false, true]) {
+    for (const withIds of [false, true]) {
+      const name = `visible_plants${claims ? '_claims' : ''}${tagged ? '_tagged' : ''}${withIds ? '_ids' : ''}`;
+      VISIBLE_PLANTS.set(`${claims} ${tagged} ${withIds}`, {
+        name,
+        text: visiblePlantsSql(claims, false, tagged, withIds),
+        exact: { name: `${name}_exact`, text: visiblePlantsSql(claims, true, tagged, withIds) },
+      });
+    }
+  }
+}
 const ALL_PLANTS: Listing = { name: 'all_plants', text: ALL_PLANTS_SQL };
 
-// A filtered page's statements (see RequestReads.allRows and the others).
+// An admin's page of one tag, or with ids (see RequestReads.allRows).
 const ALL_ROWS = allRowsSqlOf(false);
 const ALL_ROWS_TAGGED = allRowsSqlOf(true);
-/** By whether the viewer has claims, and whether the page is of one tag. */
-const VISIBLE_ROWS: Record<string, string> = {
-  'false false': visibleRowsSql(false, false),
-  'false true': visibleRowsSql(false, true),
-  'true false': visibleRowsSql(true, false),
-  'true true': visibleRowsSql(true, true),
-};
-const TAGGED_ROWS = taggedRowsSql(false);
-const TAGGED_ROWS_WITH_CLAIMS = taggedRowsSql(true);
-/** A named statement for each variant: by whether the viewer has claims, and the others its key says. */
-const statements = (name: string, text: (...flags: boolean[]) => string, flags: number) => {
-  const byKey = new Map<string, { name: string; text: string }>();
-  for (let bits = 0; bits < 1 << flags; bits++) {
-    const values = Array.from({ length: flags }, (_, i) => (bits & (1 << i)) !== 0);
-    byKey.set(values.join(' '), { name: `${name}_${values.map(Number).join('')}`, text: text(...values) });
-  }
-  return (...values: boolean[]) => byKey.get(values.join(' '))!;
-};
-// A filtered page's first reads (see RequestReads.firstFilteredPage).
-const TAG_PAGE = statements('tag_page', (claims, withIds) => tagPageSql(claims, withIds), 2);
-const FIRST_VISIBLE_PAGE = statements('first_visible_page', (claims, tagged, withIds) => firstVisiblePageSql(claims, tagged, withIds), 3);
-
-/** The row of a filtered page's first read of what the viewer sees (see firstVisiblePageSql). */
-type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | null };
 
 /**
  * The request path on PostgreSQL: each read one named prepared statement. Token checks stay on the primary's pool;
@@ -90,11 +59,8 @@ type FirstVisibleRow = PageRow & { common?: boolean; positions_read: string | nu
 export class PostgresReads implements RequestReads {
   /** With a replica: where the primary's WAL was after each user's latest write, until the replica has replayed it. */
   private readonly recentWriters = new Map<number, bigint>();
-  /** See CommonTags: a tag's page starts with the statement of the way it took last time. */
-  private readonly commonTags = new CommonTags();
-
   /** See RequestReads.findTokenWithPage: without a replica (see PostgresTokenPages). */
-  readonly findTokenWithPage?: (hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead) => Promise<TokenWithPage>;
+  readonly findTokenWithPage?: (hash: Buffer, page: TokenPageRequest, now: number) => Promise<TokenWithPage>;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -105,8 +71,8 @@ export class PostgresReads implements RequestReads {
     private readonly fedThrough: () => bigint,
   ) {
     if (!replica) {
-      const tokenPages = new PostgresTokenPages(readPool, this.commonTags);
-      this.findTokenWithPage = (hash, page, now, first) => tokenPages.read(hash, page, now, first);
+      const tokenPages = new PostgresTokenPages(readPool);
+      this.findTokenWithPage = (hash, page, now) => tokenPages.read(hash, page, now);
     }
   }
 
@@ -133,102 +99,24 @@ export class PostgresReads implements RequestReads {
     return row && { userId: row.id, admin: row.is_admin === 1 };
   }
 
-  visiblePlants(userId: number, { after, limit }: PageRequest, claims: readonly string[]): Promise<VisiblePage> {
-    return claims.length > 0
-      ? this.listing(userId, VISIBLE_PLANTS_WITH_CLAIMS, limit, [userId, after, limit + 1, claims])
-      : this.listing(userId, VISIBLE_PLANTS, limit, [userId, after, limit + 1]);
+  visiblePlants(userId: number, { after, limit, tag, withIds = false }: ListingRequest, claims: readonly string[]): Promise<VisiblePage> {
+    const claimed = claims.length > 0;
+    const listing = VISIBLE_PLANTS.get(`${claimed} ${tag !== undefined} ${withIds}`)!;
+    const values = [userId, after, limit + 1, ...(claimed ? [claims] : []), ...(tag === undefined ? [] : [tag])];
+    return this.listing(userId, listing, limit, values, withIds);
   }
 
   allPlants({ after, limit }: PageRequest, readerId: number): Promise<VisiblePage> {
     return this.listing(readerId, ALL_PLANTS, limit, [after, limit + 1]);
   }
 
-  // A filtered page's reads (store/listing.ts): on the primary when listings are read from a replica, so that a
-  // page of several reads sees one catalogue, and its writer's own writes, without waiting for the replica.
-
   async allRows(after: number, limit: number, tag: string | undefined): Promise<PlantRow[]> {
-    const rows =
-      tag === undefined
-        ? await this.rows('all_rows', ALL_ROWS, [after, limit])
-        : await this.rows('all_rows_tagged', ALL_ROWS_TAGGED, [after, limit, tag]);
-    return scannedRows(rows).matches;
-  }
-
-  async visibleRows(
-    userId: number,
-    after: number,
-    limit: number,
-    claims: readonly string[],
-    tag: string | undefined,
-  ): Promise<ScannedRows> {
-    const claimed = claims.length > 0;
-    const name = `visible_rows${claimed ? '_claims' : ''}${tag === undefined ? '' : '_tagged'}`;
-    const values: unknown[] = [userId, after, limit, ...(claimed ? [claims] : []), ...(tag === undefined ? [] : [tag])];
-    return scannedRows(await this.rows(name, VISIBLE_ROWS[`${claimed} ${tag !== undefined}`]!, values));
-  }
-
-  async taggedRows(userId: number, tag: string, after: number, limit: number, claims: readonly string[]): Promise<ScannedRows> {
-    const rows =
-      claims.length > 0
-        ? await this.rows('tagged_rows_claims', TAGGED_ROWS_WITH_CLAIMS, [userId, after, limit, tag, claims])
-        : await this.rows('tagged_rows', TAGGED_ROWS, [userId, after, limit, tag]);
-    return scannedRows(rows);
-  }
-
-  async firstFilteredPage(userId: number, page: ListingRequest, claims: readonly string[], first: FirstRead): Promise<FirstFilteredPage> {
-    const { after, limit, tag } = page;
-    const withIds = page.withIds === true;
-    const wanted = limit + 1;
-    const claimed = claims.length > 0;
-    const claimValues = claimed ? [claims] : [];
-    if (tag !== undefined && !this.commonTags.has(tag)) {
-      const rare = await this.rareTagPage(userId, page, claims, first);
-      if (rare !== undefined) return rare;
-    }
-    const positions = firstReadPositions(first, wanted, tag !== undefined);
-    const { rows } = await this.filteredPool.query<FirstVisibleRow>({
-      ...FIRST_VISIBLE_PAGE(claimed, tag !== undefined, withIds),
-      values: [userId, after, positions, ...claimValues, wanted, ...(tag === undefined ? [] : [tag, first.rareBelow])],
-    });
-    const row = rows[0]!;
-    const groupIds = (row.groups ?? []).map(Number);
-    if (tag !== undefined && row.common === false) {
-      this.commonTags.forget(tag);
-      // Common again by the time of the second read (plants tagged meanwhile): the page's search finds it.
-      return (await this.rareTagPage(userId, page, claims, first)) ?? { page: undefined, groupIds };
-    }
-    const found = pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds)!;
-    return { page: firstReadIsPage(found, Number(row.positions_read), positions) ? found : undefined, groupIds };
-  }
-
-  /** A rare tag's page (tagPageSql), or undefined when the tag turns out common, which is then remembered. */
-  private async rareTagPage(
-    userId: number,
-    { after, limit, tag, withIds }: ListingRequest,
-    claims: readonly string[],
-    first: FirstRead,
-  ): Promise<FirstFilteredPage | undefined> {
-    const claimed = claims.length > 0;
-    const { rows } = await this.filteredPool.query<PageRow & { common: boolean }>({
-      ...TAG_PAGE(claimed, withIds === true),
-      values: [userId, after, tag, limit + 1, first.rareBelow, ...(claimed ? [claims] : [])],
-    });
-    const row = rows[0]!;
-    if (row.common) {
-      this.commonTags.remember(tag!);
-      return undefined;
-    }
-    const groupIds = (row.groups ?? []).map(Number);
-    return { page: pageFromColumns(row.ids, row.plants, limit, groupIds, true, withIds === true)!, groupIds };
-  }
-
-  private get filteredPool(): pg.Pool {
-    return this.replica ? this.pool : this.readPool;
-  }
-
-  private async rows(name: string, text: string, values: unknown[]): Promise<ScannedColumns[]> {
-    const { rows } = await this.filteredPool.query<ScannedColumns>({ name, text, values, rowMode: 'array' });
-    return rows;
+    const [name, text, values] =
+      tag === undefined ? ['all_rows', ALL_ROWS, [after, limit]] : ['all_rows_tagged', ALL_ROWS_TAGGED, [after, limit, tag]];
+    // On the primary when listings are read from a replica, so that the admin's own writes show at once.
+    const pool = this.replica ? this.pool : this.readPool;
+    const { rows } = await pool.query<RowColumns>({ name, text, values, rowMode: 'array' });
+    return plantRows(rows);
   }
 
   async rememberWriter(userId: number): Promise<void> {
@@ -240,8 +128,8 @@ export class PostgresReads implements RequestReads {
     if (this.recentWriters.size > RECENT_WRITERS) this.recentWriters.delete(this.recentWriters.keys().next().value!);
   }
 
-  /** A listing page of at most `limit` plants (the query reads one more). */
-  private async listing(readerId: number, listing: Listing, limit: number, values: unknown[]): Promise<VisiblePage> {
+  /** A listing page of at most `limit` plants (the query reads one more), with ids when `withIds`. */
+  private async listing(readerId: number, listing: Listing, limit: number, values: unknown[], withIds = false): Promise<VisiblePage> {
     const read = async (pool: pg.Pool) => {
       // The statement aggregates: it answers exactly one row.
       const row = (await pool.query<PageRow>({ name: listing.name, text: listing.text, values })).rows[0]!;
@@ -252,19 +140,19 @@ export class PostgresReads implements RequestReads {
     const row = await read(this.readPool);
     const wrote = this.recentWriters.get(readerId);
     if (wrote !== undefined) {
-      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return this.page(await read(this.pool), limit);
+      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return this.page(await read(this.pool), limit, withIds);
       this.recentWriters.delete(readerId);
     }
-    return this.page(row, limit);
+    return this.page(row, limit, withIds);
   }
 
   /**
    * The row of a listing query (see postgres-listing-sql.ts). A page read from a standby that has not replayed every change
    * the feed delivered could be older than the caches' view: it is served, not cached.
    */
-  private page({ ids, plants, groups, replayed }: PageRow, limit: number): VisiblePage {
+  private page({ ids, plants, groups, replayed }: PageRow, limit: number, withIds: boolean): VisiblePage {
     const cacheable = replayed === null || lsnValue(replayed) >= this.fedThrough();
     // PostgreSQL's aggregates sort the rows themselves: the ids are in order.
-    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable)!;
+    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable, withIds)!;
   }
 }

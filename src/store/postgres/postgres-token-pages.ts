@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { Batch, ONE_RUN_AT_A_TIME, type BatchOptions } from '../batch.js';
-import { firstReadIsPage, firstReadPositions, metGonePlant, pageFromColumns } from '../listing-sql.js';
-import type { FirstRead, TokenCredential, TokenPageRequest, TokenWithPage } from '../records.js';
-import { tokenPagesSql, tokenTagPagesSql } from './postgres-listing-sql.js';
+import { metGonePlant, pageFromColumns } from '../listing-sql.js';
+import type { TokenCredential, TokenPageRequest, TokenWithPage } from '../records.js';
+import { tokenPagesSql } from './postgres-listing-sql.js';
 
 /** The columns of a stored token (findTokenSql). */
 export type TokenRow = { token_id: number; user_id: number; is_admin: number; expires_at: number | null; revoked_at: number | null };
@@ -15,34 +15,8 @@ export const credentialOf = (row: TokenRow): TokenCredential => ({
   revokedAt: row.revoked_at,
 });
 
-/** Tags whose pages were last read as common ones, at most (see CommonTags). */
-const REMEMBERED_TAGS = 10_000;
-
-/**
- * Tags whose last page was read as a common tag's (postgres-reads.ts, firstFilteredPage): a tag's page starts the
- * way it took last time. The oldest is forgotten past REMEMBERED_TAGS; a wrong start costs a round trip, never a
- * wrong page.
- */
-export class CommonTags {
-  private readonly tags = new Set<string>();
-
-  has(tag: string): boolean {
-    return this.tags.has(tag);
-  }
-
-  remember(tag: string): void {
-    if (this.tags.has(tag)) return;
-    this.tags.add(tag);
-    if (this.tags.size > REMEMBERED_TAGS) this.tags.delete(this.tags.values().next().value!);
-  }
-
-  forget(tag: string): void {
-    this.tags.delete(tag);
-  }
-}
-
 const TOKEN_PAGES = { name: 'find_tokens_with_pages', text: tokenPagesSql() };
-const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenTagPagesSql() };
+const TOKEN_TAG_PAGES = { name: 'find_tokens_with_tag_pages', text: tokenPagesSql(true) };
 /** The most tokens one statement reads with their pages. */
 const TOKEN_READS_AT_ONCE = 100;
 /**
@@ -53,19 +27,13 @@ const TOKEN_READS_AT_ONCE = 100;
  */
 const STATEMENTS: BatchOptions = { eachAloneOnFailure: false, ...ONE_RUN_AT_A_TIME };
 
-/**
- * A row of tokenPagesSql or tokenTagPagesSql: the token asked for in place `asked` (from 1), and its page when
- * `reads_page` (page columns and the groups it counted); of a tag's, which way it was read (`common`) and, the
- * common way, how many positions it read.
- */
+/** A row of tokenPagesSql: the token asked for in place `asked` (from 1), and its page when `reads_page` (page columns and the groups it counted). */
 type TokenPageRow = TokenRow & {
   asked: number;
   reads_page: boolean;
   ids: string;
   plants: string;
   groups: Array<number | string> | null;
-  common?: boolean | null;
-  positions_read?: string | null;
 };
 
 /** A request for a token and its page. */
@@ -73,8 +41,6 @@ interface TokenRead {
   hash: Buffer;
   page: TokenPageRequest;
   now: number;
-  /** A tag's page's: how its first read goes (see RequestReads.firstFilteredPage). */
-  first?: FirstRead;
 }
 
 /**
@@ -91,48 +57,34 @@ export class PostgresTokenPages {
   constructor(
     /** The primary's listing pool. */
     private readonly pool: pg.Pool,
-    private readonly commonTags: CommonTags,
   ) {}
 
-  read(hash: Buffer, page: TokenPageRequest, now: number, first: FirstRead): Promise<TokenWithPage> {
-    return page.tag === undefined ? this.untagged.add({ hash, page, now }) : this.tagged.add({ hash, page, now, first });
+  read(hash: Buffer, page: TokenPageRequest, now: number): Promise<TokenWithPage> {
+    return page.tag === undefined ? this.untagged.add({ hash, page, now }) : this.tagged.add({ hash, page, now });
   }
 
-  private async readUntagged(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
-    const values = [reads.map((read) => read.hash), reads.map((read) => read.page.after), reads.map((read) => read.page.limit + 1)];
-    const rows = await this.rows(TOKEN_PAGES, reads, values);
+  private readUntagged(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
+    return this.pages(TOKEN_PAGES, reads, []);
+  }
+
+  /** Tokens with a page of one tag each: the same ranges, each of the tag's plants (see viewerRanges). */
+  private readTagged(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
+    return this.pages(TOKEN_TAG_PAGES, reads, [reads.map((read) => read.page.tag)]);
+  }
+
+  private async pages(statement: { name: string; text: string }, reads: readonly TokenRead[], more: unknown[]): Promise<TokenWithPage[]> {
+    const values = [
+      reads.map((read) => read.hash),
+      reads.map((read) => read.page.after),
+      reads.map((read) => read.page.limit + 1),
+      ...more,
+    ];
+    const rows = await this.rows(statement, reads, values);
     return rows.map((row, i) => {
       if (row === undefined) return { credential: undefined, page: undefined };
       // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
       if (!row.reads_page || metGonePlant(row.plants)) return { credential: credentialOf(row), page: undefined };
       return { credential: credentialOf(row), page: this.pageOf(row, reads[i]!.page.limit) };
-    });
-  }
-
-  /** Tokens with a tag's first page each (tokenTagPagesSql), as firstFilteredPage reads it, both ways at once. */
-  private async readTagged(reads: readonly TokenRead[]): Promise<TokenWithPage[]> {
-    // The store has one way of first reads (store/listing.ts): every request's is the same.
-    const first = reads[0]!.first!;
-    const values = [
-      reads.map((read) => read.hash),
-      reads.map((read) => read.page.after),
-      reads.map((read) => read.page.limit + 1),
-      reads.map((read) => read.page.tag),
-      // A tag common last time is read the common way without counting it first. Rare by now, the page read that
-      // way is still the page when it fills it or reads all the user sees; when neither, it is read again apart.
-      reads.map((read) => this.commonTags.has(read.page.tag!)),
-    ];
-    const rows = await this.rows(TOKEN_TAG_PAGES, reads, values, [first.positions, first.rareBelow]);
-    return rows.map((row, i) => {
-      if (row === undefined) return { credential: undefined, page: undefined };
-      const credential = credentialOf(row);
-      if (!row.reads_page) return { credential, page: undefined };
-      const { limit, tag } = reads[i]!.page;
-      if (row.common) this.commonTags.remember(tag!);
-      const found = this.pageOf(row, limit);
-      // A rare tag's page is read whole; the common way's is read from the user's first positions.
-      const whole = !row.common || firstReadIsPage(found, Number(row.positions_read), firstReadPositions(first, limit + 1, true));
-      return { credential, page: whole ? found : undefined };
     });
   }
 
@@ -144,17 +96,16 @@ export class PostgresTokenPages {
 
   /**
    * The rows of a statement of tokens and their pages, one a request in the order of `reads` (undefined for an
-   * unknown token): the arrays `values` first, then the time tokens are judged at, then `more`.
+   * unknown token): the arrays `values` first, then the time tokens are judged at.
    */
   private async rows(
     statement: { name: string; text: string },
     reads: readonly TokenRead[],
     values: unknown[],
-    more: unknown[] = [],
   ): Promise<Array<TokenPageRow | undefined>> {
     // Active at the latest of their times: a token that expired while its request waited is not.
     const now = reads.reduce((latest, read) => Math.max(latest, read.now), 0);
-    const { rows } = await this.pool.query<TokenPageRow>({ ...statement, values: [...values, now, ...more] });
+    const { rows } = await this.pool.query<TokenPageRow>({ ...statement, values: [...values, now] });
     const found = new Array<TokenPageRow | undefined>(reads.length).fill(undefined);
     for (const row of rows) found[row.asked - 1] = row;
     return found;

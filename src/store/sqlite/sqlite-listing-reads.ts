@@ -1,27 +1,13 @@
 import BetterSqlite3 from 'better-sqlite3';
-import {
-  allRowsSql,
-  firstReadIsPage,
-  firstReadPositions,
-  metGonePlant,
-  pageFromColumns,
-  scannedRows,
-  visibleRowsSql,
-  type ScannedColumns,
-} from '../listing-sql.js';
-import type { FirstFilteredPage, FirstRead, ListingRequest, PlantRow, ScannedRows, VisiblePage } from '../records.js';
+import { allRowsSql, metGonePlant, pageFromColumns, plantRows, type RowColumns } from '../listing-sql.js';
+import type { ListingRequest, PlantRow, VisiblePage } from '../records.js';
 import {
   allPlantsSql,
-  firstVisibleRowsOf,
   groupParam,
   pageColumnsSql,
   SQLITE_GROUP_BRANCHES,
-  taggedRowsSql,
-  viewerGroupsAndTagSql,
   viewerGroupsSql,
-  visibleCountSql,
   visiblePlantsSql,
-  visiblePositionsSql,
 } from './sqlite-listing-sql.js';
 
 /** Listing statements kept prepared, one per limit and shape (see sqlite-listing-sql.ts); the least recently made go first. */
@@ -49,7 +35,7 @@ class PreparedListings {
    */
   page(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[], withIds = false): VisiblePage {
     const [ids, plants] = this.get(key, () => pageColumnsSql(rows(limit + 1), { withIds })).get(params) as PageColumns;
-    if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds);
+    if (metGonePlant(plants)) return this.exactPage(key, limit, rows, params, groupIds, withIds);
     const page = pageFromColumns(ids, plants, limit, groupIds, true, withIds);
     if (page) return page;
     // SQLite aggregated the rows out of their order (it does not promise to keep it): the sorting statement.
@@ -59,10 +45,10 @@ class PreparedListings {
   }
 
   /** The page again, its ranges skipping positions of plants that are gone (see metGonePlant in listing-sql.ts). */
-  private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[]): VisiblePage {
-    const exact = this.get(`${key} exact`, () => pageColumnsSql(rows(limit + 1, true), { ordered: true }));
+  private exactPage(key: string, limit: number, rows: Rows, params: object, groupIds: readonly number[], withIds: boolean): VisiblePage {
+    const exact = this.get(`${key} exact`, () => pageColumnsSql(rows(limit + 1, true), { ordered: true, withIds }));
     const [ids, plants] = exact.get(params) as PageColumns;
-    return pageFromColumns(ids, plants, limit, groupIds, true)!;
+    return pageFromColumns(ids, plants, limit, groupIds, true, withIds)!;
   }
 
   /** The statement of `key`, made from `sql` on first use: rows as arrays, in the order of its columns. */
@@ -93,112 +79,43 @@ export class SqliteListingReads {
       allTagged: raw(allRowsSql({ after: ':after', limit: ':limit', tag: ':tag' })),
       groups: raw(viewerGroupsSql(false)),
       groupsWithClaims: raw(viewerGroupsSql(true)),
-      groupsAndTag: raw(viewerGroupsAndTagSql(false)),
-      groupsAndTagWithClaims: raw(viewerGroupsAndTagSql(true)),
     };
   }
 
-  listPlantsVisibleTo(user: number, after: number, limit: number, claims: readonly string[]): VisiblePage {
-    const { groupIds, shape, rows, params } = this.viewerQuery(user, after, claims);
-    return this.listings.page(`${limit} ${shape}`, limit, rows, params, groupIds);
+  /** A page of what `user` sees, of one tag when `page.tag` names one, with ids when `page.withIds` (RequestReads.visiblePlants). */
+  listPlantsVisibleTo(user: number, { after, limit, tag, withIds = false }: ListingRequest, claims: readonly string[]): VisiblePage {
+    const { groupIds, shape, groupParams } = this.viewerGroups(user, claims);
+    const tagged = tag !== undefined;
+    // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
+    const rows: Rows = (n, exact) => visiblePlantsSql(n, shape, { exact, tagged, withIds });
+    const params = { user, after, ...groupParams, ...(tagged ? { tag } : {}) };
+    return this.listings.page(`${limit} ${shape} ${tagged} ${withIds}`, limit, rows, params, groupIds, withIds);
   }
 
   listAllPlants(after: number, limit: number): VisiblePage {
     return this.listings.page(`${limit} all`, limit, (n) => allPlantsSql(n), { after }, []);
   }
 
-  /** The positions `user` sees after `after`, at most `limit`, and of them those with `tag` (RequestReads.visibleRows). */
-  visibleRows(user: number, after: number, limit: number, claims: readonly string[], tag: string | undefined): ScannedRows {
-    const { shape, positions, params } = this.viewerQuery(user, after, claims);
-    const key = `rows ${limit} ${shape}${tag === undefined ? '' : ' tag'}`;
-    const statement = this.listings.get(key, () => visibleRowsSql(positions(limit), tag === undefined ? undefined : ':tag'));
-    return scannedRows(statement.all(tag === undefined ? params : { ...params, tag }) as ScannedColumns[]);
-  }
-
-  /** The plants with `tag` after `after`, at most `limit`, and of them those `user` sees (RequestReads.taggedRows). */
-  taggedRows(user: number, tag: string, after: number, limit: number, claims: readonly string[]): ScannedRows {
-    const { groupIds, rangedIds, shape, groupParams } = this.viewerGroups(user, claims);
-    const statement = this.listings.get(`tagged ${probesSmallGroups(groupIds, rangedIds)} ${shape}`, () =>
-      taggedRowsSql(probesSmallGroups(groupIds, rangedIds), shape),
-    );
-    return scannedRows(statement.all({ user, tag, after, limit, ...groupParams }) as ScannedColumns[]);
-  }
-
-  /** A filtered page in one read when it can be (RequestReads.firstFilteredPage). */
-  firstFilteredPage(user: number, page: ListingRequest, claims: readonly string[], first: FirstRead): FirstFilteredPage {
-    const { after, limit, tag } = page;
-    const withIds = page.withIds === true;
-    const wanted = limit + 1;
-    const { groupIds, rangedIds, shape, groupParams, commonTag } = this.viewerGroups(user, claims, tag, after, first.rareBelow);
-    const params = { user, after, ...(tag === undefined ? {} : { tag }), ...groupParams };
-    if (tag !== undefined && !commonTag) {
-      const small = probesSmallGroups(groupIds, rangedIds);
-      const rows = (n: number) => taggedRowsSql(small, shape, { rare: n });
-      return { page: this.listings.page(`rare ${limit} ${small} ${shape} ${withIds}`, limit, rows, params, groupIds, withIds), groupIds };
-    }
-    const positions = firstReadPositions(first, wanted, tag !== undefined);
-    const rows = (n: number) => firstVisibleRowsOf(positions, n, shape, tag !== undefined);
-    const found = this.listings.page(
-      `first ${limit} ${positions} ${shape} ${tag !== undefined} ${withIds}`,
-      limit,
-      rows,
-      params,
-      groupIds,
-      withIds,
-    );
-    // Counted only for a page that came out short.
-    if (found.more) return { page: found, groupIds };
-    const counted = this.listings.get(`count ${positions} ${shape}`, () => visibleCountSql(positions, shape));
-    const [read] = counted.get({ user, after, ...groupParams }) as [number];
-    return { page: firstReadIsPage(found, read, positions) ? found : undefined, groupIds };
-  }
-
   /** Every plant after `after` (with `tag` when given), at most `limit` (RequestReads.allRows). */
   allRows(after: number, limit: number, tag: string | undefined): PlantRow[] {
     const rows = tag === undefined ? this.statements.allRows.all({ after, limit }) : this.statements.allTagged.all({ after, limit, tag });
-    return scannedRows(rows as ScannedColumns[]).matches;
+    return plantRows(rows as RowColumns[]);
   }
 
   /**
    * The groups a page of `user` counts, and those it reads range by range (ranged or claimed): a few as parameters of
    * their own (`:g0`…), more as one JSON array (`:ranged`), the statement's `shape` saying which.
    */
-  private viewerGroups(user: number, claims: readonly string[], tag?: string, after?: number, rareBelow?: number) {
+  private viewerGroups(user: number, claims: readonly string[]) {
     const claimed = claims.length > 0;
-    const viewer = {
-      user,
-      ...(claimed ? { claims: JSON.stringify(claims) } : {}),
-      ...(tag === undefined ? {} : { tag, after, rare: rareBelow }),
-    };
-    const statement =
-      tag === undefined
-        ? claimed
-          ? this.statements.groupsWithClaims
-          : this.statements.groups
-        : claimed
-          ? this.statements.groupsAndTagWithClaims
-          : this.statements.groupsAndTag;
-    const [counted, byRange, common] = statement.get(viewer) as [string, string, number | undefined];
+    const viewer = { user, ...(claimed ? { claims: JSON.stringify(claims) } : {}) };
+    const statement = claimed ? this.statements.groupsWithClaims : this.statements.groups;
+    const [counted, byRange] = statement.get(viewer) as [string, string];
     const groupIds = JSON.parse(counted) as number[];
     const rangedIds = byRange === '[]' ? [] : (JSON.parse(byRange) as number[]);
     const shape: number | 'joined' = rangedIds.length <= SQLITE_GROUP_BRANCHES ? rangedIds.length : 'joined';
     const groupParams: Record<string, number | string> = shape === 'joined' ? { ranged: byRange } : {};
     if (shape !== 'joined') for (const [i, id] of rangedIds.entries()) groupParams[groupParam(i)] = id;
-    return { groupIds, rangedIds, shape, groupParams, commonTag: common === 1 };
+    return { groupIds, shape, groupParams };
   }
-
-  /** The listing query of what `user` sees after `after`: its shape (a statement per shape and limit), rows and parameters. */
-  private viewerQuery(user: number, after: number, claims: readonly string[]) {
-    const { groupIds, shape, groupParams } = this.viewerGroups(user, claims);
-    // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
-    const rows: Rows = (n, exact) => visiblePlantsSql(n, shape, exact);
-    const positions = (n: number) => visiblePositionsSql(n, shape);
-    return { groupIds, shape: String(shape), rows, positions, params: { user, after, ...groupParams } };
-  }
-}
-
-/** Whether a probe of one plant reads member grants: not for a viewer all of whose groups are read range by range (or in none). */
-function probesSmallGroups(groupIds: readonly number[], rangedIds: readonly number[]): boolean {
-  const ranged = new Set(rangedIds);
-  return groupIds.some((id) => !ranged.has(id));
 }

@@ -1,12 +1,9 @@
 import {
-  commonTagSql,
   existing,
-  firstVisibleRowsSql,
   GROUP_PATHS,
   pageRows,
   rangedGroups,
-  rareTagRowsSql,
-  taggedRowsSql as taggedRowsOf,
+  tagCondition,
   viewerGroups,
   viewerRanges,
   type ListingParams,
@@ -45,33 +42,38 @@ export const SQLITE_GROUP_BRANCHES = 16;
 export const groupParam = (i: number): string => `g${i}`;
 
 /**
- * One page of the plants user `:user` may see after `:after`, at most `limit`: rows (id, name, tag) in id order.
- * The groups read range by range (the viewer's ranged groups and those a JWT claims, read beforehand by
- * `viewerGroupsSql`) come with `groups` a number as `:g0`… (see `groupParam`); with `joined` they are joined in
- * the statement from `:ranged`, their ids as a JSON array. With `exact`, ranges skip positions of plants that are
- * gone (see metGonePlant).
+ * One page of the plants user `:user` may see after `:after`, at most `limit`, with `tagged` only those with tag
+ * `:tag`: rows (id, name, tag; with `withIds` api_id too) in id order. The groups read range by range (the viewer's
+ * ranged groups and those a JWT claims, read beforehand by `viewerGroupsSql`) come with `groups` a number as
+ * `:g0`… (see `groupParam`); with `joined` they are joined in the statement from `:ranged`, their ids as a JSON
+ * array. With `exact`, ranges skip positions of plants that are gone (see metGonePlant).
  */
-export function visiblePlantsSql(limit: number, groups: number | 'joined', exact = false): string {
+export function visiblePlantsSql(
+  limit: number,
+  groups: number | 'joined',
+  { exact = false, tagged = false, withIds = false } = {},
+): string {
   // Joined rather than `WHERE id IN (…)`, which builds a temporary index of the page's ids first.
-  return pageRows(`(${visiblePositionsSql(limit, groups, exact)}) page`);
+  return pageRows(`(${visiblePositionsSql(limit, groups, exact, tagged)}) page`, withIds);
 }
 
 /** The positions of that page, one column in catalogue order (see visiblePlantsSql). */
-export function visiblePositionsSql(limit: number, groups: number | 'joined', exact = false): string {
+export function visiblePositionsSql(limit: number, groups: number | 'joined', exact = false, tagged = false): string {
   const p = PARAMS;
+  const tag = tagged ? ':tag' : undefined;
   // A UNION of ordered ranges drops repeated positions as it merges them: no range needs DISTINCT of its own.
-  const branches = viewerRanges(p.user, exact).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
+  const branches = viewerRanges(p.user, exact, tag).map(({ column, from }) => `SELECT ${column} FROM ${from} AND ${column} > ${p.after}`);
   for (const { table, position: column, key } of GROUP_PATHS) {
     if (groups === 'joined') {
       branches.push(
         `SELECT * FROM (SELECT gg.${column} FROM (SELECT value AS id FROM json_each(:ranged)) g JOIN ${table} gg ` +
-          `ON gg.${key} = g.id AND gg.${column} > ${p.after}${existing('gg', column, exact)} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
-          `WHERE x.${key} = g.id AND x.${column} > ${p.after}${existing('x', column, exact)} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
+          `ON gg.${key} = g.id${tagCondition(tag, 'gg')} AND gg.${column} > ${p.after}${existing('gg', column, exact)} AND gg.${column} <= coalesce((SELECT x.${column} FROM ${table} x ` +
+          `WHERE x.${key} = g.id${tagCondition(tag, 'x')} AND x.${column} > ${p.after}${existing('x', column, exact)} ORDER BY x.${column} LIMIT 1 OFFSET ${limit - 1}), 9223372036854775807))`,
       );
     } else {
       for (let i = 0; i < groups; i++)
         branches.push(
-          `SELECT ${column} FROM ${table} WHERE ${key} = :${groupParam(i)} AND ${column} > ${p.after}${existing(table, column, exact)}`,
+          `SELECT ${column} FROM ${table} WHERE ${key} = :${groupParam(i)}${tagCondition(tag)} AND ${column} > ${p.after}${existing(table, column, exact)}`,
         );
     }
   }
@@ -88,41 +90,5 @@ export function viewerGroupsSql(withClaims: boolean): string {
   return `SELECT (SELECT json_group_array(id) FROM (${viewerGroups(PARAMS, withClaims)})), ${byRange(rangedGroups(PARAMS, withClaims))}`;
 }
 
-/** That row with a third column: whether tag `:tag` is held by at least `:rare` plants after `:after` (see commonTagSql). */
-export const viewerGroupsAndTagSql = (withClaims: boolean): string =>
-  `${viewerGroupsSql(withClaims)}, ${commonTagSql({ tag: ':tag', after: PARAMS.after, rareBelow: ':rare' })}`;
-
-/**
- * The first `wanted` plants with tag `:tag` (every plant without `tagged`) of the first `positions` that user
- * `:user` sees after `:after`, rows (id, api_id, name, tag) read lazily (see firstVisibleRowsSql); `groups` as for
- * visiblePlantsSql.
- */
-export const firstVisibleRowsOf = (positions: number, wanted: number, groups: number | 'joined', tagged: boolean): string =>
-  // CROSS JOIN keeps the positions the outer loop: SQLite would otherwise read a common tag's index first.
-  firstVisibleRowsSql(visiblePositionsSql(positions, groups), tagged ? ':tag' : undefined, String(wanted), 'CROSS JOIN');
-
-/** How many of the first `positions` user `:user` sees after `:after` there are: fewer says those are all. */
-export const visibleCountSql = (positions: number, groups: number | 'joined'): string =>
-  `SELECT count(*) FROM (${visiblePositionsSql(positions, groups)})`;
-
 /** One page of every plant (what an admin sees): rows (id, name, tag) in id order after `:after`, at most `limit`. */
 export const allPlantsSql = (limit: number): string => `SELECT id, name, tag FROM plants WHERE id > :after ORDER BY id LIMIT ${limit}`;
-
-/**
- * The plants with tag `:tag` after `:after`, at most `:limit`, and of them those `:user` sees (listing-sql.ts,
- * taggedRowsSql): through member grants when `small` (the viewer is in a small group), and through the viewer's
- * ranged and claimed groups: `groups` of them as parameters (`:g0`…, see groupParam), or with 'joined' their ids as
- * the JSON array `:ranged`. With `rare`, the first `rare` of them the viewer sees instead (rareTagRowsSql).
- */
-export function taggedRowsSql(small: boolean, groups: number | 'joined', { rare }: { rare?: number } = {}): string {
-  const ranged =
-    groups === 'joined'
-      ? '(SELECT value FROM json_each(:ranged))'
-      : groups === 0
-        ? undefined
-        : Array.from({ length: groups }, (_, i) => `:${groupParam(i)}`).join(', ');
-  const params = { user: ':user', after: ':after', limit: ':limit', tag: ':tag' };
-  return rare === undefined
-    ? taggedRowsOf(params, { small, ranged })
-    : rareTagRowsSql({ ...params, wanted: String(rare) }, { small, ranged });
-}

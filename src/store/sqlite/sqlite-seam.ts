@@ -6,7 +6,7 @@ import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
 import type { BulkSeam, SeamHealth, ErrorKind, RequestReads, DatabaseSeam, WritingStatements } from '../seam.js';
 import type { Database } from '../schema.js';
-import type { PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type { ListingRequest, PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
 import type { Store } from '../store.js';
 import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
@@ -158,17 +158,11 @@ class SqliteSeam implements DatabaseSeam {
       },
       findToken: (hash: Buffer): TokenCredential | undefined => (reader.open ? reader.findToken(hash) : readerClosed()),
       findUser: (name: string): UserCredential | undefined => (reader.open ? reader.findUser(name) : readerClosed()),
-      visiblePlants: (userId: number, { after, limit }: PageRequest, claims: readonly string[]): VisiblePage =>
-        reader.open ? reader.listings().listPlantsVisibleTo(userId, after, limit, claims) : readerClosed(),
+      visiblePlants: (userId: number, page: ListingRequest, claims: readonly string[]): VisiblePage =>
+        reader.open ? reader.listings().listPlantsVisibleTo(userId, page, claims) : readerClosed(),
       allPlants: ({ after, limit }: PageRequest): VisiblePage =>
         reader.open ? reader.listings().listAllPlants(after, limit) : readerClosed(),
       allRows: (after, limit, tag) => (reader.open ? reader.listings().allRows(after, limit, tag) : readerClosed()),
-      visibleRows: (userId, after, limit, claims, tag) =>
-        reader.open ? reader.listings().visibleRows(userId, after, limit, claims, tag) : readerClosed(),
-      taggedRows: (userId, tag, after, limit, claims) =>
-        reader.open ? reader.listings().taggedRows(userId, tag, after, limit, claims) : readerClosed(),
-      firstFilteredPage: (userId, page, claims, first) =>
-        reader.open ? reader.listings().firstFilteredPage(userId, page, claims, first) : readerClosed(),
       rememberWriter: async () => {},
     };
   }
