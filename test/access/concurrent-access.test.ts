@@ -10,7 +10,9 @@ import { assertError, eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { heldSessionsSkip, holdTransaction } from '../helpers/held-transaction.js';
 import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
-import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery } from '../helpers/plain-sql.js';
+import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery, plainSql } from '../helpers/plain-sql.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 
 // Access under two writers at once: one side's transaction is held open in another session (as `begin; …;` in
 // psql or sqlite3), the other side commits meanwhile through the service (HTTP or the store the CLI uses), and then
@@ -35,6 +37,16 @@ async function overlapped<T>(held: Promise<{ commit(): Promise<void> }>, other: 
   await sleep(OVERLAP_MS);
   await transaction.commit();
   return answer;
+}
+
+/**
+ * Plain SQL that waits for a lock another session holds, without blocking this process: on SQLite the sqlite3
+ * command in a process of its own (better-sqlite3 would wait on this event loop, which the held session's commit
+ * needs), on PostgreSQL a session of its own.
+ */
+async function plainSqlWaiting(db: string, statement: string): Promise<void> {
+  if (db.startsWith('postgres')) return plainSql(db, statement);
+  await promisify(execFile)('sqlite3', ['-cmd', '.timeout 10000', db, statement]);
 }
 
 const MEMBER_GRANTS_OF_NO_PLANT = 'SELECT * FROM plant_member_grants mg WHERE NOT EXISTS (SELECT 1 FROM plants p WHERE p.id = mg.plant_id)';
@@ -180,6 +192,7 @@ for (const backend of BACKENDS) {
               { name: 'to-change-twice', owner: 'alice', sharedWith: [{ group: 'p' }] },
               { name: 'retagged-joined', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }] },
               { name: 'joined-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }, { user: 'tess' }] },
+              { name: 'shared-retagged', tag: 'before', owner: 'alice' },
             ],
           });
           tokens = seeded.tokens;
@@ -460,6 +473,25 @@ for (const backend of BACKENDS) {
           assert.equal(res, true);
           await withinBound(backend, 'the members and the user it is shared with find the plant under its new tag only', () =>
             underTag(['rita', 'kim', 'tess', 'alice'], 'joined-retagged', 'again', 'before'),
+          );
+          await assertDerivedRowsExact();
+        });
+
+        it('a share held open while plain SQL changes the tag gives the grantees the plant under its new tag', async () => {
+          const id = ids['shared-retagged']!;
+          for (const user of ['olga', 'rita']) for (const tag of ['before', 'later']) await tagPage(user, tag);
+          // Plain SQL's update takes no lock a share's foreign keys conflict with: the grant's read of its plant's
+          // tag does (PostgreSQL), so the change waits for the share and rewrites its rows.
+          await overlapped(
+            holdTransaction(
+              db,
+              `INSERT INTO plant_user_grants (user_id, plant_id) VALUES (${userId('olga')}, ${plantWithId(id)});
+               INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('r')}, ${plantWithId(id)})`,
+            ),
+            () => plainSqlWaiting(db, `UPDATE plants SET tag = 'later' WHERE api_id = ${id}`),
+          );
+          await withinBound(backend, 'the grantees find the plant under its new tag only', () =>
+            underTag(['olga', 'rita', 'alice'], 'shared-retagged', 'later', 'before'),
           );
           await assertDerivedRowsExact();
         });

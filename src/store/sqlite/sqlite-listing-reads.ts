@@ -65,7 +65,7 @@ class PreparedListings {
 
 /**
  * The listing's reads on a SQLite store's read connection (see SqliteReadsAndChanges, which holds their snapshot):
- * pages of what a user or an admin sees, and the rows of filtered pages (store/listing.ts).
+ * pages of what a user or an admin sees (of one tag, with ids), and the rows of an admin's filtered pages (store/listing.ts).
  */
 export class SqliteListingReads {
   private readonly listings: PreparedListings;
