@@ -38,10 +38,11 @@ const nextPlant = (withIds: boolean): string => (withIds ? ',{"id":' : ',{"name"
 
 /**
  * Whether a page's JSON met a position of no plant: a grant whose plant is gone (plain SQL without foreign keys
- * leaves them), joined to nothing, so that its `name` is null, which no plant's is. Such a page is read again with
- * `exact` (see the visible-plants statements), since those positions took the places of plants that follow.
+ * leaves them), joined to nothing, so that its `name` is null, which no plant's is (with ids or without: a
+ * `"name":` with its quotes cannot occur inside a JSON string). Such a page is read again with `exact` (see the
+ * visible-plants statements), since those positions took the places of plants that follow.
  */
-export const metGonePlant = (plants: string): boolean => plants.includes('{"name":null');
+export const metGonePlant = (plants: string): boolean => plants.includes('"name":null');
 
 /**
  * A page's rows (id, name, tag; with `withIds` api_id too) in id order from `page`, the positions of a union of

@@ -22,8 +22,8 @@ const PARAMS: ListingParams = { user: '$1', after: '$2', claims: '(SELECT unnest
 
 /** A listed plant as the response body shows it (the contract's Plant object); to_json escapes any text exactly. */
 const PLANT_JSON = `'{"name":' || coalesce(to_json(name)::text, 'null') || coalesce(',"tag":' || to_json(tag)::text, '') || '}'`;
-/** A listed plant with its id (a NewPlant), from rows that have `api_id` too. */
-const PLANT_WITH_ID_JSON = `'{"id":' || api_id::text || ',' || substr(${PLANT_JSON}, 2)`;
+/** A listed plant with its id (a NewPlant), from rows that have `api_id` too; a position of no plant stays one (see metGonePlant). */
+const PLANT_WITH_ID_JSON = `'{"id":' || coalesce(api_id::text, 'null') || ',' || substr(${PLANT_JSON}, 2)`;
 
 /**
  * On a standby, how far it has replayed the primary's WAL (null on a primary): a listing read from a replica says
