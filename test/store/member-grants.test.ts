@@ -6,8 +6,7 @@ import { recordBatch } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
 import { MEMBER_GRANTS } from '../../src/store/schema-names.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import pg from 'pg';
-import { PG_URL } from '../helpers/postgres.js';
+import { plainQuery, plainSql as runPlainSql } from '../helpers/plain-sql.js';
 
 // The member grants (migration 0012) are what the listing reads for a user's groups: after every kind of write
 // that touches memberships or group grants (the store's, cascades of removed users, groups and plants, an import,
@@ -48,28 +47,7 @@ for (const backend of BACKENDS) {
       it('after the store, cascades, an import and plain SQL', async () => {
         const db = await backend.freshDb();
         const store = await openStore({ db });
-        /** One statement on the test's schema, as another tool would run it (PostgreSQL). */
-        const inSchema = async <R extends pg.QueryResultRow>(text: string): Promise<R[]> => {
-          const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${new URL(db).searchParams.get('schema')}` });
-          await client.connect();
-          try {
-            return (await client.query<R>(text)).rows;
-          } finally {
-            await client.end();
-          }
-        };
-        const plainSql = async (text: string) => {
-          if (backend.name === 'sqlite') {
-            const sqlite = new BetterSqlite3(db);
-            try {
-              sqlite.exec(text);
-            } finally {
-              sqlite.close();
-            }
-          } else {
-            await inSchema(text);
-          }
-        };
+        const plainSql = (text: string) => runPlainSql(db, text);
         if (bounds.set) await plainSql(bounds.set);
         const rows = async (sqlText: string): Promise<Row[]> => {
           if (backend.name === 'sqlite') {
@@ -80,7 +58,7 @@ for (const backend of BACKENDS) {
               sqlite.close();
             }
           }
-          const found = await inSchema<Record<string, string | null>>(sqlText);
+          const found = await plainQuery<Record<string, string | null>>(db, sqlText);
           return found.map((r) => Object.values(r).map((v) => (v === null || Number.isNaN(Number(v)) ? v : Number(v))) as unknown as Row);
         };
         const sorted = (list: Row[]) => list.map((r) => r.join(' ')).sort();

@@ -55,6 +55,9 @@ const TAG_RANGE_INDEXES = {
 
 const PLANT_TAG = (row: string) => `(SELECT tag FROM plants WHERE id = ${row}.plant_id)`;
 
+/** The condition that names row `NEW` of `table` by its key. */
+const newRow = (table: GrantTable): string => GRANT_TABLES[table].map((column) => `${column} = NEW.${column}`).join(' AND ');
+
 /** The statements that rewrite the tags of plant `plant`'s grants (the same text in both dialects). */
 const rewriteTags = (plant: string, tag: string): string[] => [
   `UPDATE plant_user_grants SET tag = ${tag} WHERE plant_id = ${plant}`,
@@ -70,16 +73,16 @@ async function run(db: Kysely<any>, statements: string[]): Promise<void> {
 async function addSqlite(db: Kysely<any>): Promise<void> {
   // Triggers of the grant tables that fire on any update fire on updates of their key columns only (see above).
   const triggers = (
-    await sql<{ name: string; sql: string }>`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'
-    AND tbl_name IN ('plant_user_grants', 'plant_group_grants') AND sql LIKE '%AFTER UPDATE ON%'`.execute(db)
+    await sql<{ name: string; table: 'plant_user_grants' | 'plant_group_grants'; sql: string }>`SELECT name, tbl_name AS "table", sql
+    FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('plant_user_grants', 'plant_group_grants') AND sql LIKE '%AFTER UPDATE ON%'`.execute(
+      db,
+    )
   ).rows;
-  for (const { name, sql: text } of triggers) {
-    const table = text.includes(' ON plant_user_grants ') ? 'plant_user_grants' : 'plant_group_grants';
+  for (const { name, table, sql: text } of triggers) {
     await run(db, [`DROP TRIGGER ${name}`, text.replace(/AFTER UPDATE ON/, `AFTER UPDATE OF ${GRANT_TABLES[table].join(', ')} ON`)]);
   }
   for (const table of TABLES) {
-    const key = GRANT_TABLES[table].map((column) => `${column} = NEW.${column}`).join(' AND ');
-    const mend = `UPDATE ${table} SET tag = ${PLANT_TAG('NEW')} WHERE ${key}`;
+    const mend = `UPDATE ${table} SET tag = ${PLANT_TAG('NEW')} WHERE ${newRow(table)}`;
     await run(db, [
       `ALTER TABLE ${table} ADD COLUMN tag TEXT`,
       `UPDATE ${table} SET tag = ${PLANT_TAG(table)}`,
@@ -109,7 +112,6 @@ async function addPostgres(db: Kysely<any>): Promise<void> {
   for (const table of TABLES) {
     // A member grant is written under its group's lock, which a change of tag takes too: no lock of the plant.
     const lock = table === 'plant_member_grants' ? '' : ' FOR SHARE';
-    const key = GRANT_TABLES[table].map((column) => `${column} = NEW.${column}`).join(' AND ');
     await run(db, [
       `ALTER TABLE ${table} ADD COLUMN tag text`,
       `UPDATE ${table} g SET tag = p.tag FROM plants p WHERE p.id = g.plant_id AND p.tag IS NOT NULL`,
@@ -121,7 +123,7 @@ DECLARE
 BEGIN
   SELECT tag INTO plant_tag FROM plants WHERE id = NEW.plant_id${lock};
   IF NEW.tag IS DISTINCT FROM plant_tag THEN
-    UPDATE ${table} SET tag = plant_tag WHERE ${key};
+    UPDATE ${table} SET tag = plant_tag WHERE ${newRow(table)};
   END IF;
   RETURN NULL;
 END $$`,
