@@ -193,6 +193,7 @@ for (const backend of BACKENDS) {
               { name: 'retagged-joined', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }] },
               { name: 'joined-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }, { user: 'tess' }] },
               { name: 'shared-retagged', tag: 'before', owner: 'alice' },
+              { name: 'retagged-shared', tag: 'before', owner: 'alice' },
             ],
           });
           tokens = seeded.tokens;
@@ -492,6 +493,20 @@ for (const backend of BACKENDS) {
           );
           await withinBound(backend, 'the grantees find the plant under its new tag only', () =>
             underTag(['olga', 'rita', 'alice'], 'shared-retagged', 'later', 'before'),
+          );
+          await assertDerivedRowsExact();
+        });
+
+        it("a group share by plain SQL while a change of the plant's tag is held open gives the members the new tag", async () => {
+          const id = ids['retagged-shared']!;
+          for (const tag of ['before', 'anew']) await tagPage('rita', tag);
+          // The change locks only the groups that already hold the plant: the share must read the plant's tag under
+          // its lock before it writes the members' rows (PostgreSQL: its tag trigger fires first, migration 0019).
+          await overlapped(holdTransaction(db, `UPDATE plants SET tag = 'anew' WHERE api_id = ${id}`), () =>
+            plainSqlWaiting(db, `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('r')}, ${plantWithId(id)})`),
+          );
+          await withinBound(backend, 'the members find the plant under its new tag only', () =>
+            underTag(['rita', 'alice'], 'retagged-shared', 'anew', 'before'),
           );
           await assertDerivedRowsExact();
         });

@@ -19,9 +19,10 @@ type Dialect = 'sqlite' | 'postgres';
  * plant's row, which a change of tag (an update of that row) waits for, and which waits for it. Member grants are
  * written under their group's lock (migrations 0013 and 0014) and read the plant's tag without a lock; a change of
  * tag takes the locks of the plant's groups, in id order, before it rewrites their rows, so it waits for any
- * membership or grant of those groups being written, and they for it. Every writer thus takes a plant's row before
- * its groups, never the other way round. Each statement of a READ COMMITTED transaction reads anew, so whichever
- * comes second reads what the first committed.
+ * membership or grant of those groups being written, and they for it. Each statement of a READ COMMITTED
+ * transaction reads anew, so whichever comes second reads what the first committed. (As first released, a group
+ * grant's tag trigger fired after the one writing its member grants, which then read the tag unlocked: migration
+ * 0019 renames the tag triggers to fire first.)
  *
  * Updates of the tag alone fire none of the grant tables' other triggers (the change log, the member grants and
  * group sizes): those now fire on updates of their key columns only. A change of tag logs the plant's grants already.

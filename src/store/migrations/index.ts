@@ -17,6 +17,7 @@ import { groupGrantsByPlant } from './0015-group-grants-by-plant.js';
 import { webhookEventTypes } from './0016-webhook-event-types.js';
 import { plantsByTag } from './0017-plants-by-tag.js';
 import { grantsByTag } from './0018-grants-by-tag.js';
+import { grantTagsFirst } from './0019-grant-tags-first.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -41,6 +42,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0016-webhook-event-types': webhookEventTypes(dialect),
     '0017-plants-by-tag': plantsByTag(dialect),
     '0018-grants-by-tag': grantsByTag(dialect),
+    '0019-grant-tags-first': grantTagsFirst(dialect),
   };
 }
 
