@@ -3,6 +3,9 @@ import { sql, type Kysely, type Migration } from 'kysely';
 type Dialect = 'sqlite' | 'postgres';
 
 /**
+ * Grants' tags right for two more writers: on PostgreSQL, a group share beside a change of its plant's tag; on
+ * SQLite, a plant replaced by plain SQL without foreign keys.
+ *
  * PostgreSQL: a grant reads its plant's tag before any other trigger of its row runs.
  *
  * PostgreSQL fires the triggers of one event on one table in the order of their names. Named `…_tag` (migration
@@ -14,12 +17,30 @@ type Dialect = 'sqlite' | 'postgres';
  * plant's row before the member grants are written, so they read what the change committed. The three grant tables'
  * tag triggers are renamed alike.
  *
- * SQLite runs one writing transaction at a time: its triggers' order changes nothing there.
+ * SQLite runs one writing transaction at a time: its triggers' order changes nothing there. But a plain `sqlite3`
+ * session runs without foreign keys: its `INSERT OR REPLACE` of a plant (or a delete and an insert of the same id)
+ * leaves the old row's grants in place for the new one, with the old row's tag, and only a change of tag rewrote
+ * grants' tags. A plant inserted now gives its tag to the grants that already name it; the condition, two probes of
+ * the grants by plant, finds none for any other insert. PostgreSQL always checks its foreign keys: a plant's grants
+ * go with it.
  */
 export function grantTagsFirst(dialect: Dialect): Migration {
   return {
     async up(db: Kysely<any>) {
-      if (dialect !== 'postgres') return;
+      if (dialect === 'sqlite') {
+        const named = (table: string) => `EXISTS (SELECT 1 FROM ${table} WHERE plant_id = NEW.id)`;
+        await sql
+          .raw(
+            `CREATE TRIGGER plants_tag_to_earlier_grants AFTER INSERT ON plants ` +
+              `WHEN ${named('plant_user_grants')} OR ${named('plant_group_grants')} BEGIN
+  UPDATE plant_user_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
+  UPDATE plant_group_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
+  UPDATE plant_member_grants SET tag = NEW.tag WHERE group_id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) AND plant_id = NEW.id;
+END`,
+          )
+          .execute(db);
+        return;
+      }
       for (const table of ['plant_user_grants', 'plant_group_grants', 'plant_member_grants']) {
         await sql.raw(`ALTER TRIGGER ${table}_tag ON ${table} RENAME TO ${table}_inherit_tag`).execute(db);
       }
