@@ -175,6 +175,7 @@ for (const backend of BACKENDS) {
               { name: 'doomed-too', members: ['ned'] },
               { name: 'p', members: ['pam'] },
               { name: 'r', members: ['rita'] },
+              { name: 'r2', members: [] },
             ],
             plants: [
               { name: 'secret', owner: 'alice' },
@@ -194,6 +195,7 @@ for (const backend of BACKENDS) {
               { name: 'joined-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }, { user: 'tess' }] },
               { name: 'shared-retagged', tag: 'before', owner: 'alice' },
               { name: 'retagged-shared', tag: 'before', owner: 'alice' },
+              { name: 'moved-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }] },
             ],
           });
           tokens = seeded.tokens;
@@ -507,6 +509,31 @@ for (const backend of BACKENDS) {
           );
           await withinBound(backend, 'the members find the plant under its new tag only', () =>
             underTag(['rita', 'alice'], 'retagged-shared', 'anew', 'before'),
+          );
+          await assertDerivedRowsExact();
+        });
+
+        it("a member joining the group a share was moved to while the plant's tag changed finds it under the new tag", async () => {
+          const id = ids['moved-retagged']!;
+          for (const tag of ['before', 'moved']) await tagPage('tess', tag);
+          // Plain SQL moves the group share, and takes no lock of the plant: the change of tag, which waits for it,
+          // must lock the group the share ends in, so that a member joining it waits in turn (PostgreSQL, migration 0019).
+          const moving = await holdTransaction(
+            db,
+            `UPDATE plant_group_grants SET group_id = ${groupId('r2')} WHERE group_id = ${groupId('r')} AND plant_id = ${plantWithId(id)}`,
+          );
+          const retagging = holdTransaction(db, `UPDATE plants SET tag = 'moved' WHERE api_id = ${id}`);
+          retagging.catch(() => {});
+          await sleep(OVERLAP_MS);
+          await moving.commit();
+          const retagged = await retagging;
+          const joining = store.groups.addMember('r2', 'tess');
+          joining.catch(() => {});
+          await sleep(OVERLAP_MS);
+          await retagged.commit();
+          assert.equal(await joining, true);
+          await withinBound(backend, 'the new member finds the plant under its new tag only', () =>
+            underTag(['tess', 'alice'], 'moved-retagged', 'moved', 'before'),
           );
           await assertDerivedRowsExact();
         });

@@ -21,8 +21,9 @@ type Dialect = 'sqlite' | 'postgres';
  * tag takes the locks of the plant's groups, in id order, before it rewrites their rows, so it waits for any
  * membership or grant of those groups being written, and they for it. Each statement of a READ COMMITTED
  * transaction reads anew, so whichever comes second reads what the first committed. (As first released, a group
- * grant's tag trigger fired after the one writing its member grants, which then read the tag unlocked: migration
- * 0019 renames the tag triggers to fire first.)
+ * grant's tag trigger fired after the one writing its member grants, which then read the tag unlocked, and a change
+ * of tag missed a group a grant was moved to meanwhile: migration 0019 renames the tag triggers to fire first and
+ * has a change of tag lock the groups once it has rewritten the grants.)
  *
  * Updates of the tag alone fire none of the grant tables' other triggers (the change log, the member grants and
  * group sizes): those now fire on updates of their key columns only. A change of tag logs the plant's grants already.

@@ -6,7 +6,7 @@ type Dialect = 'sqlite' | 'postgres';
  * Grants' tags right for two more writers: on PostgreSQL, a group share beside a change of its plant's tag; on
  * SQLite, a plant replaced by plain SQL without foreign keys.
  *
- * PostgreSQL: a grant reads its plant's tag before any other trigger of its row runs.
+ * PostgreSQL: a grant reads its plant's tag before the service's other triggers of its row run.
  *
  * PostgreSQL fires the triggers of one event on one table in the order of their names. Named `…_tag` (migration
  * 0018), a group grant's tag trigger ran after `…_member_grants`, which writes the group's member grants, each
@@ -15,7 +15,15 @@ type Dialect = 'sqlite' | 'postgres';
  * grants took the old tag, the grant's own tag trigger then waited for the change and mended the grant alone, and
  * the members kept the plant under the old tag. Renamed to sort first, the tag trigger takes its share lock of the
  * plant's row before the member grants are written, so they read what the change committed. The three grant tables'
- * tag triggers are renamed alike.
+ * tag triggers are renamed alike. (Foreign keys' own triggers still fire before them: they take no lock a change of
+ * tag waits for.)
+ *
+ * A change of tag now locks the plant's groups after it has rewritten the plant's grants, no longer before: the groups
+ * are those holding the plant once its grants are rewritten, and so locked by it. Locked before, from an earlier
+ * snapshot, they missed a group that a grant was moved to (plain SQL updating a grant's group_id, which takes no
+ * lock of the plant) while the change waited: a member joining that group then wrote its rows with the old tag
+ * before the change committed. After the rewrite no grant of the plant can come or go until the change commits (a
+ * new grant waits for the plant's row; a grant moved or deleted, for the row the change rewrote).
  *
  * SQLite runs one writing transaction at a time: its triggers' order changes nothing there. But a plain `sqlite3`
  * session runs without foreign keys: its `INSERT OR REPLACE` of a plant (or a delete and an insert of the same id)
@@ -44,6 +52,19 @@ END`,
       for (const table of ['plant_user_grants', 'plant_group_grants', 'plant_member_grants']) {
         await sql.raw(`ALTER TRIGGER ${table}_tag ON ${table} RENAME TO ${table}_inherit_tag`).execute(db);
       }
+      const groupsOfPlant = 'SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id';
+      await sql
+        .raw(
+          `CREATE OR REPLACE FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  UPDATE plant_user_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
+  UPDATE plant_group_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
+  PERFORM 1 FROM groups WHERE id IN (${groupsOfPlant}) ORDER BY id FOR NO KEY UPDATE;
+  UPDATE plant_member_grants SET tag = NEW.tag WHERE group_id IN (${groupsOfPlant}) AND plant_id = NEW.id;
+  RETURN NULL;
+END $$`,
+        )
+        .execute(db);
     },
   };
 }
