@@ -60,8 +60,8 @@ const PLANT_TAG = (row: string) => `(SELECT tag FROM plants WHERE id = ${row}.pl
 /** The condition that names row `NEW` of `table` by its key. */
 const newRow = (table: GrantTable): string => GRANT_TABLES[table].map((column) => `${column} = NEW.${column}`).join(' AND ');
 
-/** The statements that rewrite the tags of plant `plant`'s grants (the same text in both dialects). */
-const rewriteTags = (plant: string, tag: string): string[] => [
+/** The statements that rewrite the tags of plant `plant`'s grants (the same text in both dialects): user grants, group grants, member grants. */
+export const rewriteTags = (plant: string, tag: string): [users: string, groups: string, members: string] => [
   `UPDATE plant_user_grants SET tag = ${tag} WHERE plant_id = ${plant}`,
   `UPDATE plant_group_grants SET tag = ${tag} WHERE plant_id = ${plant}`,
   // By the plant's groups: member grants are indexed by group, not by plant.

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
+import { rewriteTags } from './0018-grants-by-tag.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -35,16 +36,13 @@ type Dialect = 'sqlite' | 'postgres';
 export function grantTagsFirst(dialect: Dialect): Migration {
   return {
     async up(db: Kysely<any>) {
+      const [userGrants, groupGrants, memberGrants] = rewriteTags('NEW.id', 'NEW.tag');
       if (dialect === 'sqlite') {
         const named = (table: string) => `EXISTS (SELECT 1 FROM ${table} WHERE plant_id = NEW.id)`;
         await sql
           .raw(
             `CREATE TRIGGER plants_tag_to_earlier_grants AFTER INSERT ON plants ` +
-              `WHEN ${named('plant_user_grants')} OR ${named('plant_group_grants')} BEGIN
-  UPDATE plant_user_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
-  UPDATE plant_group_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
-  UPDATE plant_member_grants SET tag = NEW.tag WHERE group_id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) AND plant_id = NEW.id;
-END`,
+              `WHEN ${named('plant_user_grants')} OR ${named('plant_group_grants')} BEGIN ${userGrants}; ${groupGrants}; ${memberGrants}; END`,
           )
           .execute(db);
         return;
@@ -52,15 +50,15 @@ END`,
       for (const table of ['plant_user_grants', 'plant_group_grants', 'plant_member_grants']) {
         await sql.raw(`ALTER TRIGGER ${table}_tag ON ${table} RENAME TO ${table}_inherit_tag`).execute(db);
       }
-      const groupsOfPlant = 'SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id';
+      // The member grants are found by the plant's groups, which the change locks first (see above).
       await sql
         .raw(
           `CREATE OR REPLACE FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-  UPDATE plant_user_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
-  UPDATE plant_group_grants SET tag = NEW.tag WHERE plant_id = NEW.id;
-  PERFORM 1 FROM groups WHERE id IN (${groupsOfPlant}) ORDER BY id FOR NO KEY UPDATE;
-  UPDATE plant_member_grants SET tag = NEW.tag WHERE group_id IN (${groupsOfPlant}) AND plant_id = NEW.id;
+  ${userGrants};
+  ${groupGrants};
+  PERFORM 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) ORDER BY id FOR NO KEY UPDATE;
+  ${memberGrants};
   RETURN NULL;
 END $$`,
         )
