@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { CHANGE_LOG_RETENTION_MS } from '../../src/store/change-log.js';
-import { openDatabase, pruneChangeLog } from '../../src/store/sqlite/sqlite-file.js';
+import { openDatabase } from '../../src/store/sqlite/sqlite-file.js';
+import { pruneChangeLog } from '../../src/store/sqlite/change-log-pruning.js';
+import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
 
-// The SQLite change log's pruning runs on the serving thread in steps of a bounded size: a log grown large under a
-// flood of writes is deleted a step at a time, each its own transaction, and readers learn they fell behind before
-// any row they had not seen is gone.
+// The SQLite change log's pruning runs in steps of a bounded size: a log grown large under a flood of writes is
+// deleted a step at a time, each its own transaction, and readers learn they fell behind before any row they had
+// not seen is gone. A store that writes runs the steps on its writer thread, between its batches.
 
 const dir = mkdtempSync(join(tmpdir(), 'plantstore-prune-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -81,6 +83,37 @@ describe('SQLite change log pruning', () => {
     }
     while (pruneChangeLog(db, Date.now(), 10));
     assert.equal(count(db), 0, 'a later pass takes it up');
+    db.close();
+  });
+
+  it("runs a pass on the store's writer thread between its batches while writes never pause", async () => {
+    // More than two steps' rows, so that the pass goes on between batches.
+    const db = await logOf(25_000, 'flood');
+    db.exec('CREATE TABLE scratch (n integer)');
+    db.prepare('UPDATE change_log_state SET mark_seq = (SELECT max(seq) FROM change_log), mark_at = 0').run();
+    const commits = new GroupCommit(db.name, () => {});
+    let writing = true;
+    let written = 0;
+    let writtenBeforeDone = 0;
+    // Eight writers always waiting for a commit: the writer thread holds the write lock for nearly every moment.
+    const writers = Array.from({ length: 8 }, async () => {
+      while (writing) await commits.execute('INSERT INTO scratch VALUES (?)', [written++]);
+    });
+    try {
+      while (written < 200) await new Promise((resolve) => setTimeout(resolve, 5));
+      const writtenBefore = written;
+      commits.prune(Date.now());
+      const deadline = Date.now() + 20_000;
+      while (count(db) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      writtenBeforeDone = written - writtenBefore;
+    } finally {
+      writing = false;
+      await Promise.all(writers);
+      await commits.close();
+    }
+    assert.equal(count(db), 0, 'the pass deleted every row it marked');
+    assert.ok(writtenBeforeDone > 0, 'batches were committed while the pass ran');
+    assert.equal(state(db).pruned_through, state(db).mark_seq);
     db.close();
   });
 });

@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { openConnection } from './sqlite-connection.js';
+import { pruneChangeLog } from './change-log-pruning.js';
 import type { BatchAnswer, StatementAnswer, ThreadAnswer, ThreadRequest } from './group-commit.js';
 
 // The writer thread of a serving SQLite store (see group-commit.ts): it runs each batch of statements in one
@@ -130,7 +131,28 @@ function commitArrived(): void {
   }
 }
 
+/** The time of the pruning pass under way (see GroupCommit.prune), if one is. */
+let pruning: number | undefined;
+
+/** One step of the pass under way, the next after the batches that arrive meanwhile; one pass at a time. */
+function pruneStep(): void {
+  if (pruning === undefined || closing || !db.open) return;
+  let more = false;
+  try {
+    more = pruneChangeLog(db, pruning);
+  } catch {
+    // A pass that cannot run now (a full disk) is taken up by the next one.
+  }
+  if (more) setImmediate(pruneStep);
+  else pruning = undefined;
+}
+
 parentPort!.on('message', (request: ThreadRequest) => {
+  if (request.prune !== undefined) {
+    if (pruning === undefined) setImmediate(pruneStep);
+    pruning ??= request.prune;
+    return;
+  }
   if (request.close) {
     closing = true;
     if (arrived.length === 0) commitArrived();

@@ -8,8 +8,14 @@ export type StatementAnswer = { ok: true; rows: unknown[]; changes: number } | {
 /** What the writer thread answers to one message: each statement's answer, or the failure that wrote none of them. */
 export type BatchAnswer = { answers: StatementAnswer[] } | { failed: Extract<StatementAnswer, { ok: false }> };
 
-/** What the serving thread sends: statements (text and parameters) to commit, or to close. */
-export type ThreadRequest = { batch: Array<[sql: string, params: readonly unknown[]]>; close?: undefined } | { close: true };
+/**
+ * What the serving thread sends: statements (text and parameters) to commit, a pass of the change log's pruning to
+ * run (at the time given, epoch ms), or to close.
+ */
+export type ThreadRequest =
+  | { batch: Array<[sql: string, params: readonly unknown[]]>; prune?: undefined; close?: undefined }
+  | { prune: number; batch?: undefined; close?: undefined }
+  | { close: true; batch?: undefined; prune?: undefined };
 
 /** What the writer thread sends back after a commit: an answer to each message it took in, in the order sent. */
 export type ThreadAnswer = { answers: BatchAnswer[] };
@@ -35,7 +41,13 @@ function startThread(path: string): Worker {
   const options = { workerData: { path } };
   if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./group-commit-thread.js', import.meta.url), options);
   const built = new URL('../../../dist/store/sqlite/group-commit-thread.js', import.meta.url);
-  const sources = ['./group-commit-thread.ts', './sqlite-connection.ts'].map((file) => new URL(file, import.meta.url));
+  const sources = [
+    './group-commit-thread.ts',
+    './sqlite-connection.ts',
+    './change-log-pruning.ts',
+    './sqlite-errors.ts',
+    '../change-log.ts',
+  ].map((file) => new URL(file, import.meta.url));
   const modified = (url: URL) => statSync(url, { throwIfNoEntry: false })?.mtimeMs ?? Infinity;
   if (existsSync(built) && sources.every((source) => modified(source) <= modified(built))) return new Worker(built, options);
   const source = JSON.stringify(sources[0]!.href);
@@ -93,6 +105,15 @@ export class GroupCommit {
     // Waiting for a commit keeps the process alive; an idle thread does not.
     if (this.inFlight.length === 1) this.thread.ref();
     this.thread.postMessage({ batch: statements.map((q) => [q.sql, q.params]) } satisfies ThreadRequest);
+  }
+
+  /**
+   * Runs a pass of the change log's pruning (change-log-pruning.ts) at `now` between the thread's batches: there it
+   * never waits for the write lock of this store's own writes, which a step on another connection finds held for
+   * nearly every moment of a steady flood of writes.
+   */
+  prune(now: number): void {
+    if (!this.closing) this.thread.postMessage({ prune: now } satisfies ThreadRequest);
   }
 
   /** Answers what is in flight, then stops the thread and its connection. */

@@ -2,14 +2,12 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
-import { CHANGE_LOG_RETENTION_MS } from '../change-log.js';
 import { migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import { isBusy } from './sqlite-errors.js';
 import { openConnection } from './sqlite-connection.js';
 import { WritingTransactionsDialect } from './writing-transactions.js';
 
-// The SQLite file itself: opening it as Plant Store wants it, and keeping its change log short.
+// The SQLite file itself: opening it as Plant Store wants it.
 
 /** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
 export async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
@@ -22,44 +20,5 @@ export async function openDatabase(path: string, mustExist: boolean): Promise<{ 
   } catch (err) {
     sqlite.close();
     throw err;
-  }
-}
-
-/**
- * Rows one step of a pruning pass deletes at most. The serving thread runs the pass, so a step must stay short: a
- * log that grew under a flood of writes holds 10^6 rows a minute, whose delete at once took 170 ms of the thread.
- */
-export const PRUNED_PER_STEP = 10_000;
-
-/**
- * One step of a pruning pass (see CHANGE_LOG_RETENTION_MS), in a transaction of its own: deletes up to
- * PRUNED_PER_STEP of the rows that existed at the previous pass, if that was at least the retention ago, and once
- * none of them is left marks where this pass stands. Resolves whether rows of the pass are left (the caller runs
- * the next step soon; a pass cut short is taken up by the next one). `pruned_through` is raised before the first
- * row goes, so that a reader who had not seen the rows learns that it fell behind. Gives up at once when another
- * process holds the write lock (this connection is synchronous: waiting would hold up every request); a later
- * step or pass tries again.
- */
-export function pruneChangeLog(db: BetterSqlite3.Database, now: number, perStep = PRUNED_PER_STEP): boolean {
-  const timeout = db.pragma('busy_timeout', { simple: true });
-  db.pragma('busy_timeout = 0');
-  try {
-    return db
-      .transaction(() => {
-        const mark = db.prepare('SELECT mark_seq AS seq, mark_at AS at FROM change_log_state').get() as { seq: number; at: number };
-        if (now - mark.at < CHANGE_LOG_RETENTION_MS) return false;
-        db.prepare('UPDATE change_log_state SET pruned_through = max(pruned_through, ?)').run(mark.seq);
-        // The first `perStep` positions from the oldest row on: at most that many rows (fewer where seq has gaps).
-        db.prepare('DELETE FROM change_log WHERE seq <= min(?, (SELECT min(seq) FROM change_log) + ?)').run(mark.seq, perStep - 1);
-        if (db.prepare('SELECT EXISTS (SELECT 1 FROM change_log WHERE seq <= ?)').pluck().get(mark.seq) === 1) return true;
-        db.prepare('UPDATE change_log_state SET mark_seq = coalesce((SELECT max(seq) FROM change_log), ?), mark_at = ?').run(mark.seq, now);
-        return false;
-      })
-      .immediate();
-  } catch (err) {
-    if (!isBusy(err)) throw err;
-    return false;
-  } finally {
-    db.pragma(`busy_timeout = ${String(timeout)}`);
   }
 }

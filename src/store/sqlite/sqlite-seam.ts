@@ -12,7 +12,8 @@ import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
 import { classifySqliteError } from './sqlite-errors.js';
 import { FileFollower } from './file-follower.js';
-import { openDatabase, pruneChangeLog } from './sqlite-file.js';
+import { openDatabase } from './sqlite-file.js';
+import { pruneChangeLog } from './change-log-pruning.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
@@ -167,13 +168,20 @@ class SqliteSeam implements DatabaseSeam {
     };
   }
 
-  /** A serving process keeps the change log short; CLI commands never prune it. */
+  /**
+   * A serving process keeps the change log short; CLI commands never prune it. Once the store writes, its writer
+   * thread runs the passes (GroupCommit.prune).
+   */
   private startPruning(): void {
     if (this.pruner || this.closed) return;
     // Each step through Kysely's hold on the connection, so that no transaction of its own is open meanwhile, and
     // the next one after the requests that came meanwhile.
     const step = (now: number): void => {
       if (!this.sqlite.open || this.closed) return;
+      if (this.commits) {
+        this.commits.prune(now);
+        return;
+      }
       this.kysely
         .connection()
         .execute(async () => pruneChangeLog(this.sqlite, now))
