@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely';
 import { BUSY_TIMEOUT_MS } from './sqlite-connection.js';
 import { isBusy } from './sqlite-errors.js';
 
@@ -41,13 +41,44 @@ class WritingTransactionsDriver extends SqliteDriver {
   }
 }
 
-/** Kysely's SQLite dialect, whose transactions start as writers (see `beginWriting`). */
+/** Statements kept prepared by text; the least recently made go first. */
+const PREPARED = 64;
+
+/**
+ * `database` as Kysely sees it, each statement text prepared once: Kysely's driver prepares every query it runs,
+ * which costs a serving thread more than running the query (a retried create's read of the plant that holds its
+ * id). A kept statement still being iterated (a stream) is not handed out again: that query gets one of its own.
+ */
+function preparedOnce(database: BetterSqlite3.Database): SqliteDatabase {
+  const prepared = new Map<string, BetterSqlite3.Statement>();
+  return {
+    close: () => database.close(),
+    prepare(sql: string) {
+      const kept = prepared.get(sql);
+      if (kept !== undefined && !kept.busy) return kept;
+      const statement = database.prepare(sql);
+      if (kept === undefined) {
+        if (prepared.size >= PREPARED) prepared.delete(prepared.keys().next().value!);
+        prepared.set(sql, statement);
+      }
+      return statement;
+    },
+  };
+}
+
+/** Kysely's SQLite dialect, whose transactions start as writers (see `beginWriting`), and whose statements are prepared once. */
 export class WritingTransactionsDialect extends SqliteDialect {
-  constructor(private readonly database: BetterSqlite3.Database) {
-    super({ database });
+  private readonly database: BetterSqlite3.Database;
+  private readonly config: SqliteDialectConfig;
+
+  constructor(database: BetterSqlite3.Database) {
+    const config = { database: preparedOnce(database) };
+    super(config);
+    this.database = database;
+    this.config = config;
   }
 
   override createDriver(): Driver {
-    return new WritingTransactionsDriver(this.database, { database: this.database });
+    return new WritingTransactionsDriver(this.database, this.config);
   }
 }
