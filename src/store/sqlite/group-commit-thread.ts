@@ -1,7 +1,6 @@
 import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import BetterSqlite3 from 'better-sqlite3';
-import { openConnection } from './sqlite-connection.js';
+import { keptStatements, openConnection } from './sqlite-connection.js';
 import { pruneChangeLog } from './change-log-pruning.js';
 import type { BatchAnswer, StatementAnswer, ThreadAnswer, ThreadRequest } from './group-commit.js';
 
@@ -25,17 +24,7 @@ const CHECKPOINT_WAIT_MS = 50;
 const { path } = workerData as { path: string };
 const db = openConnection(path, { mustExist: true });
 db.pragma('wal_autocheckpoint = 0');
-const prepared = new Map<string, BetterSqlite3.Statement<unknown[]>>();
-
-function statement(sql: string): BetterSqlite3.Statement<unknown[]> {
-  let found = prepared.get(sql);
-  if (found === undefined) {
-    if (prepared.size >= PREPARED) prepared.delete(prepared.keys().next().value!);
-    found = db.prepare(sql);
-    prepared.set(sql, found);
-  }
-  return found;
-}
+const statement = keptStatements(db, PREPARED);
 
 /** A Buffer sent by the serving thread arrives as a Uint8Array, which better-sqlite3 does not bind. */
 const bindable = (value: unknown): unknown =>

@@ -26,3 +26,20 @@ export function openConnection(path: string, { mustExist }: { mustExist: boolean
     throw err;
   }
 }
+
+/**
+ * Statements of `db` by text, each prepared once: the `max` made most recently are kept, the oldest going first
+ * (preparing costs more than running most statements).
+ */
+export function keptStatements(db: BetterSqlite3.Database, max: number): (sql: string) => BetterSqlite3.Statement<unknown[]> {
+  const kept = new Map<string, BetterSqlite3.Statement<unknown[]>>();
+  return (sql) => {
+    let found = kept.get(sql);
+    if (found === undefined) {
+      if (kept.size >= max) kept.delete(kept.keys().next().value!);
+      found = db.prepare(sql);
+      kept.set(sql, found);
+    }
+    return found;
+  };
+}

@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely';
-import { BUSY_TIMEOUT_MS } from './sqlite-connection.js';
+import { BUSY_TIMEOUT_MS, keptStatements } from './sqlite-connection.js';
 import { isBusy } from './sqlite-errors.js';
 
 /**
@@ -50,18 +50,12 @@ const PREPARED = 64;
  * id). A kept statement still being iterated (a stream) is not handed out again: that query gets one of its own.
  */
 function preparedOnce(database: BetterSqlite3.Database): SqliteDatabase {
-  const prepared = new Map<string, BetterSqlite3.Statement>();
+  const statement = keptStatements(database, PREPARED);
   return {
     close: () => database.close(),
     prepare(sql: string) {
-      const kept = prepared.get(sql);
-      if (kept !== undefined && !kept.busy) return kept;
-      const statement = database.prepare(sql);
-      if (kept === undefined) {
-        if (prepared.size >= PREPARED) prepared.delete(prepared.keys().next().value!);
-        prepared.set(sql, statement);
-      }
-      return statement;
+      const kept = statement(sql);
+      return kept.busy ? database.prepare(sql) : kept;
     },
   };
 }
