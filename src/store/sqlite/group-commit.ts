@@ -92,9 +92,11 @@ export class GroupCommit {
     if (this.closing) return Promise.reject(unavailable('database unavailable'));
     return new Promise((resolve, reject) => {
       this.pending.push({ sql, params, resolve, reject });
-      // Sent once the promises under way have run: the statements of concurrent writes, which each come after a
-      // few awaits, go as one message. The thread puts what arrives during a commit into the next one.
-      if (this.pending.length === 1) process.nextTick(() => this.send());
+      // Sent once this turn of the event loop has taken in every request that arrived: the statements of the
+      // writes of one turn go as one message. Each socket's callback ends with its own ticks and promises, so a
+      // tick would send one message (a structured clone and a wake of the thread) a write. The thread puts what
+      // arrives during a commit into the next one.
+      if (this.pending.length === 1) setImmediate(() => this.send());
     });
   }
 
