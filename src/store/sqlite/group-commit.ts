@@ -20,6 +20,13 @@ export type ThreadRequest =
 /** What the writer thread sends back after a commit: an answer to each message it took in, in the order sent. */
 export type ThreadAnswer = { answers: BatchAnswer[] };
 
+/**
+ * The most statements one message carries: half of what the thread takes into one transaction (MAX_STATEMENTS in
+ * group-commit-thread.ts), which takes a message whole, so that a turn of many writes still commits in bounded
+ * transactions.
+ */
+const MESSAGE_STATEMENTS = 256;
+
 interface Queued {
   sql: string;
   params: readonly unknown[];
@@ -97,10 +104,13 @@ export class GroupCommit {
       // tick would send one message (a structured clone and a wake of the thread) a write. The thread puts what
       // arrives during a commit into the next one.
       if (this.pending.length === 1) setImmediate(() => this.send());
+      else if (this.pending.length >= MESSAGE_STATEMENTS) this.send();
     });
   }
 
   private send(): void {
+    // Nothing left when the turn's statements went already (MESSAGE_STATEMENTS) or failed (failAll).
+    if (this.pending.length === 0) return;
     const statements = this.pending;
     this.pending = [];
     this.inFlight.push(statements);
