@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { keptStatements, openConnection } from './sqlite-connection.js';
 import { pruneChangeLog } from './change-log-pruning.js';
+import { TRANSACTION_STATEMENTS } from './group-commit-bounds.js';
 import type { BatchAnswer, StatementAnswer, ThreadAnswer, ThreadRequest } from './group-commit.js';
 
 // The writer thread of a serving SQLite store (see group-commit.ts): it runs each batch of statements in one
@@ -84,19 +85,16 @@ function boundWal(): void {
   }
 }
 
-/** The most statements one transaction takes: the rest wait for the next, so a commit never waits on a huge batch. */
-const MAX_STATEMENTS = 512;
-
 /** Messages that arrived while a transaction ran: the next transaction writes them together. */
 let arrived: Array<Extract<ThreadRequest, { batch: unknown }>['batch']> = [];
 let closing = false;
 
-/** Writes what arrived, as few transactions as MAX_STATEMENTS allows, and answers each message in the order sent. */
+/** Writes what arrived, as few transactions as TRANSACTION_STATEMENTS allows, and answers each message in the order sent. */
 function commitArrived(): void {
   while (arrived.length > 0) {
     let statements = 0;
     let taken = 0;
-    while (taken < arrived.length && (taken === 0 || statements + arrived[taken]!.length <= MAX_STATEMENTS)) {
+    while (taken < arrived.length && (taken === 0 || statements + arrived[taken]!.length <= TRANSACTION_STATEMENTS)) {
       statements += arrived[taken]!.length;
       taken++;
     }

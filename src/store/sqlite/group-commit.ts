@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { unavailable } from '../../catalogue/errors.js';
+import { MESSAGE_STATEMENTS } from './group-commit-bounds.js';
 
 /** A statement's answer from the writer thread, or its failure (SQLite's code and message). */
 export type StatementAnswer = { ok: true; rows: unknown[]; changes: number } | { ok: false; code: string | undefined; message: string };
@@ -19,13 +20,6 @@ export type ThreadRequest =
 
 /** What the writer thread sends back after a commit: an answer to each message it took in, in the order sent. */
 export type ThreadAnswer = { answers: BatchAnswer[] };
-
-/**
- * The most statements one message carries: half of what the thread takes into one transaction (MAX_STATEMENTS in
- * group-commit-thread.ts), which takes a message whole, so that a turn of many writes still commits in bounded
- * transactions.
- */
-const MESSAGE_STATEMENTS = 256;
 
 interface Queued {
   sql: string;
@@ -50,6 +44,7 @@ function startThread(path: string): Worker {
   const built = new URL('../../../dist/store/sqlite/group-commit-thread.js', import.meta.url);
   const sources = [
     './group-commit-thread.ts',
+    './group-commit-bounds.ts',
     './sqlite-connection.ts',
     './change-log-pruning.ts',
     './sqlite-errors.ts',
