@@ -33,7 +33,8 @@ async function fails(db: string, args: string[], pattern: RegExp, stdin?: string
 
 /**
  * What an import must leave as it found it: a SQLite file's statements, or a PostgreSQL schema's constraints
- * (validated or not) and indexes. Imports into an empty or small catalogue drop some and add them back.
+ * (validated or not), indexes and triggers (enabled or not). Imports into an empty or small catalogue drop or
+ * disable some and add them back.
  */
 async function storedSchema(db: string): Promise<string[]> {
   if (!db.startsWith('postgres')) {
@@ -49,6 +50,8 @@ async function storedSchema(db: string): Promise<string[]> {
     `SELECT conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) || CASE WHEN convalidated THEN '' ELSE ' NOT VALID' END AS line
        FROM pg_constraint WHERE connamespace = $1::regnamespace
      UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = $2
+     UNION ALL SELECT t.tgrelid::regclass::text || ' trigger ' || t.tgname || ' ' || t.tgenabled::text
+       FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = $1::regnamespace AND NOT t.tgisinternal
      ORDER BY 1`,
     [schema, schema],
   );
