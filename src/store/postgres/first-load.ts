@@ -30,8 +30,8 @@ async function firstLoadDeferrals(client: pg.PoolClient): Promise<{ drop: string
      ORDER BY contype = 'p', conrelid, conname`,
     [FILLED_TABLES],
   );
-  // With the setting on, these do nothing for an import's rows, yet each still tests it on every row: about a
-  // third of a grant's COPY. Only those enabled now, so that a trigger an operator disabled stays so.
+  // With the setting on, these do nothing for an import's rows, yet each still tests it on every row. Only those
+  // enabled now, so that a trigger an operator disabled stays so.
   const { rows: triggers } = await client.query<{ table: string; name: string }>(
     `SELECT tgrelid::regclass::text AS table, quote_ident(tgname) AS name FROM pg_trigger
      WHERE tgrelid = ANY($1::regclass[]) AND NOT tgisinternal AND tgenabled = 'O' AND strpos(pg_get_triggerdef(oid), $2) > 0
