@@ -171,7 +171,11 @@ async function barePostgres(schema: string, rows: Rows, indexed = false): Promis
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-function row({ imports, bare, indexed }: Record<'imports' | 'bare' | 'indexed', number[]>): ImportRow {
+/** Plants a second, round by round: the CLI's import, the bare rows, and the bare rows with the read indexes. */
+type Rounds = Record<'imports' | 'bare' | 'indexed', number[]>;
+const noRounds = (): Rounds => ({ imports: [], bare: [], indexed: [] });
+
+function row({ imports, bare, indexed }: Rounds): ImportRow {
   return {
     imports,
     bare,
@@ -189,7 +193,7 @@ export async function measureImports(dir: string, pgSkip: string | false): Promi
   const file = join(dir, 'import-rows.ndjson');
   const rows = await writeCatalogue(file, spec);
   const results: ImportResults = { plants: IMPORT_PLANTS, rows: {} };
-  const line = (backend: string, round: number, r: Record<'imports' | 'bare' | 'indexed', number[]>) => {
+  const line = (backend: string, round: number, r: Rounds) => {
     const [imported, bare, indexed] = [r.imports.at(-1)!, r.bare.at(-1)!, r.indexed.at(-1)!];
     log(
       `  ${backend}, round ${round}: import ${fmt(imported)} plants/s, bare tables ${fmt(bare)} plants/s (${fmt(imported / bare, 2)}), ` +
@@ -198,7 +202,7 @@ export async function measureImports(dir: string, pgSkip: string | false): Promi
   };
   try {
     log(`\nimports: ${fmt(IMPORT_PLANTS)} plants without groups, against the same rows into bare tables, alternately…`);
-    const sqlite = { imports: [] as number[], bare: [] as number[], indexed: [] as number[] };
+    const sqlite = noRounds();
     for (let round = 1; round <= ROUNDS; round++) {
       const db = join(dir, 'import-rows.db');
       for (const suffix of ['', '-wal', '-shm']) await rm(`${db}${suffix}`, { force: true });
@@ -212,7 +216,7 @@ export async function measureImports(dir: string, pgSkip: string | false): Promi
       results.postgresSkipped = pgSkip;
       return results;
     }
-    const postgres = { imports: [] as number[], bare: [] as number[], indexed: [] as number[] };
+    const postgres = noRounds();
     const [schema, bareSchema] = [`bench_import_${process.pid}`, `bench_import_bare_${process.pid}`];
     for (let round = 1; round <= ROUNDS; round++) {
       await dropSchema(args.pg, schema);
