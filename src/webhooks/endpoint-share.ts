@@ -7,9 +7,12 @@ const FIRST_REST_MS = 5_000;
 const MAX_REST_MS = 5 * 60_000;
 /**
  * Rounds of an endpoint's share that wait claimed, behind the round in flight: enough that a busy endpoint's next
- * claim commits while half of them are still to send, so that its slots do not stand empty waiting for the claim.
+ * claim commits while half of them are still to send, so that its slots do not stand empty waiting for the claim,
+ * and that each claim (a commit, with its flush to disk) takes many deliveries: on a slow machine a busy drain's
+ * commits cost more than its sends. A slow endpoint's deliveries that would outlast their lease in the queue are
+ * given back (see the dispatcher's pump), so depth does not strand them.
  */
-const QUEUED_ROUNDS = 8;
+const QUEUED_ROUNDS = 16;
 
 /**
  * One endpoint's share of a dispatcher: how many of its deliveries are in flight (never more than `cap`, so that a
