@@ -170,8 +170,8 @@ async function drainOnce(c: EventBenchContext, db: string, receiver: Receiver, p
   try {
     const t0 = performance.now();
     const cpu0 = cpuSeconds();
-    const before = delivered(await receiver.counts(), paths);
     let state = await receiver.counts();
+    const before = delivered(state, paths);
     const deadline = Date.now() + 600_000;
     while (delivered(state, paths) < expected) {
       if (Date.now() > deadline) throw new Error(`drain stalled at ${delivered(state, paths)} of ${expected}`);
