@@ -39,9 +39,11 @@ export type PoolUse = 'statements' | 'listings';
 /**
  * And without JIT compilation: a generic plan's cost is guessed from a parameter's average selectivity, and a page of a
  * tag (listing.ts) can be guessed past `jit_above_cost`, when compiling it would cost tens of milliseconds a page
- * that reads a few hundred index entries.
+ * that reads a few hundred index entries. And without sequential scans where an index serves: every read of a
+ * listing is an index probe or range, repeated for each token of a batch, while a small table (a few hundred tokens,
+ * the groups' sizes) looks cheaper to read whole, and a plan made then is kept for the session.
  */
-const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off', '-c jit=off'];
+const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_hashagg=off', '-c jit=off', '-c enable_seqscan=off'];
 
 /**
  * Listing sessions kept open through a pause in reads. Writes keep the statements pool busy, but nothing else uses

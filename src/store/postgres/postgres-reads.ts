@@ -133,26 +133,28 @@ export class PostgresReads implements RequestReads {
     const read = async (pool: pg.Pool) => {
       // The statement aggregates: it answers exactly one row.
       const row = (await pool.query<PageRow>({ name: listing.name, text: listing.text, values })).rows[0]!;
-      if (listing.exact === undefined || !metGonePlant(row.plants)) return row;
-      const { name, text } = listing.exact;
-      return (await pool.query<PageRow>({ name, text, values })).rows[0]!;
+      const page = listing.exact !== undefined && metGonePlant(row.plants) ? undefined : this.page(row, limit, withIds);
+      if (page !== undefined || listing.exact === undefined) return { row, page };
+      // It met positions of plants gone, or its rows came out of order: the exact statement, which sorts them.
+      const exact = (await pool.query<PageRow>({ name: listing.exact.name, text: listing.exact.text, values })).rows[0]!;
+      return { row: exact, page: this.page(exact, limit, withIds) };
     };
-    const row = await read(this.readPool);
+    const { row, page } = await read(this.readPool);
     const wrote = this.recentWriters.get(readerId);
     if (wrote !== undefined) {
-      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return this.page(await read(this.pool), limit, withIds);
+      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return (await read(this.pool)).page!;
       this.recentWriters.delete(readerId);
     }
-    return this.page(row, limit, withIds);
+    return page!;
   }
 
   /**
-   * The row of a listing query (see postgres-listing-sql.ts). A page read from a standby that has not replayed every change
-   * the feed delivered could be older than the caches' view: it is served, not cached.
+   * The page of a listing query's row (see postgres-listing-sql.ts), or undefined when its ids are out of order. A
+   * page read from a standby that has not replayed every change the feed delivered could be older than the caches'
+   * view: it is served, not cached.
    */
-  private page({ ids, plants, groups, replayed }: PageRow, limit: number, withIds: boolean): VisiblePage {
+  private page({ ids, plants, groups, replayed }: PageRow, limit: number, withIds: boolean): VisiblePage | undefined {
     const cacheable = replayed === null || lsnValue(replayed) >= this.fedThrough();
-    // PostgreSQL's aggregates sort the rows themselves: the ids are in order.
-    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable, withIds)!;
+    return pageFromColumns(ids, plants, limit, (groups ?? []).map(Number), cacheable, withIds);
   }
 }

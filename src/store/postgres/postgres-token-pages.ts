@@ -82,7 +82,7 @@ export class PostgresTokenPages {
     const rows = await this.rows(statement, reads, values);
     return rows.map((row, i) => {
       if (row === undefined) return { credential: undefined, page: undefined };
-      // A page that met positions of plants gone is read again apart, as visiblePlants reads it.
+      // A page that met positions of plants gone, or came out of order, is read again apart, as visiblePlants reads it.
       if (!row.reads_page || metGonePlant(row.plants)) return { credential: credentialOf(row), page: undefined };
       return { credential: credentialOf(row), page: this.pageOf(row, reads[i]!.page.limit) };
     });
@@ -90,8 +90,7 @@ export class PostgresTokenPages {
 
   /** A page read with its token: from the primary, so always one the caches may keep. */
   private pageOf(row: TokenPageRow, limit: number) {
-    // PostgreSQL's aggregates sort the rows themselves: the ids are in order.
-    return pageFromColumns(row.ids, row.plants, limit, (row.groups ?? []).map(Number), true)!;
+    return pageFromColumns(row.ids, row.plants, limit, (row.groups ?? []).map(Number), true);
   }
 
   /**
