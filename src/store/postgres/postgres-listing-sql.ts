@@ -35,7 +35,7 @@ const REPLAYED = 'pg_last_wal_replay_lsn()::text';
  * A page's columns, `ids` and `plants` (JSON arrays of the catalogue positions and of the Plant objects), from
  * `sql`, a query of rows (id, name, tag) in id order, and the columns of `extra`. Both aggregates take the rows in
  * the one order they come, which a page's plan keeps; with `ordered` they sort them themselves, for the statement a
- * page whose ids came out of order is read again with (two sorts a page, a tenth of its read).
+ * page whose ids came out of order is read again with (two sorts a page, which rows in order do not need).
  */
 export function pageColumnsSql(sql: string, extra: string, { withIds = false, ordered = false } = {}): string {
   const order = ordered ? ' ORDER BY id' : '';
@@ -44,6 +44,7 @@ export function pageColumnsSql(sql: string, extra: string, { withIds = false, or
     `'[' || coalesce(string_agg(${withIds ? PLANT_WITH_ID_JSON : PLANT_JSON}, ','${order}), '') || ']' AS plants${extra} FROM (${sql}) listed`
   );
 }
+
 /**
  * One page of the plants user $1 may see after $2, at most $3, with the claimed group names in $4 when
  * `withClaims`, and with `tagged` only those with the tag in the next parameter: one row of page columns (see
