@@ -240,7 +240,7 @@ for (const backend of BACKENDS) {
       );
     }
 
-    it('a drain killed with -9 loses nothing, and sends again at most what was in flight', { timeout: 120_000 }, async () => {
+    it('a drain killed with -9 loses nothing, and sends again only what it had not recorded', { timeout: 120_000 }, async () => {
       const db = await backend.freshDb();
       const hook = await startReceiver();
       try {
