@@ -57,17 +57,23 @@ describe("PostgreSQL keeps the listing's plan", { skip }, () => {
   it('reads every table of a listing by its indexes, small as they are', async () => {
     const client = await pool.connect();
     try {
+      // Each with the index its small table is probed by.
       const statements = [
-        ['tokens_with_pages', tokenPagesSql(false), "('{}'::bytea[], '{}'::bigint[], '{}'::bigint[], 0)"],
-        ['tokens_with_tag_pages', tokenPagesSql(true), "('{}'::bytea[], '{}'::bigint[], '{}'::bigint[], '{}'::text[], 0)"],
-        ['listing_with_claims', visiblePlantsSql(true), "(1, 0, 21, '{a}'::text[])"],
+        ['tokens_with_pages', tokenPagesSql(false), "('{}'::bytea[], '{}'::bigint[], '{}'::bigint[], 0)", 'tokens_token_hash_key'],
+        [
+          'tokens_with_tag_pages',
+          tokenPagesSql(true),
+          "('{}'::bytea[], '{}'::bigint[], '{}'::bigint[], '{}'::text[], 0)",
+          'tokens_token_hash_key',
+        ],
+        ['listing_with_claims', visiblePlantsSql(true), "(1, 0, 21, '{a}'::text[])", 'groups_name_key'],
       ] as const;
-      for (const [name, text, values] of statements) {
+      for (const [name, text, values, index] of statements) {
         await client.query(`PREPARE ${name} AS ${text}`);
         const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) EXECUTE ${name}${values}`);
         const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
         assert.doesNotMatch(plan, /Seq Scan/, plan);
-        assert.match(plan, /Index Scan using tokens_token_hash_key|Index Scan using groups_name_key/, plan);
+        assert.ok(plan.includes(`Index Scan using ${index}`), plan);
       }
     } finally {
       client.release();

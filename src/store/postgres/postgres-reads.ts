@@ -133,19 +133,21 @@ export class PostgresReads implements RequestReads {
     const read = async (pool: pg.Pool) => {
       // The statement aggregates: it answers exactly one row.
       const row = (await pool.query<PageRow>({ name: listing.name, text: listing.text, values })).rows[0]!;
-      const page = listing.exact !== undefined && metGonePlant(row.plants) ? undefined : this.page(row, limit, withIds);
-      if (page !== undefined || listing.exact === undefined) return { row, page };
+      // A statement without an exact one reads plants themselves, sorted.
+      if (listing.exact === undefined) return { row, page: this.page(row, limit, withIds)! };
+      const page = metGonePlant(row.plants) ? undefined : this.page(row, limit, withIds);
+      if (page !== undefined) return { row, page };
       // It met positions of plants gone, or its rows came out of order: the exact statement, which sorts them.
       const exact = (await pool.query<PageRow>({ name: listing.exact.name, text: listing.exact.text, values })).rows[0]!;
-      return { row: exact, page: this.page(exact, limit, withIds) };
+      return { row: exact, page: this.page(exact, limit, withIds)! };
     };
     const { row, page } = await read(this.readPool);
     const wrote = this.recentWriters.get(readerId);
     if (wrote !== undefined) {
-      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return (await read(this.pool)).page!;
+      if (row.replayed !== null && lsnValue(row.replayed) < wrote) return (await read(this.pool)).page;
       this.recentWriters.delete(readerId);
     }
-    return page!;
+    return page;
   }
 
   /**
