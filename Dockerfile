@@ -12,6 +12,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund && npm rebuild better-sqlite3
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY scripts/bundle-dependencies.ts ./scripts/bundle-dependencies.ts
 # The service only: the typed client (npm run build builds it too) is not part of the image.
 RUN npm run build:service && npm prune --omit=dev --ignore-scripts
 
