@@ -17,12 +17,12 @@ const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
 const VENDOR = join(DIST, 'vendor');
 
 /** Each bundled specifier and the module under `dist/vendor/` that replaces it. */
-const BUNDLED: Record<string, string> = {
-  kysely: 'kysely.js',
-  typebox: 'typebox.js',
-  'typebox/schema': 'typebox-schema.js',
-  'typebox/compile': 'typebox-compile.js',
-};
+const BUNDLED = new Map([
+  ['kysely', 'kysely.js'],
+  ['typebox', 'typebox.js'],
+  ['typebox/schema', 'typebox-schema.js'],
+  ['typebox/compile', 'typebox-compile.js'],
+]);
 
 const LICENSES = [
   ['kysely', 'LICENSE'],
@@ -31,7 +31,7 @@ const LICENSES = [
 
 async function bundle(): Promise<void> {
   const entryPoints = Object.fromEntries(
-    Object.entries(BUNDLED).map(([specifier, file]) => [file.replace(/\.js$/, ''), fileURLToPath(import.meta.resolve(specifier))]),
+    [...BUNDLED].map(([specifier, file]) => [file.replace(/\.js$/, ''), fileURLToPath(import.meta.resolve(specifier))]),
   );
   await build({
     entryPoints,
@@ -71,7 +71,7 @@ async function pointAtBundles(path: string): Promise<boolean> {
   let out = '';
   let from = 0;
   for (const { type, specifier, start, end } of imports) {
-    const file = specifier === undefined || specifier === null ? undefined : BUNDLED[specifier];
+    const file = typeof specifier === 'string' ? BUNDLED.get(specifier) : undefined;
     if (file === undefined) continue;
     let target = relative(dirname(path), join(VENDOR, file)).split(sep).join('/');
     if (!target.startsWith('.')) target = `./${target}`;
