@@ -8,7 +8,7 @@ import { init, parse } from 'es-module-lexer';
 /**
  * Runs after `tsc` (`npm run build:service`): kysely and TypeBox become one module each (TypeBox's entry points
  * sharing their chunks) under `dist/vendor/`, and the built service imports them from there. Node 20 resolves,
- * reads and links an ES module graph file by file, and these two packages are about 400 files: loading them was
+ * reads and links an ES module graph file by file, and these two packages are about 500 files: loading them was
  * most of a command's start, which an import or a new serving process pays whole. The sources and the tests run
  * from the sources keep importing the packages themselves; the bundles are built from the same installed copies.
  */
