@@ -23,13 +23,22 @@ export class PreparedStatements {
     return {
       async connect(): Promise<PostgresPoolClient> {
         const client = await pool.connect();
+        // Checked out, a client has none of the pool's listeners: a connection the server ends meanwhile (a restart,
+        // pg_terminate_backend) would raise an uncaught 'error' and end the process. Its statements fail instead,
+        // and the pool drops it when it is released.
+        let lost: Error | undefined;
+        const onError = (err: Error) => (lost = err);
+        client.on('error', onError);
         return {
           query: ((text: string | PostgresCursor<unknown>, values?: ReadonlyArray<unknown>) => {
             if (typeof text !== 'string') return client.query(text as unknown as pg.Submittable);
             const name = names.get(text);
             return name === undefined ? client.query(text, values as unknown[]) : client.query({ name, text, values: values as unknown[] });
           }) as unknown as PostgresPoolClient['query'],
-          release: () => client.release(),
+          release: () => {
+            client.off('error', onError);
+            client.release(lost);
+          },
         };
       },
       end: () => pool.end(),
