@@ -78,3 +78,22 @@ export function createPool(url: string, options: PostgresOptions, use: PoolUse =
   pool.on('error', () => {});
   return { pool, ...(schema ? { schema } : {}) };
 }
+
+/**
+ * A client out of `pool` until `release()`. Checked out, a pg client has none of the pool's listeners: a
+ * connection the server ends meanwhile (a restart, pg_terminate_backend) would raise an uncaught 'error' and end
+ * the process. Its statements fail instead, and the pool drops it when it is released.
+ */
+export async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release: () => void }> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (err: Error) => (lost = err);
+  client.on('error', onError);
+  return {
+    client,
+    release: () => {
+      client.off('error', onError);
+      client.release(lost);
+    },
+  };
+}

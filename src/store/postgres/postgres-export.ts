@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import Cursor from 'pg-cursor';
 import type { ExportSnapshot } from '../catalogue-export.js';
+import { checkOut } from './postgres-connection.js';
 
 /** The rows of `text`, read through a cursor a thousand at a time, so memory stays flat. */
 async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string): AsyncGenerator<R> {
@@ -18,14 +19,14 @@ async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, t
 
 /** One REPEATABLE READ transaction: the export is a consistent snapshot even while others write (see sqlite-export.ts). */
 export async function exportSnapshot(pool: pg.Pool): Promise<ExportSnapshot> {
-  const client = await pool.connect();
+  const { client, release } = await checkOut(pool);
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     // The statement timeout bounds requests' queries; a cursor read in many fetches is one statement that lasts
     // the whole export, so an operator's bulk command goes without it.
     await client.query('SET LOCAL statement_timeout = 0');
   } catch (err) {
-    client.release();
+    release();
     throw err;
   }
   return {
@@ -33,7 +34,7 @@ export async function exportSnapshot(pool: pg.Pool): Promise<ExportSnapshot> {
     rows: <R>(text: string) => cursorRows(client, text) as AsyncIterable<R>,
     close: async () => {
       await client.query('ROLLBACK').catch(() => {});
-      client.release();
+      release();
     },
   };
 }

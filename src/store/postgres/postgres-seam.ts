@@ -14,7 +14,7 @@ import { exportSnapshot } from './postgres-export.js';
 import { ChangeAnnouncer, PostgresChangeFeed, PRUNE_SQL } from './postgres-change-feed.js';
 import { advisoryLockSql, classifyPostgresError, isConnectionError } from './postgres-errors.js';
 import { PostgresImport } from './postgres-import.js';
-import { createPool, type PostgresOptions } from './postgres-connection.js';
+import { checkOut, createPool, type PostgresOptions } from './postgres-connection.js';
 import { PostgresReads } from './postgres-reads.js';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import { PreparedStatements } from './prepared-statements.js';
@@ -204,13 +204,13 @@ class PostgresSeam implements DatabaseSeam {
   }
 
   private async importing<T>(run: (target: PostgresImport) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const { client, release } = await checkOut(this.pool);
     try {
       const result = await run(new PostgresImport(client));
       this.announcer.announce();
       return result;
     } finally {
-      client.release();
+      release();
     }
   }
 }

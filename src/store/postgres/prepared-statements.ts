@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { PostgresCursor, PostgresPool, PostgresPoolClient } from 'kysely';
+import { checkOut } from './postgres-connection.js';
 
 /** Statement texts named at most: each connection keeps every named statement it ran, parsed and planned. */
 const MAX_NAMED = 512;
@@ -22,23 +23,14 @@ export class PreparedStatements {
     const names = this.names;
     return {
       async connect(): Promise<PostgresPoolClient> {
-        const client = await pool.connect();
-        // Checked out, a client has none of the pool's listeners: a connection the server ends meanwhile (a restart,
-        // pg_terminate_backend) would raise an uncaught 'error' and end the process. Its statements fail instead,
-        // and the pool drops it when it is released.
-        let lost: Error | undefined;
-        const onError = (err: Error) => (lost = err);
-        client.on('error', onError);
+        const { client, release } = await checkOut(pool);
         return {
           query: ((text: string | PostgresCursor<unknown>, values?: ReadonlyArray<unknown>) => {
             if (typeof text !== 'string') return client.query(text as unknown as pg.Submittable);
             const name = names.get(text);
             return name === undefined ? client.query(text, values as unknown[]) : client.query({ name, text, values: values as unknown[] });
           }) as unknown as PostgresPoolClient['query'],
-          release: () => {
-            client.off('error', onError);
-            client.release(lost);
-          },
+          release,
         };
       },
       end: () => pool.end(),
