@@ -4,6 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { serverCpuSeconds } from '../../bench/process-cpu.js';
 import type { CatalogueRecord } from '../../src/import-format/records.js';
 import { recordBatch } from '../../src/import-format/records.js';
 import type { Store } from '../../src/store/store.js';
@@ -122,6 +123,19 @@ describe('slow readers of full listings', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+  /** Resolves once `pid` has used at most a tick of CPU in each of two half seconds in a row. */
+  const idle = async (pid: number) => {
+    const deadline = performance.now() + 30_000;
+    let quiet = 0;
+    let before = serverCpuSeconds(pid);
+    while (quiet < 2) {
+      assert.ok(performance.now() < deadline, 'the server never went idle behind its stalled readers');
+      await new Promise((r) => setTimeout(r, 500));
+      const now = serverCpuSeconds(pid);
+      quiet = now - before <= 0.01 ? quiet + 1 : 0;
+      before = now;
+    }
+  };
 
   const db = join(dir, 'slow.db');
   let token = '';
@@ -180,8 +194,10 @@ describe('slow readers of full listings', () => {
     await withServer(env, async ({ pid, ask, stall }) => {
       for (let i = 0; i < 3; i++) assert.equal(await ask('/plants'), 200);
       // The first 20 take the process's 16 slots and fill kernel buffers; the 180 after them must cost next to nothing.
+      // A size is read once the server has gone idle, every listing stopped by its reader: on a loaded machine the
+      // first ones may still be filling their buffers seconds later, and the garbage of that would count as growth.
       const settled = async () => {
-        await new Promise((r) => setTimeout(r, 1500));
+        await idle(pid);
         return rssMb(pid);
       };
       await stall(20);
