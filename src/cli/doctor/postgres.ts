@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { StoreConfig } from '../../config.js';
+import { checkOut } from '../../store/postgres/postgres-connection.js';
 import { fail, ok, reason, schemaChecks, skip, warn, type Check } from './check.js';
 
 /** The URL as it may be printed: no password. */
@@ -114,11 +115,11 @@ async function poolCheck(
   const pool = new pg.Pool({ ...settings, max: config.poolSize });
   pool.on('error', () => {});
   try {
-    const client = await pool.connect();
+    const { client, release } = await checkOut(pool);
     try {
       await client.query('SELECT 1');
     } finally {
-      client.release();
+      release();
     }
   } catch (err) {
     return fail('pool', `a pooled connection failed: ${reason(err)}`, UNREACHABLE_FIX);
