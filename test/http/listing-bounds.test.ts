@@ -127,13 +127,13 @@ describe('slow readers of full listings', () => {
   const idle = async (pid: number) => {
     const deadline = performance.now() + 30_000;
     let quiet = 0;
-    let before = serverCpuSeconds(pid);
+    let used = serverCpuSeconds(pid);
     while (quiet < 2) {
       assert.ok(performance.now() < deadline, 'the server never went idle behind its stalled readers');
       await new Promise((r) => setTimeout(r, 500));
       const now = serverCpuSeconds(pid);
-      quiet = now - before <= 0.01 ? quiet + 1 : 0;
-      before = now;
+      quiet = now - used <= 0.01 ? quiet + 1 : 0;
+      used = now;
     }
   };
 
