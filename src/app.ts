@@ -15,6 +15,7 @@ import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter, createWriteBudget } from './http/rate-limit.js';
 import { RepliesAfterPoll } from './http/replies-after-poll.js';
+import { inSendingOrder } from './http/pipelined-requests.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { plantAccessRoutes } from './http/routes/plant-access.js';
@@ -171,7 +172,8 @@ function notJson(body: string): ApiError {
 }
 
 /**
- * The headers every answer carries, set as the request arrives: they stay through errors, and a later
+ * The headers every answer carries, set as the request arrives (with the checks every request passes first, and
+ * the order of pipelined requests): they stay through errors, and a later
  * reply.header overrides them (the docs' static files set their own cache-control). An onSend hook would do the
  * same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
  * that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
@@ -186,7 +188,7 @@ function installRequestChecks(app: FastifyInstance, limits: AppConfig['http']): 
     if (request.raw.url!.length > limits.maxUrlBytes) {
       return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
     }
-    done();
+    inSendingOrder(request, reply, done);
   });
 }
 

@@ -59,13 +59,13 @@ export async function sendRaw(
 
 /**
  * The answers to pipelined requests (written together by `exchangeRaw`), in order; each must carry
- * Content-Length, as a page does.
+ * Content-Length, as a page does, or be a 204, which has no body.
  */
 export function parseResponses(raw: Buffer): WireResponse[] {
   const responses: WireResponse[] = [];
   while (raw.length > 0) {
     const response = parseResponse(raw, false);
-    const length = Number(response.headers['content-length']);
+    const length = response.status === 204 ? 0 : Number(response.headers['content-length']);
     if (!Number.isInteger(length)) throw new Error('a pipelined answer without Content-Length');
     responses.push(response);
     raw = raw.subarray(raw.indexOf('\r\n\r\n') + 4 + length);

@@ -6,6 +6,7 @@ import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp, addPlant } from '../helpers/http-app.js';
+import { exchangeRaw, parseResponses } from '../helpers/raw-http.js';
 
 // POST /plants and DELETE /plants/{id} over a real socket, once per backend; every answer is checked against
 // the served document by rawRequest.
@@ -136,6 +137,28 @@ for (const backend of BACKENDS) {
       assert.ok(!(await names('carol')).includes('Cactus'));
       assert.ok(!(await names('root')).includes('Cactus'));
       assertError(await remove('carol', 6001), 404, 40402);
+    });
+
+    it('runs pipelined writes and reads in the order sent: each request sees the ones before it', async () => {
+      const port = Number(new URL(server.url).port);
+      const auth = `Host: localhost\r\nAuthorization: Bearer ${tokens.alice}\r\n`;
+      for (const id of [6101, 6102, 6103, 6104, 6105]) {
+        const body = JSON.stringify({ id, name: `Piped ${id}` });
+        const request =
+          `POST /plants HTTP/1.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+          `GET /plants/${id} HTTP/1.1\r\n${auth}\r\n` +
+          `GET /plants HTTP/1.1\r\n${auth}\r\n` +
+          `DELETE /plants/${id} HTTP/1.1\r\n${auth}\r\n` +
+          `GET /plants/${id} HTTP/1.1\r\n${auth}Connection: close\r\n\r\n`;
+        const answers = parseResponses(await exchangeRaw(port, request));
+        assert.deepEqual(
+          answers.map((a) => a.status),
+          [200, 200, 200, 204, 404],
+          answers.map((a) => a.text).join(' | '),
+        );
+        assert.ok((JSON.parse(answers[2]!.text) as Array<{ name: string }>).some((p) => p.name === `Piped ${id}`));
+      }
+      assert.ok(!(await names('alice')).some((name) => name.startsWith('Piped')));
     });
 
     it('answers 403 to a user who sees the plant but does not own it, 404 to one who cannot see it', async () => {
