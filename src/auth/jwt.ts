@@ -1,6 +1,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, customFetch, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { parsePublicKey, type JwtConfig } from './jwt-config.js';
+import { CONTROL_CHARACTERS } from '../catalogue/names.js';
 
 /** Why a JWT was refused; each maps to one Error code and one RFC 6750 error_description. */
 export type JwtFailure =
@@ -17,12 +18,6 @@ export type JwtFailure =
 export type JwtCheck =
   /** `identity`: the issuer and subject, what the token stands for whatever its spelling (see rate limiting). */
   { ok: true; user: string; groups: string[]; identity: string } | { ok: false; reason: JwtFailure; detail?: string };
-
-/**
- * Control characters (NUL included) in a user or group name from a token: never a real name, and they would reach
- * cache keys and queries (PostgreSQL refuses NUL in text). Refused as invalid claims.
- */
-const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** The identity provider's keys cannot be fetched: not the token's fault, so a 503 rather than a 401. */
 export class KeysUnavailableError extends Error {
@@ -156,7 +151,9 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
           detail: `the '${config.userClaim}' claim naming the user is missing or not a string`,
         };
       }
-      if (CONTROL.test(user))
+      // Control characters (NUL included) are never a real name, and would reach cache keys and queries (PostgreSQL
+      // refuses NUL in text).
+      if (CONTROL_CHARACTERS.test(user))
         return { ok: false, reason: 'invalid_claims', detail: `the '${config.userClaim}' claim holds control characters` };
       let groups: string[] = [];
       if (config.groupsClaim !== undefined) {
@@ -166,7 +163,7 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
         else if (value !== undefined) {
           return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim must be a list of group names` };
         }
-        if (groups.some((g) => CONTROL.test(g))) {
+        if (groups.some((g) => CONTROL_CHARACTERS.test(g))) {
           return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim holds control characters` };
         }
       }

@@ -4,7 +4,11 @@ import { PLANT_FIELDS, type PlantChange, type PlantFields } from './plant-fields
 
 /** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
 export const MAX_NAME_LENGTH = 1024;
-const CONTROL = /[\u0000-\u001f\u007f]/;
+/**
+ * Control characters (Unicode's Cc): C0, DEL and C1. C1's CSI (U+009B) starts an escape sequence on terminals
+ * that take 8-bit controls, as ESC [ does.
+ */
+export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
 /** Invisible formatting characters (zero-width spaces and joiners, direction marks): a name that looks like another. */
 const FORMAT = /\p{Cf}/u;
 
@@ -43,7 +47,7 @@ export function checkClientChange(change: PlantChange): void {
 
 function checkClientText(label: string, value: string): void {
   checkText(label, value);
-  if (CONTROL.test(value)) throw invalidInput(`${label} must not contain control characters`);
+  if (CONTROL_CHARACTERS.test(value)) throw invalidInput(`${label} must not contain control characters`);
 }
 
 /**
@@ -64,7 +68,7 @@ export function checkPlant(plant: PlantFields): void {
  */
 function checkIdentifier(what: string, name: string): void {
   checkText(what, name);
-  if (CONTROL.test(name)) throw invalidInput(`${what} must not contain control characters`);
+  if (CONTROL_CHARACTERS.test(name)) throw invalidInput(`${what} must not contain control characters`);
   if (FORMAT.test(name)) throw invalidInput(`${what} must not contain invisible formatting characters`);
   if (name.trim() !== name) throw invalidInput(`${what} must not start or end with white space`);
 }

@@ -103,6 +103,7 @@ for (const backend of BACKENDS) {
         { sub: 'alice\n' },
         { groups: ['secret\u0000staff'] },
         { groups: ['gardeners', 'x\u007f'] },
+        { sub: 'csi\u009b' },
       ]) {
         const token = await mintJwt(key, { claims });
         assertRejected(await get(token), 40111, token, /control characters/);

@@ -62,7 +62,10 @@ for (const backend of BACKENDS) {
         ['two\nlines', undefined],
         ['tab\tbed', undefined],
         ['del\u007f', undefined],
+        ['csi\u009b31mred', undefined],
+        ['next line\u0085', undefined],
         ['Fine', '\u0001'],
+        ['Fine', 'c1\u0080'],
       ]) {
         const said = assertError(await create('bob', { id: nextId++, name, ...(tag === undefined ? {} : { tag }) }), 400, 40005);
         assert.match(said.message, /control characters/);
