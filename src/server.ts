@@ -167,6 +167,14 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   // validates them again, as the primary did.
   const workerEnv = { PLANTSTORE_WORKER_INPUT: JSON.stringify({ ...input, workers: 1 }) };
   let stopping = false;
+  let exitCode = 0;
+  // Until a worker has listened, a worker's death is the configuration's (a port taken or refused), which a
+  // replacement would meet again: the primary stops, as `serve` without workers does. After that, workers are
+  // replaced.
+  let served = false;
+  cluster.once('listening', () => {
+    served = true;
+  });
   const startedAt = new Map<number, number>();
   const fork = () => {
     const worker = cluster.fork(workerEnv);
@@ -175,17 +183,23 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   cluster.on('exit', (worker, code, signal) => {
     const lived = Date.now() - (startedAt.get(worker.id) ?? 0);
     startedAt.delete(worker.id);
+    if (!stopping && !served) {
+      stopping = true;
+      exitCode = 1;
+      log.error({ pid: worker.process.pid, code, signal }, 'a worker exited before any could listen; stopping (its error is above)');
+      for (const other of Object.values(cluster.workers ?? {})) if (other !== worker) other?.process.kill('SIGTERM');
+    }
     if (stopping) {
       // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can
       // come first, so the last worker may still be listed here. Dead is what counts.
       if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {
         log.info('all workers stopped');
         // Exit only once the line is written: process.exit does not wait for a pending stdout write.
-        log.flush(() => process.exit(0));
+        log.flush(() => process.exit(exitCode));
       }
       return;
     }
-    // A worker that dies at once (bad port, database down) is restarted after a pause, not in a tight loop.
+    // A worker that dies at once (the database down) is restarted after a pause, not in a tight loop.
     const delay = lived < 2_000 ? 1_000 : 0;
     log.warn({ pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
     setTimeout(fork, delay);

@@ -144,7 +144,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_WORKERS',
     default: '1',
     summary: 'HTTP worker processes sharing the port; dead ones are replaced',
-    meaning: '`serve` forks N HTTP worker processes sharing the port; dead workers are replaced.',
+    meaning:
+      '`serve` forks N HTTP worker processes sharing the port; dead workers are replaced, but if one dies before any has listened (a port taken), `serve` stops with exit 1.',
     table: 'service',
     into: ['server.workers'],
     parse: wholeNumber('workers', 1, 256),

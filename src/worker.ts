@@ -15,4 +15,10 @@ try {
 }
 // Before the (slower) HTTP stack loads: a scrape arriving while this worker starts must still get an answer.
 if (config.server.metrics) (await import('./metrics/metrics.js')).answerPrimaryScrapes();
-await (await import('./server.js')).runServer(config);
+try {
+  await (await import('./server.js')).runServer(config);
+} catch (err) {
+  // A port taken or refused: one line, as `serve` without workers says it; the primary decides what follows.
+  process.stderr.write(`plantstore worker: ${(err as Error).message}\n`);
+  process.exit(1);
+}

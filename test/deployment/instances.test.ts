@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -97,5 +98,22 @@ describe('serve --workers', () => {
     }
     assert.equal(await server.stop(), 0);
     assert.match(server.output(), /all workers stopped/);
+  });
+
+  it('stops with exit 1 and one line a worker when no worker can listen (a port taken), as serve does', { timeout: 30_000 }, async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = taken.address() as AddressInfo;
+      const started = Date.now();
+      const run = await runCli(db, ['serve', '--workers', '2', '--port', String(port)]);
+      assert.equal(run.code, 1, run.stdout + run.stderr);
+      assert.ok(Date.now() - started < 15_000, 'it stopped instead of replacing workers');
+      assert.match(run.stderr, /^plantstore worker: .*EADDRINUSE/m);
+      assert.doesNotMatch(run.stderr, /^\s+at /m, 'no stack trace');
+      assert.doesNotMatch(run.stdout, /starting a replacement/);
+    } finally {
+      taken.close();
+    }
   });
 });
