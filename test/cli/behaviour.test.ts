@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -206,6 +206,19 @@ describe('plantstore CLI: the database named by --db', () => {
       }
     },
   );
+
+  it('export to a file it cannot write says so in one line, before it reads anything', async () => {
+    const db = join(dir, 'export-to.db');
+    await ok(db, ['users', 'add', 'alice']);
+    await fails(
+      db,
+      ['export', '-o', join(dir, 'no-such-folder', 'out.ndjson')],
+      /^plantstore: cannot write .*out\.ndjson: ENOENT[^\n]*\n$/,
+    );
+    await fails(db, ['export', '-o', dir], /^plantstore: cannot write .*: EISDIR[^\n]*\n$/);
+    await ok(db, ['export', '-o', join(dir, 'out.ndjson')]);
+    assert.equal(readFileSync(join(dir, 'out.ndjson'), 'utf8'), '{"type":"user","name":"alice"}\n');
+  });
 
   it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {
     const db = join(dir, 'pipe.db');

@@ -1,4 +1,4 @@
-import { createWriteStream, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
@@ -105,10 +105,22 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
   }
 }
 
+/** The export's file, opened before the store is: a path it cannot write is the command's one-line error. */
+async function openOutput(file: string): Promise<Writable> {
+  try {
+    return (await open(file, 'w')).createWriteStream();
+  } catch (err) {
+    throw invalidInput(`cannot write ${file}: ${(err as Error).message}`);
+  }
+}
+
 /** `export`: every record, streamed to stdout or a file. */
 async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise<void> {
   const { progressBar, summaryLine } = await loadProgress();
-  const out: Writable = opts.output === undefined ? process.stdout : createWriteStream(opts.output);
+  const out: Writable = opts.output === undefined ? process.stdout : await openOutput(opts.output);
+  // A write that fails later (a full disk) is said as the command's error, not as a stream's unhandled 'error'.
+  let failed: Error | undefined;
+  if (out !== process.stdout) out.on('error', (err) => (failed = err));
   const started = process.hrtime.bigint();
   let records = 0;
   await withStore(cmd, async ({ bulk }) => {
@@ -116,6 +128,7 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
     const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
     try {
       for await (const record of bulk.exportRecords()) {
+        if (failed) throw invalidInput(`cannot write ${opts.output}: ${failed.message}`);
         await writeLine(out, `${JSON.stringify(record)}\n`);
         // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
         if (++records % 512 === 0) progress.update(records);
@@ -126,7 +139,8 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   });
   if (out !== process.stdout) {
     out.end();
-    await once(out, 'finish');
+    await once(out, 'finish').catch((err: Error) => (failed = err));
+    if (failed) throw invalidInput(`cannot write ${opts.output}: ${failed.message}`);
   }
   process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
 }
