@@ -112,6 +112,9 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
   }
   if (v.metricsPort !== undefined && v.metricsHost.trim() === '') throw invalidInput('invalid metrics host: must not be empty');
+  if (v.metricsPort !== undefined && v.metricsPort !== 0 && v.metricsPort === v.port && sameAddress(v.host, v.metricsHost)) {
+    throw invalidInput(`the metrics port (PLANTSTORE_METRICS_PORT) must differ from the HTTP port: both are ${v.port} on ${v.metricsHost}`);
+  }
   const config: Record<string, unknown> = {};
   for (const [name, s] of Object.entries(SETTINGS) as Array<[SettingName, { into: readonly string[] }]>) {
     for (const path of s.into) put(config, path, v[name]);
@@ -124,6 +127,12 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
   for (const [path, value] of Object.entries(combined)) put(config, path, value);
   // Every slot is filled with a value of its type: checked at compile time below.
   return config as unknown as Config;
+}
+
+/** Whether two listeners on these hosts would take one address: the same host, or either on every interface. */
+function sameAddress(a: string, b: string): boolean {
+  const everywhere = (host: string) => host === '0.0.0.0' || host === '::' || host === '[::]';
+  return a === b || everywhere(a) || everywhere(b);
 }
 
 /** Sets the value at a dotted path, making the slices on the way. */

@@ -299,6 +299,16 @@ describe('metrics off (the default)', () => {
     );
     assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid PLANTSTORE_METRICS_PORT "nine"/);
   });
+
+  it('refuses the HTTP port for metrics where the two would share an address, before anything listens', () => {
+    const taken = /the metrics port \(PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 8080/;
+    assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: '8080' }), taken);
+    assert.throws(() => loadConfig({ port: '9000', metricsPort: '9000', host: '0.0.0.0' }, {}), /both are 9000/);
+    assert.throws(() => loadConfig({ port: '9000', metricsPort: '9000', metricsHost: '::' }, {}), /both are 9000/);
+    // Two addresses of one host may each take the port; 0 is any free port, for each listener its own.
+    assert.equal(loadConfig({ port: '9000', metricsPort: '9000', host: '127.0.0.2' }, {}).server.metrics?.port, 9000);
+    assert.equal(loadConfig({ port: '0', metricsPort: '0' }, {}).server.metrics?.port, 0);
+  });
 });
 
 describe('serve --workers N with metrics', () => {
