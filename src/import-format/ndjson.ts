@@ -67,31 +67,53 @@ function parseLine(text: string, line: number): CatalogueRecord {
   }
 }
 
+/** The longest line read, in UTF-16 code units: far above any record (a group of 10^6 members is about 20 Mi). */
+export const MAX_LINE_LENGTH = 64 * 1024 * 1024;
+
 /**
  * Streams records from NDJSON text (LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
- * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line.
+ * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line. A line
+ * that spans chunks is kept in pieces and joined once, so a long one costs its length, not its length times its
+ * chunks; one longer than MAX_LINE_LENGTH is refused as soon as it is.
  */
 export async function* readRecordBatches(input: Readable): AsyncGenerator<NumberedRecord[]> {
   input.setEncoding('utf8');
   let line = 0;
-  let rest = '';
+  /** The line read so far, in pieces, and their length. */
+  let pieces: string[] = [];
+  let pending = 0;
   const take = (raw: string, batch: NumberedRecord[]) => {
     line++;
     const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (text.trim() !== '') batch.push({ line, record: parseLine(text, line) });
   };
-  for await (const chunk of input as AsyncIterable<string>) {
-    const text = rest + chunk;
+  const keep = (piece: string) => {
+    pending += piece.length;
+    if (pending > MAX_LINE_LENGTH) {
+      throw invalidInput(`line ${line + 1}: longer than ${MAX_LINE_LENGTH} characters, which no record is; is the file NDJSON?`);
+    }
+    pieces.push(piece);
+  };
+  for await (const text of input as AsyncIterable<string>) {
     const batch: NumberedRecord[] = [];
     let start = 0;
-    for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
+    let end = text.indexOf('\n');
+    if (end !== -1 && pieces.length > 0) {
+      keep(text.slice(0, end));
+      take(pieces.join(''), batch);
+      pieces = [];
+      pending = 0;
+      start = end + 1;
+      end = text.indexOf('\n', start);
+    }
+    for (; end !== -1; end = text.indexOf('\n', start)) {
       take(text.slice(start, end), batch);
       start = end + 1;
     }
-    rest = text.slice(start);
+    if (start < text.length) keep(text.slice(start));
     if (batch.length > 0) yield batch;
   }
   const last: NumberedRecord[] = [];
-  if (rest !== '') take(rest, last);
+  if (pieces.length > 0) take(pieces.join(''), last);
   if (last.length > 0) yield last;
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { readRecordBatches } from '../../src/import-format/ndjson.js';
+import { MAX_LINE_LENGTH, readRecordBatches } from '../../src/import-format/ndjson.js';
 import type { CatalogueRecord } from '../../src/import-format/records.js';
 import type { NumberedRecord } from '../../src/import-format/records.js';
 
@@ -44,6 +44,20 @@ describe('import reader', () => {
     const text = '{"type":"user","name":"a"}\n\n{"type":"user",\n';
     await assert.rejects(readAll(cut(text, [0.3, 0.9])), /line 3: not valid JSON/);
     await assert.rejects(readAll(['{"type":"user","name":"a"}\n{"type":"user","name":"b","x":1}']), /line 2: unknown field "x"/);
+  });
+
+  it('refuses a line longer than any record as soon as it is, without reading the rest', async () => {
+    const piece = 'x'.repeat(1024 * 1024);
+    async function* endless() {
+      yield '{"type":"user","name":"a"}\n{"type":"user","name":"';
+      for (;;) yield piece;
+    }
+    await assert.rejects(
+      async () => {
+        for await (const batch of readRecordBatches(Readable.from(endless(), { objectMode: false }))) void batch;
+      },
+      new RegExp(`line 2: longer than ${MAX_LINE_LENGTH} characters`),
+    );
   });
 
   it('keeps multi-byte characters cut between chunks whole', async () => {
