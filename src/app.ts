@@ -20,7 +20,7 @@ import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { plantAccessRoutes } from './http/routes/plant-access.js';
 import { MERGE_PATCH_TYPE, onePlantRoutes } from './http/routes/one-plant.js';
-import { strictValidatorCompiler } from './http/request-validation.js';
+import { parseQueryString, strictValidatorCompiler } from './http/request-validation.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Store } from './store/store.js';
@@ -107,7 +107,7 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     bodyLimit: 64 * 1024,
     // A user or group name in a path (/plants/{id}/access/users/{name}) may be as long as the URL limit allows.
-    routerOptions: { maxParamLength: limits.maxUrlBytes },
+    routerOptions: { maxParamLength: limits.maxUrlBytes, querystringParser: parseQueryString },
   });
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
