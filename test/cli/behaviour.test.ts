@@ -212,7 +212,7 @@ describe('plantstore CLI: the database named by --db', () => {
     await ok(db, ['users', 'add', 'alice']);
     await fails(
       db,
-      ['export', '-o', join(dir, 'no-such-folder', 'out.ndjson')],
+      ['export', '-o', join(dir, 'never-made', 'out.ndjson')],
       /^plantstore: cannot write .*out\.ndjson: ENOENT[^\n]*\n$/,
     );
     await fails(db, ['export', '-o', dir], /^plantstore: cannot write .*: EISDIR[^\n]*\n$/);
