@@ -1,3 +1,5 @@
+import { isUtf8 } from 'node:buffer';
+import { TextDecoder } from 'node:util';
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/schema';
 import { invalidInput } from '../catalogue/errors.js';
@@ -67,53 +69,84 @@ function parseLine(text: string, line: number): CatalogueRecord {
   }
 }
 
-/** The longest line read, in UTF-16 code units: far above any record (a group of 10^6 members is about 20 Mi). */
+/** The longest line read, in bytes: far above any record (a group of 10^6 members is about 20 MiB). */
 export const MAX_LINE_LENGTH = 64 * 1024 * 1024;
 
+const NEWLINE = 0x0a;
+
 /**
- * Streams records from NDJSON text (LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
- * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line. A line
- * that spans chunks is kept in pieces and joined once, so a long one costs its length, not its length times its
- * chunks; one longer than MAX_LINE_LENGTH is refused as soon as it is.
+ * Decodes whole lines of UTF-8 (LF never occurs inside a character's bytes). A byte sequence that is not UTF-8 is
+ * refused with its line, where a decoder left to replace it would have stored U+FFFD in its place, and made two
+ * names that differ by such bytes one.
+ */
+function decodeLines(decoder: TextDecoder, bytes: Buffer, firstLine: number): string {
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    let line = firstLine;
+    for (let start = 0; start < bytes.length; line++) {
+      const end = bytes.indexOf(NEWLINE, start);
+      if (!isUtf8(bytes.subarray(start, end === -1 ? bytes.length : end))) break;
+      start = end === -1 ? bytes.length : end + 1;
+    }
+    throw invalidInput(`line ${line}: not valid UTF-8`);
+  }
+}
+
+/**
+ * Streams records from NDJSON (UTF-8; LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
+ * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line. Each
+ * chunk's whole lines are decoded together; a line that spans chunks is kept in pieces and joined once, so a long
+ * one costs its length, not its length times its chunks, and one longer than MAX_LINE_LENGTH is refused as soon
+ * as it is.
  */
 export async function* readRecordBatches(input: Readable): AsyncGenerator<NumberedRecord[]> {
-  input.setEncoding('utf8');
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   let line = 0;
-  /** The line read so far, in pieces, and their length. */
-  let pieces: string[] = [];
+  /** The unfinished line's bytes so far, in pieces, and their length. */
+  let pieces: Buffer[] = [];
   let pending = 0;
   const take = (raw: string, batch: NumberedRecord[]) => {
     line++;
     const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (text.trim() !== '') batch.push({ line, record: parseLine(text, line) });
   };
-  const keep = (piece: string) => {
+  const keep = (piece: Buffer) => {
     pending += piece.length;
     if (pending > MAX_LINE_LENGTH) {
-      throw invalidInput(`line ${line + 1}: longer than ${MAX_LINE_LENGTH} characters, which no record is; is the file NDJSON?`);
+      throw invalidInput(`line ${line + 1}: longer than ${MAX_LINE_LENGTH} bytes, which no record is; is the file NDJSON?`);
     }
     pieces.push(piece);
   };
-  for await (const text of input as AsyncIterable<string>) {
+  const joined = (): Buffer => {
+    const bytes = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+    pieces = [];
+    pending = 0;
+    return bytes;
+  };
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    const firstNewline = bytes.indexOf(NEWLINE);
+    if (firstNewline === -1) {
+      if (bytes.length > 0) keep(bytes);
+      continue;
+    }
+    keep(bytes.subarray(0, firstNewline));
+    const lastNewline = bytes.lastIndexOf(NEWLINE);
+    // The chunk's other whole lines, with the newline that ends the first.
+    if (lastNewline > firstNewline) pieces.push(bytes.subarray(firstNewline, lastNewline));
+    const text = decodeLines(decoder, joined(), line + 1);
+    if (lastNewline + 1 < bytes.length) keep(bytes.subarray(lastNewline + 1));
     const batch: NumberedRecord[] = [];
     let start = 0;
-    let end = text.indexOf('\n');
-    if (end !== -1 && pieces.length > 0) {
-      keep(text.slice(0, end));
-      take(pieces.join(''), batch);
-      pieces = [];
-      pending = 0;
-      start = end + 1;
-      end = text.indexOf('\n', start);
-    }
-    for (; end !== -1; end = text.indexOf('\n', start)) {
+    for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
       take(text.slice(start, end), batch);
       start = end + 1;
     }
-    if (start < text.length) keep(text.slice(start));
+    take(text.slice(start), batch);
     if (batch.length > 0) yield batch;
   }
   const last: NumberedRecord[] = [];
-  if (pieces.length > 0) take(pieces.join(''), last);
+  if (pieces.length > 0) take(decodeLines(decoder, joined(), line + 1), last);
   if (last.length > 0) yield last;
 }

@@ -56,8 +56,22 @@ describe('import reader', () => {
       async () => {
         for await (const batch of readRecordBatches(Readable.from(endless(), { objectMode: false }))) void batch;
       },
-      new RegExp(`line 2: longer than ${MAX_LINE_LENGTH} characters`),
+      new RegExp(`line 2: longer than ${MAX_LINE_LENGTH} bytes`),
     );
+  });
+
+  it('refuses bytes that are not UTF-8 with their line, however the input is cut, where a U+FFFD would have been stored', async () => {
+    const text = Buffer.concat([
+      Buffer.from('{"type":"user","name":"a"}\n\n{"type":"user","name":"caf'),
+      Buffer.from([0xe9]),
+      Buffer.from('"}\n{"type":"user","name":"b"}\n'),
+    ]);
+    for (let i = 1; i < text.length; i++) {
+      const chunks = [text.subarray(0, i), text.subarray(i)];
+      await assert.rejects(readAll(chunks), /line 3: not valid UTF-8/, `cut at ${i}`);
+    }
+    // U+FFFD written as UTF-8 is a character like any other.
+    assert.deepEqual(await readAll([Buffer.from('{"type":"user","name":"a\uFFFD"}\n')]), [{ line: 1, record: user('a\uFFFD') }]);
   });
 
   it('keeps multi-byte characters cut between chunks whole', async () => {
