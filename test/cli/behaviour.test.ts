@@ -210,11 +210,7 @@ describe('plantstore CLI: the database named by --db', () => {
   it('export to a file it cannot write says so in one line, before it reads anything', async () => {
     const db = join(dir, 'export-to.db');
     await ok(db, ['users', 'add', 'alice']);
-    await fails(
-      db,
-      ['export', '-o', join(dir, 'never-made', 'out.ndjson')],
-      /^plantstore: cannot write .*out\.ndjson: ENOENT[^\n]*\n$/,
-    );
+    await fails(db, ['export', '-o', join(dir, 'never-made', 'out.ndjson')], /^plantstore: cannot write .*out\.ndjson: ENOENT[^\n]*\n$/);
     await fails(db, ['export', '-o', dir], /^plantstore: cannot write .*: EISDIR[^\n]*\n$/);
     await ok(db, ['export', '-o', join(dir, 'out.ndjson')]);
     assert.equal(readFileSync(join(dir, 'out.ndjson'), 'utf8'), '{"type":"user","name":"alice"}\n');
