@@ -141,9 +141,19 @@ export async function createPlant(client: PlantStoreClient, plant: NewPlant, { s
   return data;
 }
 
-/** Deletes the plant with this id. Throws PlantStoreError on an error status (403 not the owner, 404 unseen or none). */
-export async function deletePlant(client: PlantStoreClient, id: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
-  const { error, response } = await client.DELETE('/plants/{id}', { params: { path: { id } }, ...(signal ? { signal } : {}) });
+/**
+ * Deletes the plant with this id; with `ifMatch` (an `etag` read before) only while it is still at that version,
+ * else PlantStoreError 412. Throws PlantStoreError on an error status (403 not the owner, 404 unseen or none).
+ */
+export async function deletePlant(
+  client: PlantStoreClient,
+  id: number,
+  { ifMatch, signal }: { ifMatch?: string; signal?: AbortSignal } = {},
+): Promise<void> {
+  const { error, response } = await client.DELETE('/plants/{id}', {
+    params: { path: { id }, ...(ifMatch === undefined ? {} : { header: { 'if-match': ifMatch } }) },
+    ...(signal ? { signal } : {}),
+  });
   if (error !== undefined) throw new PlantStoreError(response.status, error);
 }
 

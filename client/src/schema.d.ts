@@ -79,7 +79,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a plant
-         * @description Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).
+         * @description Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). With `If-Match`, the plant is deleted only while it is at that version (412 otherwise, with the current ETag).
          */
         delete: operations["deletePlant"];
         options?: never;
@@ -787,7 +787,10 @@ export interface operations {
     deletePlant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Delete the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and it stays. Without it the plant is deleted whatever its version. */
+                "if-match"?: string;
+            };
             path: {
                 /** @description ID of plant to delete */
                 id: number;
@@ -804,7 +807,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match is not `*` or entity tags */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -843,6 +846,18 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names none of the current version of the plant (code 41202); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

@@ -181,6 +181,9 @@ export type PlantRead = { outcome: 'read'; plant: PlantRecord } | { outcome: 'hi
  */
 export type PlantWrite = { outcome: 'changed' | 'unchanged' | 'stale'; plant: PlantRecord } | { outcome: 'hidden' | 'forbidden' };
 
+/** What a delete on condition of a version did: as a delete, or `stale` with the plant as it stands, which stays. */
+export type PlantDeletion = { outcome: 'deleted' | 'hidden' | 'forbidden' } | { outcome: 'stale'; plant: PlantRecord };
+
 /** A plant's access as its owner or an admin reads it, or why the actor may not ('hidden', 'forbidden': as for a delete, repositories/plants.ts). */
 export type AccessRead = { outcome: 'read'; access: PlantAccess } | { outcome: 'hidden' | 'forbidden' };
 

@@ -219,7 +219,15 @@ describe(`typed client [${backend.name}]`, () => {
     assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 403 && notOwner.body.error === 40301, String(notOwner));
     const refused = await updatePlant(dave, 70_003, { name: '' }).catch((e: unknown) => e);
     assert.ok(refused instanceof PlantStoreError && refused.status === 400, String(refused));
-    await deletePlant(dave, 70_003);
+    // A delete at a stale version is refused as a change is, and one at the current version deletes.
+    const staleDelete = await deletePlant(dave, 70_003, { ifMatch: read.etag }).catch((e: unknown) => e);
+    assert.ok(
+      staleDelete instanceof PlantStoreError && staleDelete.status === 412 && staleDelete.body.error === 41202,
+      String(staleDelete),
+    );
+    await deletePlant(dave, 70_003, { ifMatch: (await getPlant(dave, 70_003)).etag });
+    const gone = await getPlant(dave, 70_003).catch((e: unknown) => e);
+    assert.ok(gone instanceof PlantStoreError && gone.status === 404, String(gone));
   });
 
   it('listAllPlants walks a larger catalogue without gap or repeat', async () => {

@@ -161,6 +161,66 @@ for (const backend of BACKENDS) {
       assert.ok(!(await names('alice')).some((name) => name.startsWith('Piped')));
     });
 
+    it('deletes with If-Match only at the version named: 412 with the current ETag otherwise, and the plant stays', async () => {
+      const read = (id: number) => rawRequest(server.url, `/plants/${id}`, bearer(tokens.carol!));
+      const removeIf = (id: number, ifMatch: string) =>
+        rawRequest(server.url, `/plants/${id}`, { ...bearer(tokens.carol!), 'if-match': ifMatch }, 'DELETE');
+      assert.equal((await create('carol', { id: 6201, name: 'Yucca' })).status, 200);
+      const first = (await read(6201)).headers.etag as string;
+      const changed = await rawRequest(
+        server.url,
+        '/plants/6201',
+        { ...bearer(tokens.carol!), 'content-type': 'application/merge-patch+json' },
+        'PATCH',
+        JSON.stringify({ tag: 'desert' }),
+      );
+      assert.equal(changed.status, 200, changed.text);
+      const current = changed.headers.etag as string;
+      assert.notEqual(current, first);
+
+      const stale = assertError(await removeIf(6201, first), 412, 41202);
+      assert.match(stale.message, /no longer at the version If-Match names/);
+      assertError(await removeIf(6201, `W/${current}`), 412, 41202);
+      assertError(await removeIf(6201, 'garbage'), 400, 40003);
+      assert.equal((await read(6201)).status, 200, 'the plant stays');
+      assert.equal((await removeIf(6201, first)).headers.etag, current);
+
+      assert.equal((await removeIf(6201, `"other", ${current}`)).status, 204);
+      assertError(await read(6201), 404, 40402);
+      assertError(await removeIf(6201, current), 404, 40402);
+      assert.ok(!(await names('carol')).includes('Yucca'));
+
+      assert.equal((await create('carol', { id: 6202, name: 'Agave' })).status, 200);
+      assert.equal((await removeIf(6202, '*')).status, 204);
+      // Whose plant it is comes first: another's is a 403 or 404 whatever If-Match says.
+      assertError(
+        await rawRequest(server.url, `/plants/${bobsPublicId}`, { ...bearer(tokens.carol!), 'if-match': '"x"' }, 'DELETE'),
+        403,
+        40301,
+      );
+    });
+
+    it('a delete at a version and a change of the plant at once: one of them, never both', async () => {
+      for (let id = 6301; id <= 6310; id++) {
+        assert.equal((await create('carol', { id, name: 'Racing' })).status, 200);
+        const etag = (await rawRequest(server.url, `/plants/${id}`, bearer(tokens.carol!))).headers.etag as string;
+        const [changed, deleted] = await Promise.all([
+          rawRequest(
+            server.url,
+            `/plants/${id}`,
+            { ...bearer(tokens.carol!), 'content-type': 'application/merge-patch+json' },
+            'PATCH',
+            JSON.stringify({ name: 'Renamed' }),
+          ),
+          rawRequest(server.url, `/plants/${id}`, { ...bearer(tokens.carol!), 'if-match': etag }, 'DELETE'),
+        ]);
+        const outcome = `${changed.status} ${deleted.status}`;
+        assert.ok(outcome === '200 412' || outcome === '404 204', `change and delete of plant ${id}: ${outcome}`);
+        const after = await rawRequest(server.url, `/plants/${id}`, bearer(tokens.carol!));
+        assert.equal(after.status, deleted.status === 204 ? 404 : 200);
+      }
+    });
+
     it('answers 403 to a user who sees the plant but does not own it, 404 to one who cannot see it', async () => {
       assertError(await remove('alice', bobsPublicId), 403, 40301);
       assertError(await remove('alice', bobsPrivateId), 404, 40402);

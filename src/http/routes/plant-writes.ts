@@ -2,8 +2,11 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { checkClientPlant } from '../../catalogue/names.js';
+import { plantVersion } from '../../catalogue/plant-fields.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
+import { etagOf, ifMatchVersions } from '../entity-tags.js';
+import { ApiError } from '../error-codes.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -17,6 +20,7 @@ import {
   plantIdParam,
   requireJsonAcceptable,
   userWriteBudget,
+  versionHeaders,
 } from './protected.js';
 
 const createPlantSchema = {
@@ -43,21 +47,33 @@ const createPlantSchema = {
   },
 };
 
+const { etag } = versionHeaders('the plant', "The plant's");
+
 const deletePlantSchema = {
   operationId: 'deletePlant',
   summary: 'Delete a plant',
   description:
     'Deletes a single plant based on the ID supplied. Only its owner or an admin may: a caller who can see the ' +
-    'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404).',
+    'plant but not delete it gets 403, and a plant the caller cannot see is answered as if it did not exist (404). ' +
+    'With `If-Match`, the plant is deleted only while it is at that version (412 otherwise, with the current ETag).',
   querystring: NoQuery,
   params: Type.Object({
     id: plantIdParam('ID of plant to delete'),
   }),
+  headers: Type.Object({
+    'if-match': Type.Optional(
+      Type.String({
+        description:
+          'Delete the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and it stays. Without it the plant is deleted whatever its version.',
+      }),
+    ),
+  }),
   response: {
     204: { type: 'null', description: 'Plant deleted' },
-    400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1'),
+    400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match is not `*` or entity tags'),
     ...commonErrors,
     ...plantRefusals,
+    412: errorResponse('If-Match names none of the current version of the plant (code 41202); the ETag header has the current one', etag),
   },
 };
 
@@ -65,7 +81,7 @@ const deletePlantSchema = {
 export async function plantWriteRoutes(
   app: FastifyInstance,
   opts: {
-    plants: Pick<PlantRepository, 'create' | 'delete'>;
+    plants: Pick<PlantRepository, 'create' | 'delete' | 'deleteIfAt'>;
     /** The bearer authentication (and rate limiting) hook, shared by every protected route. */
     authenticate: onRequestHookHandler;
     /** The per-user budget of writes, when on. */
@@ -106,17 +122,36 @@ export async function plantWriteRoutes(
     },
   );
 
-  routes.delete(PLANT_PATH, { onRequest: authenticate, preHandler: budget, schema: deletePlantSchema }, async (request, reply) => {
-    const { id } = request.params;
-    const outcome = await plants.delete(request.viewer!, id as PlantId);
-    switch (outcome) {
-      case 'deleted':
-        return reply.code(204).send();
-      case 'forbidden':
-      case 'hidden':
-        throw plantRefusal(outcome, id, 'delete it');
-    }
-  });
+  routes.delete(
+    PLANT_PATH,
+    {
+      onRequest: authenticate,
+      // A malformed If-Match is a 400 before the write budget is spent on it.
+      preHandler: [async (request) => void ifMatchVersions(request.headers['if-match']), budget],
+      schema: deletePlantSchema,
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const versions = ifMatchVersions(request.headers['if-match']);
+      const deleted =
+        versions === undefined
+          ? { outcome: await plants.delete(request.viewer!, id as PlantId) }
+          : await plants.deleteIfAt(request.viewer!, id as PlantId, versions);
+      switch (deleted.outcome) {
+        case 'deleted':
+          return reply.code(204).send();
+        case 'stale':
+          throw new ApiError(
+            'plant_changed',
+            `plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}, or this answer's ETag) and delete it at that version`,
+            { etag: etagOf(plantVersion(id, deleted.plant)) },
+          );
+        case 'forbidden':
+        case 'hidden':
+          throw plantRefusal(deleted.outcome, id, 'delete it');
+      }
+    },
+  );
 }
 
 /** The store's refusals of a create, as the API names them. */

@@ -18,7 +18,7 @@ import type { Change } from '../change-log.js';
 import type { OwnChanges, DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import { AUTOMATIC_IDS_LOCK } from '../schema-names.js';
-import type { CreatedPlant, PlantInfo, PlantRead, PlantWrite } from '../records.js';
+import type { CreatedPlant, PlantDeletion, PlantInfo, PlantRead, PlantWrite } from '../records.js';
 import { withStoreErrors } from '../writes.js';
 import { changeablePlant, foundPlant } from './plant-access.js';
 import { Batch } from '../batch.js';
@@ -235,6 +235,13 @@ export function plantRepository(d: DatabaseSeam) {
      */
     delete: (actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'> =>
       withStoreErrors(d, () => remove(d, deletes, actor, id)),
+    /**
+     * The same, only while the plant's version (catalogue/plant-fields.ts, plantVersion) is one of `ifVersion`
+     * (If-Match): in one transaction that holds the plant against every other change of it, as update does,
+     * rather than in the batch of deletes, whose condition is the owner's alone.
+     */
+    deleteIfAt: (actor: Actor, id: PlantId, ifVersion: readonly string[]): Promise<PlantDeletion> =>
+      withStoreErrors(d, () => removeIfAt(d, actor, id, ifVersion)),
     /** The plant with public id `id`, as `actor` sees it: 'hidden' when there is none or the actor may not see it. */
     read: (actor: Actor, id: PlantId): Promise<PlantRead> =>
       withStoreErrors(d, async () => {
@@ -341,6 +348,19 @@ async function remove(
   }
   // One the actor may change is not there any more: deleted meanwhile (and maybe added again since).
   return (await changeablePlant(d.db, actor, id)) === 'forbidden' ? 'forbidden' : 'hidden';
+}
+
+/** Deletes a plant while it is at one of the versions `ifVersion` names, in a transaction that holds it meanwhile. */
+async function removeIfAt(d: DatabaseSeam, actor: Actor, id: PlantId, ifVersion: readonly string[]): Promise<PlantDeletion> {
+  const deleted = await d.writeTransaction(async (trx): Promise<PlantDeletion> => {
+    const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
+    if (typeof plant === 'string') return { outcome: plant };
+    if (!ifVersion.includes(plantVersion(id, plant.fields))) return { outcome: 'stale', plant: { id, ...plant.fields } };
+    await trx.deleteFrom('plants').where('id', '=', plant.at).execute();
+    return { outcome: 'deleted' };
+  });
+  if (deleted.outcome === 'deleted' && !isOperator(actor)) await d.reads.rememberWriter(actor.userId);
+  return deleted;
 }
 
 /** Changes a plant's fields in one transaction that holds the plant against every other change of it. */
