@@ -121,7 +121,16 @@ export const SETTINGS = {
       'A SQLite file (created and migrated on first use) or a `postgres://` URL (migrated on start). A `?schema=NAME` parameter on the URL puts Plant Store in a schema of its own.',
     table: 'service',
     into: ['store.db'],
-    parse: nonEmpty('database: PLANTSTORE_DB / --db'),
+    parse: (text) => {
+      const db = nonEmpty('database: PLANTSTORE_DB / --db')(text);
+      // Another scheme's URL is a typo or another database, never a SQLite file to create under that name. Only
+      // the scheme is shown: the rest may hold a password.
+      const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(db)?.[1];
+      if (scheme !== undefined && !isPostgresUrl(db)) {
+        throw invalidInput(`invalid database: PLANTSTORE_DB / --db is a SQLite file or a postgres:// URL, not a ${scheme}:// URL`);
+      }
+      return db;
+    },
   }),
   readDb: setting({
     flag: '--read-db <url>',
@@ -239,7 +248,7 @@ export const SETTINGS = {
     shownDefault: 'none (CORS off)',
     summary: 'comma-separated browser origins allowed cross-origin, or *',
     meaning:
-      'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`, `HEAD`, `POST` and `DELETE` (preflights with `Authorization` and `Content-Type`), and can read `Link`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
+      'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`, `HEAD`, `POST`, `PUT`, `PATCH` and `DELETE` (preflights with `Authorization`, `Content-Type`, `If-Match` and `If-None-Match`), and can read `Link`, `ETag`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
     table: 'service',
     into: ['app.corsOrigins'],
     parse: corsOrigins,

@@ -178,6 +178,22 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.ok(existsSync(typo));
   });
 
+  it('a URL of another scheme is refused as --db, not created as a SQLite file of that name', async () => {
+    for (const [db, args] of [
+      ['mysql://root:secret@127.0.0.1:3306/plants', ['users', 'add', 'bob']],
+      ['http://x/y', ['migrate']],
+      ['FILE:///tmp/plants.db', ['users', 'list']],
+    ] as const) {
+      const run = await fails(
+        db,
+        [...args],
+        /^plantstore: invalid database: .* is a SQLite file or a postgres:\/\/ URL, not a \w+:\/\/ URL\n$/,
+      );
+      assert.doesNotMatch(run.stderr, /secret/, 'the password is not shown');
+    }
+    assert.ok(!existsSync('mysql:') && !existsSync('http:'), 'nothing was created');
+  });
+
   it('a PostgreSQL database that does not exist is named as such', { skip: skipPostgres }, async () => {
     const url = new URL(PG_URL);
     url.pathname = '/plantstore_no_such_database';
