@@ -7,7 +7,6 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
 import type { PlantRecord } from '../../store/store.js';
 import { JSON_TYPE } from '../common-headers.js';
-import { ApiError } from '../error-codes.js';
 import { etagOf, ifMatchVersions, noneMatchHits } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -17,7 +16,9 @@ import {
   NoQuery,
   PLANT_BODY_LIMIT,
   PLANT_PATH,
+  plantChanged,
   plantRefusals,
+  plantVersionRefusal,
   versionHeaders,
   notAcceptable,
   plantIdParam,
@@ -133,10 +134,7 @@ export async function onePlantRoutes(
           ),
           ...plantRefusals,
           406: notAcceptable,
-          412: errorResponse(
-            'If-Match names none of the current version of the plant (code 41202); the ETag header has the current one',
-            etag,
-          ),
+          ...plantVersionRefusal,
           413: errorResponse(`The request body is larger than ${PLANT_BODY_LIMIT / 1024} KiB`),
           415: errorResponse(`The request body is not ${MERGE_PATCH_TYPE} or application/json`),
         },
@@ -160,11 +158,7 @@ export async function onePlantRoutes(
         case 'unchanged':
           return sendPlant(reply, written.plant);
         case 'stale':
-          throw new ApiError(
-            'plant_changed',
-            `plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}, or this answer's ETag) and send the change with that version`,
-            { etag: etagOf(plantVersion(id, written.plant)) },
-          );
+          throw plantChanged(id, written.plant, 'send the change with that version');
         default:
           throw plantRefusal(written.outcome, id, ONLY_OWNER_MAY);
       }

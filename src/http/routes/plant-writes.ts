@@ -2,11 +2,9 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { checkClientPlant } from '../../catalogue/names.js';
-import { plantVersion } from '../../catalogue/plant-fields.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
-import { etagOf, ifMatchVersions } from '../entity-tags.js';
-import { ApiError } from '../error-codes.js';
+import { ifMatchVersions } from '../entity-tags.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -20,7 +18,8 @@ import {
   plantIdParam,
   requireJsonAcceptable,
   userWriteBudget,
-  versionHeaders,
+  plantChanged,
+  plantVersionRefusal,
 } from './protected.js';
 
 const createPlantSchema = {
@@ -47,8 +46,6 @@ const createPlantSchema = {
   },
 };
 
-const { etag } = versionHeaders('the plant', "The plant's");
-
 const deletePlantSchema = {
   operationId: 'deletePlant',
   summary: 'Delete a plant',
@@ -73,7 +70,7 @@ const deletePlantSchema = {
     400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match is not `*` or entity tags'),
     ...commonErrors,
     ...plantRefusals,
-    412: errorResponse('If-Match names none of the current version of the plant (code 41202); the ETag header has the current one', etag),
+    ...plantVersionRefusal,
   },
 };
 
@@ -141,11 +138,7 @@ export async function plantWriteRoutes(
         case 'deleted':
           return reply.code(204).send();
         case 'stale':
-          throw new ApiError(
-            'plant_changed',
-            `plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}, or this answer's ETag) and delete it at that version`,
-            { etag: etagOf(plantVersion(id, deleted.plant)) },
-          );
+          throw plantChanged(id, deleted.plant, 'delete it at that version');
         case 'forbidden':
         case 'hidden':
           throw plantRefusal(deleted.outcome, id, 'delete it');

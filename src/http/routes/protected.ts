@@ -2,6 +2,9 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, preHandlerH
 import Negotiator from 'negotiator';
 import { Type } from 'typebox';
 import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
+import { plantVersion } from '../../catalogue/plant-fields.js';
+import type { PlantRecord } from '../../store/store.js';
+import { etagOf } from '../entity-tags.js';
 import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse } from '../schemas.js';
@@ -130,4 +133,23 @@ export function versionHeaders(what: string, whose: string) {
       ),
     }),
   };
+}
+
+/**
+ * A write of a plant at a version If-Match names, refused because the plant has moved on (`PATCH`, `DELETE`): the
+ * 412 of the served document, and the answer, which carries the current version; `then` says what to do with it.
+ */
+export const plantVersionRefusal = {
+  412: errorResponse(
+    'If-Match names none of the current version of the plant (code 41202); the ETag header has the current one',
+    versionHeaders('the plant', "The plant's").etag,
+  ),
+};
+
+export function plantChanged(id: number, plant: PlantRecord, then: string): ApiError {
+  return new ApiError(
+    'plant_changed',
+    `plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}, or this answer's ETag) and ${then}`,
+    { etag: etagOf(plantVersion(id, plant)) },
+  );
 }
