@@ -105,12 +105,15 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
   }
 }
 
+/** Why the export's file could not be written, as the command's one-line error. */
+const cannotWrite = (file: string, err: Error) => invalidInput(`cannot write ${file}: ${err.message}`);
+
 /** The export's file, opened before the store is: a path it cannot write is the command's one-line error. */
 async function openOutput(file: string): Promise<Writable> {
   try {
     return (await open(file, 'w')).createWriteStream();
   } catch (err) {
-    throw invalidInput(`cannot write ${file}: ${(err as Error).message}`);
+    throw cannotWrite(file, err as Error);
   }
 }
 
@@ -128,7 +131,7 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
     const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
     try {
       for await (const record of bulk.exportRecords()) {
-        if (failed) throw invalidInput(`cannot write ${opts.output}: ${failed.message}`);
+        if (failed) throw cannotWrite(opts.output!, failed);
         await writeLine(out, `${JSON.stringify(record)}\n`);
         // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
         if (++records % 512 === 0) progress.update(records);
@@ -140,7 +143,7 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   if (out !== process.stdout) {
     out.end();
     await once(out, 'finish').catch((err: Error) => (failed = err));
-    if (failed) throw invalidInput(`cannot write ${opts.output}: ${failed.message}`);
+    if (failed) throw cannotWrite(opts.output!, failed);
   }
   process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
 }
