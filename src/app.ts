@@ -16,6 +16,7 @@ import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter, createWriteBudget } from './http/rate-limit.js';
 import { RepliesAfterPoll } from './http/replies-after-poll.js';
 import { inSendingOrder } from './http/pipelined-requests.js';
+import { installHeadAnswerLengths } from './http/head-answers.js';
 import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { plantAccessRoutes } from './http/routes/plant-access.js';
@@ -51,6 +52,7 @@ export async function buildApp({ config, store, logStream, webhooks }: AppOption
   installRequestChecks(app, config.http);
   installErrorHandling(app);
   installServerErrorHandling(app.server);
+  installHeadAnswerLengths(app);
   // Off unless configured: without it a browser page from another origin cannot read any answer.
   if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
   const metrics = await installMetrics(app, config, store);

@@ -81,6 +81,15 @@ for (const backend of BACKENDS) {
       assert.equal(same.status, 304);
       assert.equal(same.text, '');
       assert.equal(same.headers.etag, etag);
+      assert.equal(same.headers['content-length'], undefined);
+      // HEAD answers as GET does; its 304 has no Content-Length either, since the 200's would not be 0.
+      const head = await rawRequest(server.url, `/plants/${ids.Basil}`, { ...bearer(tokens.alice!), 'if-none-match': etag }, 'HEAD');
+      assert.equal(head.status, 304);
+      assert.equal(head.headers.etag, etag);
+      assert.equal(head.headers['content-length'], undefined);
+      const whole = await rawRequest(server.url, `/plants/${ids.Basil}`, bearer(tokens.alice!), 'HEAD');
+      assert.equal(whole.status, 200);
+      assert.equal(whole.headers['content-length'], String(Buffer.byteLength((await read('alice', ids.Basil!)).text)));
       assert.equal((await read('alice', ids.Basil!, { 'if-none-match': `W/${etag}` })).status, 304);
       assert.equal((await read('alice', ids.Basil!, { 'if-none-match': '*' })).status, 304);
       assert.equal((await read('alice', ids.Basil!, { 'if-none-match': '"other", "else"' })).status, 200);
