@@ -90,6 +90,11 @@ for (const backend of BACKENDS) {
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
       assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /removed alice from group gardeners/);
       assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /alice was not in group gardeners/);
+      // Several users at once: all of them, or none when one name is unknown.
+      await fails(db, ['groups', 'add-member', 'gardeners', 'bob', 'nobody'], /no user named "nobody"/);
+      assert.doesNotMatch((await ok(db, ['groups', 'list'])).stdout, /bob/);
+      const both = (await ok(db, ['groups', 'add-member', 'gardeners', 'bob', 'alice'])).stderr;
+      assert.match(both, /added bob to group gardeners\nadded alice to group gardeners/);
 
       assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob is now an admin/);
       assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob was already an admin/);

@@ -29,13 +29,11 @@ export function registerGroupCommands(program: Command): void {
 
   groups
     .command('add-member <group> <users...>')
-    .description('add users to a group')
+    .description('add users to a group: all of them, or none if one is not found')
     .addHelpText('after', examples('plantstore groups add-member gardeners alice bob'))
     .action(async (group: string, users: string[], _opts: unknown, cmd: Command) => {
-      await withStore(cmd, async ({ groups }) => {
-        for (const user of users)
-          say((await groups.addMember(group, user)) ? `added ${user} to group ${group}` : `${user} was already in group ${group}`);
-      });
+      const added = await withStore(cmd, ({ groups }) => groups.addMembers(group, users));
+      users.forEach((user, i) => say(added[i] ? `added ${user} to group ${group}` : `${user} was already in group ${group}`));
     });
 
   groups

@@ -24,6 +24,25 @@ export function groupRepository(d: DatabaseSeam) {
     groupId: await groupIdByName(trx, group, d.statements.rowLocks.keep),
     userId: await userIdByName(trx, user, d.statements.rowLocks.keep),
   });
+  /**
+   * Adds `users` to `group` in one transaction, so that a name no user has leaves the group as it was. Resolves,
+   * user by user, to false where the user was already a member (or named twice).
+   */
+  const addMembers = (group: string, users: readonly string[]): Promise<boolean[]> =>
+    d.writeTransaction(async (trx) => {
+      const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
+      const added: boolean[] = [];
+      for (const user of users) {
+        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+        const result = await trx
+          .insertInto('group_members')
+          .values({ group_id: groupId, user_id: userId })
+          .onConflict((oc) => oc.doNothing())
+          .executeTakeFirst();
+        added.push(Number(result.numInsertedOrUpdatedRows ?? 0) > 0);
+      }
+      return added;
+    });
   return {
     async add(name: string): Promise<GroupInfo> {
       checkGroupName(name);
@@ -43,16 +62,9 @@ export function groupRepository(d: DatabaseSeam) {
     },
 
     /** Resolves to false when the user was already a member (nothing changed). */
-    addMember: (group: string, user: string): Promise<boolean> =>
-      d.writeTransaction(async (trx) => {
-        const { groupId, userId } = await heldMembership(trx, group, user);
-        const result = await trx
-          .insertInto('group_members')
-          .values({ group_id: groupId, user_id: userId })
-          .onConflict((oc) => oc.doNothing())
-          .executeTakeFirst();
-        return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
-      }),
+    addMember: async (group: string, user: string): Promise<boolean> => (await addMembers(group, [user]))[0]!,
+
+    addMembers,
 
     /** Resolves to false when the user was not a member. */
     removeMember: (group: string, user: string): Promise<boolean> =>
