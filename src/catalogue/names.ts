@@ -2,8 +2,14 @@ import { remove as withoutConfusables } from 'confusables';
 import { invalidInput } from './errors.js';
 import { PLANT_FIELDS, type PlantChange, type PlantFields } from './plant-fields.js';
 
-/** Longest user, group, plant name or tag accepted, in UTF-16 code units. */
+/** Longest user, group, plant name or tag accepted, in characters (code points, as JSON Schema's maxLength counts). */
 export const MAX_NAME_LENGTH = 1024;
+/**
+ * Longest tag, user or group name, and user name's key (nameKey), in bytes of UTF-8: each is a key of a database
+ * index, and PostgreSQL refuses an index entry longer than 2704 bytes, the entry's other columns included. 1024
+ * characters of a script outside Latin take up to 4096.
+ */
+export const MAX_KEY_BYTES = 2048;
 /**
  * Control characters (Unicode's Cc): C0, DEL and C1. C1's CSI (U+009B) starts an escape sequence on terminals
  * that take 8-bit controls, as ESC [ does.
@@ -13,12 +19,28 @@ export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
 const FORMAT = /\p{Cf}/u;
 
 /** Names and tags are stored and returned byte-exact, so only what cannot round-trip is refused. */
-function checkText(what: string, value: string): void {
+function checkText(what: string, value: string, indexed = false): void {
   if (value.length === 0) throw invalidInput(`${what} must not be empty`);
-  if (value.length > MAX_NAME_LENGTH) throw invalidInput(`${what} is longer than ${MAX_NAME_LENGTH} characters`);
+  // A string's UTF-16 length bounds its characters from above and its UTF-8 bytes to a third: most need no count.
+  if (value.length > MAX_NAME_LENGTH && characters(value) > MAX_NAME_LENGTH) {
+    throw invalidInput(`${what} is longer than ${MAX_NAME_LENGTH} characters`);
+  }
+  if (indexed) checkKeyBytes(what, value);
   if (!value.isWellFormed()) throw invalidInput(`${what} contains a lone surrogate and cannot be stored as UTF-8`);
   // PostgreSQL text cannot hold NUL; refusing it everywhere keeps both backends byte-for-byte alike.
   if (value.includes('\u0000')) throw invalidInput(`${what} must not contain the NUL character`);
+}
+
+function characters(value: string): number {
+  let count = 0;
+  for (const _ of value) count++;
+  return count;
+}
+
+function checkKeyBytes(what: string, value: string, form = ''): void {
+  if (value.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(value) > MAX_KEY_BYTES) {
+    throw invalidInput(`${what}${form} is longer than ${MAX_KEY_BYTES} bytes of UTF-8`);
+  }
 }
 
 /**
@@ -27,9 +49,9 @@ function checkText(what: string, value: string): void {
  * escape sequences.
  */
 export function checkClientPlant(plant: PlantFields): void {
-  for (const { name, label } of PLANT_FIELDS) {
+  for (const { name, label, indexed } of PLANT_FIELDS) {
     const value = plant[name];
-    if (value !== undefined) checkClientText(label, value);
+    if (value !== undefined) checkClientText(label, value, indexed);
   }
 }
 
@@ -38,15 +60,15 @@ export function checkClientPlant(plant: PlantFields): void {
  * checkClientPlant, and no required field removed.
  */
 export function checkClientChange(change: PlantChange): void {
-  for (const { name, label, required } of PLANT_FIELDS) {
+  for (const { name, label, required, indexed } of PLANT_FIELDS) {
     const value = change[name];
     if (value === null && required) throw invalidInput(`${label} cannot be removed`);
-    if (typeof value === 'string') checkClientText(label, value);
+    if (typeof value === 'string') checkClientText(label, value, indexed);
   }
 }
 
-function checkClientText(label: string, value: string): void {
-  checkText(label, value);
+function checkClientText(label: string, value: string, indexed: boolean): void {
+  checkText(label, value, indexed);
   if (CONTROL_CHARACTERS.test(value)) throw invalidInput(`${label} must not contain control characters`);
 }
 
@@ -56,9 +78,9 @@ function checkClientText(label: string, value: string): void {
  * control characters escaped.
  */
 export function checkPlant(plant: PlantFields): void {
-  for (const { name, label } of PLANT_FIELDS) {
+  for (const { name, label, indexed } of PLANT_FIELDS) {
     const value = plant[name];
-    if (value !== undefined) checkText(label, value);
+    if (value !== undefined) checkText(label, value, indexed);
   }
 }
 
@@ -67,7 +89,7 @@ export function checkPlant(plant: PlantFields): void {
  * spaces, and a user name cannot start with `group:`, which marks a group in `sharedWith`.
  */
 function checkIdentifier(what: string, name: string): void {
-  checkText(what, name);
+  checkText(what, name, true);
   if (CONTROL_CHARACTERS.test(name)) throw invalidInput(`${what} must not contain control characters`);
   if (FORMAT.test(name)) throw invalidInput(`${what} must not contain invisible formatting characters`);
   if (name.trim() !== name) throw invalidInput(`${what} must not start or end with white space`);
@@ -94,6 +116,8 @@ export function checkUserName(name: string): void {
   if (name.startsWith(GROUP_MARK) || name.startsWith(USER_MARK)) {
     throw invalidInput(`user name must not start with "${GROUP_MARK}" or "${USER_MARK}" (they mark grantees in sharedWith)`);
   }
+  // Its key is indexed too, and folding can lengthen a character many times (U+FDFA's 3 bytes become 27).
+  checkKeyBytes('user name', nameKey(name), ' as its look-alike key');
 }
 
 export function checkGroupName(name: string): void {

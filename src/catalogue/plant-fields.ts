@@ -8,8 +8,9 @@ import { invalidInput } from './errors.js';
  * migration, in the schema's types, in the import format's record and in the CLI's flags; nothing else.
  */
 export const PLANT_FIELDS = [
-  { name: 'name', label: 'plant name', required: true },
-  { name: 'tag', label: 'tag', required: false },
+  { name: 'name', label: 'plant name', required: true, indexed: false },
+  // A tag keys the indexes that pages of one tag are read by, which bound its size (names.ts, MAX_KEY_BYTES).
+  { name: 'tag', label: 'tag', required: false, indexed: true },
 ] as const;
 
 type Field = (typeof PLANT_FIELDS)[number];

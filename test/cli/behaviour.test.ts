@@ -90,6 +90,12 @@ for (const backend of BACKENDS) {
       assert.match((await ok(db, ['groups', 'add-member', 'gardeners', 'alice'])).stderr, /alice was already in group gardeners/);
       assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /removed alice from group gardeners/);
       assert.match((await ok(db, ['groups', 'remove-member', 'gardeners', 'alice'])).stderr, /alice was not in group gardeners/);
+      // Names are keys of PostgreSQL's indexes, whose entries it bounds: 2048 bytes of UTF-8, a user name's
+      // look-alike key too (U+FDFA's 3 bytes fold to 27).
+      await fails(db, ['users', 'add', '\u4e00'.repeat(683)], /user name is longer than 2048 bytes of UTF-8/);
+      await fails(db, ['groups', 'add', '\u4e00'.repeat(683)], /group name is longer than 2048 bytes of UTF-8/);
+      await fails(db, ['users', 'add', '\ufdfa'.repeat(80)], /user name as its look-alike key is longer than 2048 bytes/);
+      await ok(db, ['users', 'add', '\u4e00'.repeat(682)]);
       // Several users at once: all of them, or none when one name is unknown.
       await fails(db, ['groups', 'add-member', 'gardeners', 'bob', 'nobody'], /no user named "nobody"/);
       assert.doesNotMatch((await ok(db, ['groups', 'list'])).stdout, /bob/);

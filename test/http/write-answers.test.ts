@@ -74,6 +74,36 @@ for (const backend of BACKENDS) {
       assert.deepEqual(listed.body, []);
     });
 
+    it('counts a name or tag in characters, as the document does, and bounds a tag to 2048 bytes of UTF-8', async () => {
+      // Astral characters are two UTF-16 units each: 1024 of them are 1024 characters, within the bound.
+      const herbs = '\u{1F33F}'.repeat(1024);
+      const astral = await create('bob', { id: nextId++, name: herbs, tag: '\u{1F33F}'.repeat(512) });
+      assert.equal(astral.status, 200, astral.text);
+      assert.match(assertError(await create('bob', { id: nextId++, name: `${herbs}x` }), 400, 40005).message, /1024 characters/);
+      // A tag keys PostgreSQL's indexes, whose entries it bounds at 2704 bytes: 683 CJK characters (2049 bytes)
+      // were a 500 there before, and are a 400 on either backend; a plant name of 1024 is not indexed and fits.
+      const cjk = (n: number) => Array.from({ length: n }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join('');
+      const said = assertError(await create('bob', { id: nextId++, name: 'Tea', tag: cjk(683) }), 400, 40005);
+      assert.match(said.message, /tag is longer than 2048 bytes/);
+      for (const plant of [
+        { name: 'Tea', tag: cjk(682) },
+        { name: cjk(1024), tag: 'tea' },
+      ]) {
+        const res = await create('bob', { id: nextId++, ...plant });
+        assert.equal(res.status, 200, res.text);
+      }
+      const id = nextId++;
+      assert.equal((await create('bob', { id, name: 'Tea' })).status, 200);
+      const patched = await rawRequest(
+        server.url,
+        `/plants/${id}`,
+        { ...bearer(tokens.bob!), 'content-type': 'application/merge-patch+json' },
+        'PATCH',
+        JSON.stringify({ tag: cjk(1000) }),
+      );
+      assertError(patched, 400, 40005);
+    });
+
     it('says what to send with a 415, and refuses a body of thousands of fields by naming them', async () => {
       const said = assertError(await create('alice', 'id=1&name=x', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 41501);
       assert.match(said.message, /application\/json/);
