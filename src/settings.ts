@@ -1,5 +1,6 @@
 import { DomainError, invalidInput } from './catalogue/errors.js';
 import { isPostgresUrl } from './store/open-store.js';
+import { CORS_METHODS, CORS_READABLE_HEADERS, CORS_REQUEST_HEADERS } from './http/cors.js';
 
 /**
  * Every setting of the service, once: its flag, its environment variable, its default, how its text is read,
@@ -247,8 +248,7 @@ export const SETTINGS = {
     default: '',
     shownDefault: 'none (CORS off)',
     summary: 'comma-separated browser origins allowed cross-origin, or *',
-    meaning:
-      'Comma-separated browser origins allowed to call the API from another origin (`https://app.example,http://localhost:3000`), or `*` for any. Exact origins only: scheme, host and port, no path. Allowed origins get `GET`, `HEAD`, `POST`, `PUT`, `PATCH` and `DELETE` (preflights with `Authorization`, `Content-Type`, `If-Match` and `If-None-Match`), and can read `Link`, `ETag`, `RateLimit`, `RateLimit-Policy`, `Retry-After` and `Plantstore-Version`; without this setting no `Access-Control-*` header is ever sent.',
+    meaning: `Comma-separated browser origins allowed to call the API from another origin (\`https://app.example,http://localhost:3000\`), or \`*\` for any. Exact origins only: scheme, host and port, no path. Allowed origins get ${codeList(CORS_METHODS)} (preflights with ${codeList(CORS_REQUEST_HEADERS)}), and can read ${codeList(CORS_READABLE_HEADERS)}; without this setting no \`Access-Control-*\` header is ever sent.`,
     table: 'service',
     into: ['app.corsOrigins'],
     parse: corsOrigins,
@@ -690,4 +690,10 @@ export function settingsTable(table: Setting<unknown>['table']): string[] {
     rows.push(`${flag} \`${s.env}\` | ${shown} | ${s.meaning} |`);
   }
   return rows;
+}
+
+/** `A`, `B` and `C`: a list of names as the settings' meanings write them. */
+function codeList(names: readonly string[]): string {
+  const quoted = names.map((name) => `\`${name}\``);
+  return quoted.length < 2 ? quoted.join('') : `${quoted.slice(0, -1).join(', ')} and ${quoted.at(-1)}`;
 }
