@@ -11,6 +11,7 @@ import { generateToken } from '../../src/catalogue/tokens.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { AUDIENCE, ISSUER, signingKey, startJwksServer } from '../helpers/jwt.js';
 import { runCli, type CliRun } from '../helpers/processes.js';
+import { REDIS_URL, redisUnavailableReason } from '../helpers/redis.js';
 import { addPlant } from '../helpers/http-app.js';
 
 interface Check {
@@ -188,6 +189,32 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     } finally {
       sqlite.close();
     }
+  });
+
+  it('checks that a configured Redis answers and can run the counters, unless no rate limit uses it', async (t) => {
+    const skipped = await redisUnavailableReason();
+    if (skipped) return t.skip(skipped);
+    const db = join(dir, 'redis.db');
+    await prepare(() => openStore({ db: db }));
+    assert.equal(byName((await doctor(db)).checks, 'redis').status, 'skip');
+    const up = await doctor(db, ['--redis-url', REDIS_URL]);
+    assert.equal(up.code, 0);
+    assert.match(
+      byName(up.checks, 'redis').detail,
+      /answers \(Redis \d+\.\d+.*\); rate-limit counters under the prefix "plantstore:ratelimit:"/,
+    );
+    const unused = byName(
+      (await doctor(db, ['--redis-url', REDIS_URL, '--rate-limit', 'off', '--write-rate-limit', 'off'])).checks,
+      'redis',
+    );
+    assert.equal(unused.status, 'warn');
+    const port = await closedPort();
+    const down = await doctor(db, ['--redis-url', `redis://:hunter2@127.0.0.1:${port}`]);
+    assert.equal(down.code, 1);
+    const failed = byName(down.checks, 'redis');
+    assert.equal(failed.status, 'fail');
+    assert.match(failed.detail, new RegExp(`cannot use Redis at redis://:\\*\\*\\*@127\\.0\\.0\\.1:${port}: .*ECONNREFUSED`));
+    assert.match(failed.fix!, /serve runs without rate limits/);
   });
 
   it('warns when the JWT user claim is one users can change themselves', async () => {

@@ -8,6 +8,7 @@ import { clientNetwork } from '../../src/http/client-network.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
+import { REDIS_URL, redisUnavailableReason } from '../helpers/redis.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 import { bearer, rawRequest, seed, startApp, type AddedPlant, type RawResponse, type RunningApp } from '../helpers/http-app.js';
@@ -15,29 +16,11 @@ import { bearer, rawRequest, seed, startApp, type AddedPlant, type RawResponse, 
 // Per-token rate limiting over a real socket: in-process counters, counters shared through Redis by two
 // instances, and a Redis that is down or does not answer (fail open).
 
-const REDIS_URL = process.env.PLANTSTORE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
 /** The `r` (remaining) and `t` (seconds to reset) of a `RateLimit: "default";r=N;t=S` header. */
 function rateLimitOf(res: RawResponse): { r: number; t: number } {
   const match = /^"default";r=(\d+);t=(\d+)$/.exec(String(res.headers.ratelimit));
   assert.ok(match, `RateLimit header was ${res.headers.ratelimit}`);
   return { r: Number(match[1]), t: Number(match[2]) };
-}
-
-async function redisUnavailableReason(): Promise<string | false> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    await probe.ping();
-    return false;
-  } catch (err) {
-    const reason = `Redis not reachable at ${REDIS_URL}: ${(err as Error).message}`;
-    if (process.env.CI === 'true') throw new Error(`CI=true requires Redis: ${reason}`);
-    return `skipped: ${reason}`;
-  } finally {
-    probe.disconnect();
-  }
 }
 
 async function freshStore(): Promise<{ store: Store; tokens: Record<string, string> }> {

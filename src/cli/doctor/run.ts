@@ -5,6 +5,7 @@ import { fail, type Check } from './check.js';
 import { jwtChecks } from './jwt.js';
 import { listenChecks } from './listen.js';
 import { postgresChecks, withoutPassword } from './postgres.js';
+import { redisChecks } from './redis.js';
 import { sqliteChecks } from './sqlite.js';
 
 function configCheck({ store, server, app }: Config): Check {
@@ -27,7 +28,16 @@ export async function runChecks(command: Command, flags: Omit<ConfigInput, 'db'>
   } catch (err) {
     return [fail('config', (err as Error).message, 'correct the flag or the PLANTSTORE_* environment variable it names')];
   }
-  const checks = [configCheck(config), ...(await listenChecks(config.server)), ...(await jwtChecks(config.app.jwt))];
+  const checks = [
+    configCheck(config),
+    ...(await listenChecks(config.server)),
+    ...(await jwtChecks(config.app.jwt)),
+    ...(await redisChecks(
+      config.app.redisUrl,
+      config.app.redisKeyPrefix,
+      config.app.rateLimit !== undefined || config.app.writeRateLimit !== undefined,
+    )),
+  ];
   const { store } = config;
   const allowPrivate = config.app.webhookAllowPrivate;
   checks.push(
