@@ -1,7 +1,11 @@
 import { ApiError } from './error-codes.js';
 
-/** An If-Match or If-None-Match list of entity tags (RFC 9110, 8.8.3): strong or weak, comma-separated. */
-const ENTITY_TAGS = /^[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*(?:,[ \t]*(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"[ \t]*)*$/;
+/**
+ * An If-Match or If-None-Match list of entity tags (RFC 9110, 8.8.3): strong or weak, comma-separated, with the
+ * empty elements a recipient must ignore (RFC 9110, 5.6.1.2: `"a", , "b",`).
+ */
+const ENTITY_TAG = '(?:W\\/)?"[\\x21\\x23-\\x7e\\x80-\\xff]*"';
+const ENTITY_TAGS = new RegExp(`^(?:[ \\t]*,)*[ \\t]*${ENTITY_TAG}[ \\t]*(?:,[ \\t]*(?:${ENTITY_TAG}[ \\t]*)?)*$`);
 
 /** The entity tags of a list, each with whether it is weak; a list that is not one is a 400 naming `header`. */
 function entityTags(header: string, name: string): Array<{ opaque: string; weak: boolean }> {

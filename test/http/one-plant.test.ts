@@ -94,6 +94,9 @@ for (const backend of BACKENDS) {
       assert.equal((await read('alice', ids.Basil!, { 'if-none-match': '*' })).status, 304);
       assert.equal((await read('alice', ids.Basil!, { 'if-none-match': '"other", "else"' })).status, 200);
       assertError(await read('alice', ids.Basil!, { 'if-none-match': 'not-a-tag' }), 400, 40003);
+      // Empty list elements are ignored (RFC 9110 §5.6.1.2); a list of none is still malformed.
+      assert.equal((await read('alice', ids.Basil!, { 'if-none-match': `, "other", , ${etag},` })).status, 304);
+      assertError(await read('alice', ids.Basil!, { 'if-none-match': ', ,' }), 400, 40003);
       // A hidden plant is a 404 whatever the header says.
       assertError(await read('bob', ids.Basil!, { 'if-none-match': '*' }), 404, 40402);
     });
