@@ -132,6 +132,8 @@ function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const coded = codedBody(request.headers['content-encoding']);
+    if (coded) return done(coded, undefined);
     if (body === '' && request.method === 'DELETE') return done(null, undefined);
     void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
   });
@@ -139,8 +141,23 @@ function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
   app.addContentTypeParser(MERGE_PATCH_TYPE, { parseAs: 'string' }, (request, body, done) => {
     if (request.method !== 'PATCH')
       return done(Object.assign(new Error(`${MERGE_PATCH_TYPE} is taken by PATCH only`), { statusCode: 415 }), undefined);
+    const coded = codedBody(request.headers['content-encoding']);
+    if (coded) return done(coded, undefined);
     void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
   });
+}
+
+/**
+ * The refusal of a body sent with a content coding (`gzip`, …), which the service does not decode: a 415 that says
+ * which coding it takes (RFC 9110 §15.5.16), rather than the coded bytes refused as JSON.
+ */
+function codedBody(coding: string | undefined): ApiError | undefined {
+  if (coding === undefined || /^[ \t]*(identity[ \t]*)?$/i.test(coding)) return undefined;
+  return new ApiError(
+    'unsupported_media_type',
+    `The request body must not be encoded (Content-Encoding: ${JSON.stringify(coding.slice(0, 40))}): send it as plain JSON`,
+    { 'accept-encoding': 'identity' },
+  );
 }
 
 /**

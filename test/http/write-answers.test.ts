@@ -107,6 +107,12 @@ for (const backend of BACKENDS) {
     it('says what to send with a 415, and refuses a body of thousands of fields by naming them', async () => {
       const said = assertError(await create('alice', 'id=1&name=x', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 41501);
       assert.match(said.message, /application\/json/);
+      // A coded body is not decoded: 415 with the coding taken (RFC 9110 §15.5.16), not its bytes refused as JSON.
+      const body = { id: nextId++, name: 'Zipped' };
+      const coded = await create('alice', body, { ...JSON_BODY, 'content-encoding': 'gzip' });
+      assert.match(assertError(coded, 415, 41501).message, /must not be encoded \(Content-Encoding: "gzip"\)/);
+      assert.equal(coded.headers['accept-encoding'], 'identity');
+      assert.equal((await create('alice', body, { ...JSON_BODY, 'content-encoding': 'Identity' })).status, 200);
       const flood = Object.fromEntries(Array.from({ length: 1500 }, (_, i) => [`f${i}`, 0]));
       const refused = assertError(await create('alice', { id: nextId++, name: 'x', ...flood }), 400, 40005);
       assert.match(refused.message, /"f0", "f1", "f2", "f3", "f4" and 1495 more/);
