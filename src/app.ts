@@ -21,6 +21,7 @@ import { plantRoutes } from './http/routes/plants.js';
 import { plantWriteRoutes } from './http/routes/plant-writes.js';
 import { plantAccessRoutes } from './http/routes/plant-access.js';
 import { MERGE_PATCH_TYPE, onePlantRoutes } from './http/routes/one-plant.js';
+import { BODY_LIMIT } from './http/routes/protected.js';
 import { parseQueryString, strictValidatorCompiler } from './http/request-validation.js';
 import { lazyChildLogger, loggerOptions } from './logger.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -107,9 +108,11 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
     },
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
-    bodyLimit: 64 * 1024,
-    // A user or group name in a path (/plants/{id}/access/users/{name}) may be as long as the URL limit allows.
-    routerOptions: { maxParamLength: limits.maxUrlBytes, querystringParser: parseQueryString },
+    bodyLimit: BODY_LIMIT,
+    // A user or group name in a path (/plants/{id}/access/users/{name}) may be as long as the URL limit allows. The
+    // router refuses a longer parameter itself, with a 400 that echoes it, so its bound is one no URL Node reads
+    // can reach: a longer URL is the onRequest check's 414.
+    routerOptions: { maxParamLength: Math.max(limits.maxUrlBytes, limits.maxHeaderBytes), querystringParser: parseQueryString },
   });
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;

@@ -367,6 +367,26 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     ready: {
@@ -388,6 +408,26 @@ export interface operations {
                     "application/json": {
                         status: string;
                     };
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description The database is unreachable or the server is shutting down */
@@ -601,8 +641,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is larger than 16 KiB */
+            /** @description The request body is larger than 32 KiB */
             413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -630,6 +680,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -744,6 +804,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -753,6 +823,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -865,6 +945,36 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A request body (this operation takes none) larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request body (this operation takes none) that is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -874,6 +984,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1004,8 +1124,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is larger than 16 KiB */
+            /** @description The request body is larger than 32 KiB */
             413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1033,6 +1163,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1144,6 +1284,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -1153,6 +1303,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1283,6 +1443,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The request body is larger than 1 MiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The request body is not application/json */
             415: {
                 headers: {
@@ -1312,6 +1492,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1428,6 +1618,36 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A request body (this operation takes none) larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request body (this operation takes none) that is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -1437,6 +1657,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1553,6 +1783,36 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A request body (this operation takes none) larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request body (this operation takes none) that is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -1562,6 +1822,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1678,6 +1948,36 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A request body (this operation takes none) larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request body (this operation takes none) that is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -1687,6 +1987,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1803,6 +2113,36 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description A request body (this operation takes none) larger than 64 KiB */
+            413: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request target (path and query) is too long */
+            414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request body (this operation takes none) that is not application/json */
+            415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests in the current window for this token (or client address), or too many writes (creates, changes, deletes, access changes) for this user (code 42903) */
             429: {
                 headers: {
@@ -1812,6 +2152,16 @@ export interface operations {
                     RateLimit?: string;
                     /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
                     "RateLimit-Policy"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request line or headers are too large */
+            431: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

@@ -14,6 +14,7 @@ export const API_TITLE = 'OpenAPI Plant Store';
  */
 export const CONTRACT_VERSION = '1.0.0';
 import { VERSION_HEADER } from './common-headers.js';
+import { BODY_LIMIT } from './routes/protected.js';
 
 export { VERSION_HEADER };
 
@@ -44,7 +45,37 @@ function withErrorCatalogue<T extends object>(doc: T): T {
   return doc;
 }
 
-type Responses = Record<string, { headers?: Record<string, unknown> }>;
+type Responses = Record<string, { description?: string; content?: unknown; headers?: Record<string, unknown> }>;
+
+const errorAnswer = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+});
+
+/**
+ * The answers the HTTP layer gives before any route runs, on every operation that does not describe them itself:
+ * a request target or headers too large, and on a write that takes no body (a `DELETE`, a grantee's `PUT`) a
+ * body that is not JSON or is too large. Written once here, so that no operation's list misses one.
+ */
+function withTransportAnswers<T extends object>(doc: T, bodyLimitKiB: number): T {
+  const { paths } = doc as { paths?: Record<string, Record<string, unknown> | undefined> };
+  for (const path of Object.values(paths ?? {})) {
+    for (const [method, operation] of Object.entries(path ?? {})) {
+      const described = operation as { responses?: Responses; requestBody?: unknown } | undefined;
+      if (described?.responses === undefined) continue;
+      const answers: Responses = {
+        414: errorAnswer('The request target (path and query) is too long'),
+        431: errorAnswer('The request line or headers are too large'),
+      };
+      if (['post', 'put', 'patch', 'delete'].includes(method) && described.requestBody === undefined) {
+        answers[413] = errorAnswer(`A request body (this operation takes none) larger than ${bodyLimitKiB} KiB`);
+        answers[415] = errorAnswer('A request body (this operation takes none) that is not application/json');
+      }
+      described.responses = { ...answers, ...described.responses };
+    }
+  }
+  return doc;
+}
 
 /** Documents the version header on every response of every operation, as a reference to the one definition. */
 function withVersionHeader<T extends object>(doc: T): T {
@@ -211,7 +242,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? { ...withErrorCatalogue(withVersionHeader(documentObject.openapiObject)), webhooks }
+        ? { ...withErrorCatalogue(withVersionHeader(withTransportAnswers(documentObject.openapiObject, BODY_LIMIT / 1024))), webhooks }
         : documentObject.swaggerObject,
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },

@@ -144,6 +144,10 @@ describe('HTTP server limits', () => {
   it('answers 414 with an Error body to a request target over the URL limit, on any path', async () => {
     assertError(await rawRequest(server.url, `/plants?limit=1&${'a'.repeat(2100)}`, bearer(token)), 414, 41401);
     assertError(await rawRequest(server.url, `/${'x'.repeat(2100)}`), 414, 41401);
+    // A path parameter over it too, refused before the router's own bound, which would echo it in a 400.
+    const longId = assertError(await rawRequest(server.url, `/plants/${'1'.repeat(2100)}`, bearer(token)), 414, 41401);
+    assert.ok(longId.message.length < 200, longId.message);
+    assertError(await rawRequest(server.url, `/plants/1/access/users/${'u'.repeat(2100)}`, bearer(token), 'PUT'), 414, 41401);
     // Just under the limit goes through to the router as usual.
     assertError(await rawRequest(server.url, `/${'x'.repeat(2000)}`), 404, 40401);
   });

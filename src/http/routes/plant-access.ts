@@ -29,6 +29,7 @@ import {
   plantIdParam,
   requireJsonAcceptable,
   userWriteBudget,
+  ACCESS_BODY_LIMIT,
 } from './protected.js';
 
 // Who has access to one plant, for its owner and admins: read and replaced whole at /plants/{id}/access, one user
@@ -114,6 +115,7 @@ export async function plantAccessRoutes(
     `${PLANT_PATH}/access`,
     {
       onRequest: [authenticate, requireJsonAcceptable],
+      bodyLimit: ACCESS_BODY_LIMIT,
       preHandler: [
         async (request) => refuseMalformed({ kind: 'replace', access: request.body as PlantAccess }, request.headers['if-match'], 'body'),
         budget,
@@ -131,6 +133,7 @@ export async function plantAccessRoutes(
           ...changeErrors,
           400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess'),
           406: notAcceptable,
+          413: errorResponse(`The request body is larger than ${ACCESS_BODY_LIMIT / 1024 / 1024} MiB`),
           415: errorResponse('The request body is not application/json'),
           422: errorResponse('The access names users or groups that do not exist (code 42201; the message names them)'),
         },

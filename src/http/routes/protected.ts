@@ -105,12 +105,21 @@ export const plantRefusals = {
   404: errorResponse('No plant with this id that the caller can see'),
 };
 
+/** The largest body of a route that sets no limit of its own: those that take none (a body sent anyway is read). */
+export const BODY_LIMIT = 64 * 1024;
+
 /**
  * The largest body a write of a plant's fields reads (`POST /plants`, `PATCH /plants/{id}`): a NewPlant with the
- * longest name and tag, each character written as a six-byte `\uXXXX` escape, fits with room to spare; a larger
- * body is refused before it is parsed.
+ * longest name and tag, each character (two UTF-16 units outside the BMP) written as `\uXXXX` escapes, 24 KiB,
+ * fits with room to spare; a larger body is refused before it is parsed.
  */
-export const PLANT_BODY_LIMIT = 16 * 1024;
+export const PLANT_BODY_LIMIT = 32 * 1024;
+
+/**
+ * The largest body `PUT /plants/{id}/access` reads: 1000 users and 1000 groups (the schema's most) of names of
+ * about 500 bytes each, written plainly. Longer lists of longer names are a 413, refused before they are parsed.
+ */
+export const ACCESS_BODY_LIMIT = 1024 * 1024;
 
 /**
  * The `ETag` response header and the `If-Match` request header of what is changed only as it was read: a plant
