@@ -132,6 +132,11 @@ for (const backend of BACKENDS) {
       assertError(await grantee('alice', 7003, 'PUT', 'groups/nobody'), 404, 40404);
       assertError(await grantee('alice', 7003, 'DELETE', 'users/nobody'), 404, 40403);
       const body = assertError(await replace('alice', 7003, { public: true, users: ['bob', 'zed'], groups: ['ghosts'] }), 422, 42201);
+      // The schema's most names fit the body limit when they are of a usual length: read, then found unknown.
+      const many = Array.from({ length: 1000 }, (_, i) => `${'n'.repeat(66)}${String(i).padStart(4, '0')}`);
+      const unknown = assertError(await replace('alice', 7003, { public: false, users: many, groups: many }), 422, 42201);
+      assert.match(unknown.message, /^no user named "n+0000"; .*; and 1980 more that nobody has$/);
+      assert.ok(unknown.message.length < 2000, `${unknown.message.length} characters`);
       assert.equal(body.message, 'no user named "zed"; no group named "ghosts"');
       assert.deepEqual((await access('alice', 7003)).body, { public: false, users: [], groups: [] });
       // Names no user can have are refused before any lookup; a name is matched exactly (no case folding).

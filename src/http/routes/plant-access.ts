@@ -45,6 +45,8 @@ const GranteeParams = (what: 'user' | 'group') =>
   });
 
 const { etag, ifMatch } = versionHeaders('the access', "The access's");
+/** The unknown grantees a 422 names; it counts the rest. */
+const UNKNOWN_NAMED = 20;
 
 const accessErrors = {
   ...commonErrors,
@@ -257,7 +259,10 @@ async function change(
         { etag: tagOf(written.access) },
       );
     case 'unknown': {
-      const message = written.grantees.map(noSuchGrantee).join('; ');
+      // Named, up to a screenful: a body of 2000 unknown names would otherwise be echoed whole.
+      const { grantees } = written;
+      const more = grantees.length > UNKNOWN_NAMED ? `; and ${grantees.length - UNKNOWN_NAMED} more that nobody has` : '';
+      const message = grantees.slice(0, UNKNOWN_NAMED).map(noSuchGrantee).join('; ') + more;
       if (namesFrom === 'body') throw new ApiError('unknown_grantee', message);
       throw new ApiError('user' in written.grantees[0]! ? 'user_not_found' : 'group_not_found', message);
     }
