@@ -200,9 +200,15 @@ export class WebhookOutbox {
         this.db(),
       );
     if (Number(numAffectedRows ?? 0) > 0) return true;
+    await this.requireEndpoint(id);
+    return false;
+  }
+
+  /** Endpoint `id`, named by the caller where it found nothing: one that does not exist is the caller's mistake. */
+  private async requireEndpoint(id: number | undefined): Promise<void> {
+    if (id === undefined) return;
     const { rows } = await sql`SELECT 1 FROM webhook_endpoints WHERE id = ${id}`.execute(this.db());
     if (rows.length === 0) throw notFound(`no webhook endpoint with id ${id}`);
-    return false;
   }
 
   /** Runs `statement`, which changes endpoint `id`; an endpoint it did not find is the caller's mistake. */
@@ -217,6 +223,7 @@ export class WebhookOutbox {
       await sql<Row>`SELECT d.event_id, e.message_id, d.endpoint_id, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
         d.last_status, d.last_error FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ${where}
       ORDER BY d.event_id DESC, d.endpoint_id LIMIT ${filter.limit}`.execute(this.db());
+    if (rows.length === 0) await this.requireEndpoint(filter.endpointId);
     return rows.map((r) => ({
       eventId: Number(r.event_id),
       messageId: String(r.message_id),
@@ -245,6 +252,7 @@ export class WebhookOutbox {
       WHERE (status = 'failed' OR (status = 'pending' AND next_attempt_at > ${now} AND (lease_until IS NULL OR lease_until < ${now})))${endpoint}${event}`.execute(
       this.db(),
     );
+    if (Number(numAffectedRows ?? 0) === 0) await this.requireEndpoint(filter.endpointId);
     return Number(numAffectedRows ?? 0);
   }
 

@@ -138,6 +138,13 @@ for (const backend of BACKENDS) {
       await fails(db, ['plants', 'set-private', '0'], /plant id/);
       await fails(db, ['tokens', 'create', 'nobody'], /no user named "nobody"/);
       await fails(db, ['tokens', 'create', 'alice', '--expires-in', '0s'], /must live longer than 0/);
+      // A duration past any date is refused before anything is written (it once left a token that never expired).
+      const tokensBefore = (await ok(db, ['tokens', 'list'])).stdout;
+      await fails(db, ['tokens', 'create', 'alice', '--expires-in', '100000000d'], /at most 36500d \(100 years\)/);
+      assert.equal((await ok(db, ['tokens', 'list'])).stdout, tokensBefore);
+      await fails(db, ['webhooks', 'rotate-secret', '1', '--overlap', '999999999w'], /at most 36500d/);
+      await fails(db, ['webhooks', 'deliveries', '--endpoint', '99'], /no webhook endpoint with id 99/);
+      await fails(db, ['webhooks', 'retry', '--endpoint', '99'], /no webhook endpoint with id 99/);
     });
 
     it('a second demo revokes the tokens of the first instead of piling them up', async () => {
