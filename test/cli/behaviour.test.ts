@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -248,6 +248,13 @@ describe('plantstore CLI: the database named by --db', () => {
     await fails(db, ['export', '-o', dir], /^plantstore: cannot write .*: EISDIR[^\n]*\n$/);
     await ok(db, ['export', '-o', join(dir, 'out.ndjson')]);
     assert.equal(readFileSync(join(dir, 'out.ndjson'), 'utf8'), '{"type":"user","name":"alice"}\n');
+    // Nor the database it reads, by any name: opening it to write would empty it (once: "exported 0 records").
+    symlinkSync(db, join(dir, 'alias.db'));
+    for (const target of [db, join(dir, 'alias.db'), `${db}-wal`]) {
+      if (!existsSync(target)) continue;
+      await fails(db, ['export', '-o', target], /cannot write .*: it is the database the export reads/);
+    }
+    assert.match((await ok(db, ['users', 'list'])).stdout, /alice/);
   });
 
   it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {

@@ -4,7 +4,8 @@ import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
-import { withStore } from '../context.js';
+import { configFrom, withStore } from '../context.js';
+import { isPostgresUrl } from '../../store/open-store.js';
 import { examples } from '../help.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
@@ -108,8 +109,24 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
 /** Why the export's file could not be written, as the command's one-line error. */
 const cannotWrite = (file: string, err: Error) => invalidInput(`cannot write ${file}: ${err.message}`);
 
-/** The export's file, opened before the store is: a path it cannot write is the command's one-line error. */
-async function openOutput(file: string): Promise<Writable> {
+/** Whether `file` is the SQLite database `db` or one of its journal files, by what they are, not their paths. */
+function isDatabaseFile(file: string, db: string): boolean {
+  const target = statSync(file, { throwIfNoEntry: false });
+  if (target === undefined) return false;
+  return ['', '-wal', '-shm', '-journal'].some((suffix) => {
+    const part = statSync(`${db}${suffix}`, { throwIfNoEntry: false });
+    return part !== undefined && part.dev === target.dev && part.ino === target.ino;
+  });
+}
+
+/**
+ * The export's file, opened before the store is: a path it cannot write is the command's one-line error, and the
+ * database the export reads is refused, which opening it for writing would empty before a record was read.
+ */
+async function openOutput(file: string, db: string): Promise<Writable> {
+  if (!isPostgresUrl(db) && isDatabaseFile(file, db)) {
+    throw invalidInput(`cannot write ${file}: it is the database the export reads (--db ${db})`);
+  }
   try {
     return (await open(file, 'w')).createWriteStream();
   } catch (err) {
@@ -120,7 +137,7 @@ async function openOutput(file: string): Promise<Writable> {
 /** `export`: every record, streamed to stdout or a file. */
 async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise<void> {
   const { progressBar, summaryLine } = await loadProgress();
-  const out: Writable = opts.output === undefined ? process.stdout : await openOutput(opts.output);
+  const out: Writable = opts.output === undefined ? process.stdout : await openOutput(opts.output, configFrom(cmd).store.db);
   // A write that fails later (a full disk) is said as the command's error, not as a stream's unhandled 'error'.
   let failed: Error | undefined;
   if (out !== process.stdout) out.on('error', (err) => (failed = err));
