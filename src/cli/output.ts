@@ -12,12 +12,19 @@ export function outputFormat(json: boolean, stream: { isTTY?: boolean } = proces
   return json ? 'json' : stream.isTTY ? 'table' : 'tsv';
 }
 
-// Control characters could move the cursor or recolour the terminal; a name is shown, never interpreted.
-const forTerminal = (text: string): string => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/g;
+const NAMED_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+/** A control character as PostgreSQL's COPY text format escapes it: by name, else its UTF-8 bytes (`\x1b`, `\xc2\x9b`). */
+const escaped = (c: string): string =>
+  NAMED_ESCAPES[c] ?? [...Buffer.from(c)].map((byte) => `\\x${byte.toString(16).padStart(2, '0')}`).join('');
 
-// PostgreSQL COPY text escaping: every row stays one line and every value one field, whatever the names hold.
-const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
-const forTsv = (text: string): string => text.replace(/[\\\t\n\r]/g, (c) => TSV_ESCAPES[c]!);
+// Control characters could move the cursor or recolour the terminal; a name is shown, never interpreted, and
+// shown whole: ESC as `\x1b`, not lost.
+const forTerminal = (text: string): string => text.replace(CONTROL_CHARACTER, escaped);
+
+// PostgreSQL COPY text escaping: every row stays one line and every value one field, whatever the names hold, and
+// COPY FROM (or any reader of the format) gives back the exact text.
+const forTsv = (text: string): string => text.replace(/\\/g, '\\\\').replace(CONTROL_CHARACTER, escaped);
 
 /** Aligned columns under an upper-case header; widths count what the terminal shows (wide and combining characters). */
 export function formatTable<T>(rows: T[], columns: Column<T>[]): string {

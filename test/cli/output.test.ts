@@ -35,8 +35,11 @@ function onTerminal(db: string, args: string[], redirect = ''): Promise<{ code: 
   });
 }
 
-/** Undoes the tab-separated escaping: `\t`, `\n`, `\r` and `\\`. */
-const unescapeTsv = (field: string) => field.replace(/\\([tnr\\])/g, (_, c: string) => ({ t: '\t', n: '\n', r: '\r', '\\': '\\' })[c]!);
+/** Undoes the tab-separated escaping, COPY's: `\t`, `\n`, `\r`, `\\`, and other control characters' UTF-8 bytes (`\x1b`). */
+const unescapeTsv = (field: string) =>
+  field.replace(/((?:\\x[0-9a-f]{2})+)|\\([tnr\\])/g, (_, bytes: string | undefined, c: string) =>
+    bytes !== undefined ? Buffer.from(bytes.replaceAll('\\x', ''), 'hex').toString('utf8') : { t: '\t', n: '\n', r: '\r', '\\': '\\' }[c]!,
+  );
 
 const SUMMARY = /^exported 5 records in \d+\.\d s \(\d+ records\/s\)$/;
 
@@ -44,7 +47,7 @@ describe('plantstore list output, progress and summaries', () => {
   let dir: string;
   let db: string;
   const oddName = 'Fern 🌿 "quoted" \\ back\u0001slash';
-  const oddTag = 'tab\there\nnewline\u0007';
+  const oddTag = 'tab\there\nnewline\u0007\u009b';
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'plantstore-output-'));
@@ -123,7 +126,7 @@ describe('plantstore list output, progress and summaries', () => {
     );
   });
 
-  it('on a terminal lists are aligned tables with control characters neutralised', { skip: NO_PTY }, async () => {
+  it('on a terminal lists are aligned tables with control characters escaped', { skip: NO_PTY }, async () => {
     const { code, screen } = await onTerminal(db, ['plants', 'list']);
     assert.equal(code, 0, screen);
     const [header, ...rows] = screen.trimEnd().split('\n');
@@ -138,7 +141,9 @@ describe('plantstore list output, progress and summaries', () => {
     ] as const) {
       assert.equal(stringWidth(row.slice(0, row.indexOf(owner))), ownerAt, `misaligned row: ${row}`);
     }
-    assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\ back?slash'), rows[0]);
+    // Shown whole, as the piped output escapes them: ESC or U+0001 would otherwise be lost as a `?`.
+    assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\ back\\x01slash'), rows[0]);
+    assert.ok(rows[0]!.includes('tab\\there\\nnewline\\x07\\xc2\\x9b'), rows[0]);
   });
 
   it(
