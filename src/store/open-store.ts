@@ -36,3 +36,11 @@ export async function openStore(
     ...(config.statementTimeoutMs ? { statementTimeoutMs: config.statementTimeoutMs } : {}),
   });
 }
+
+/**
+ * The files a store at `db` lives in, for a command that writes a file of its own, which must not be one of them:
+ * a SQLite database and its journals; none for PostgreSQL.
+ */
+export function databaseFiles(db: string): string[] {
+  return isPostgresUrl(db) ? [] : ['', '-wal', '-shm', '-journal'].map((suffix) => `${db}${suffix}`);
+}

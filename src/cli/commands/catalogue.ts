@@ -5,7 +5,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { configFrom, withStore } from '../context.js';
-import { isPostgresUrl } from '../../store/open-store.js';
+import { databaseFiles } from '../../store/open-store.js';
 import { examples } from '../help.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
@@ -109,12 +109,12 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
 /** Why the export's file could not be written, as the command's one-line error. */
 const cannotWrite = (file: string, err: Error) => invalidInput(`cannot write ${file}: ${err.message}`);
 
-/** Whether `file` is the SQLite database `db` or one of its journal files, by what they are, not their paths. */
+/** Whether `file` is one of the database's files (`databaseFiles`), by what they are, not their paths. */
 function isDatabaseFile(file: string, db: string): boolean {
   const target = statSync(file, { throwIfNoEntry: false });
   if (target === undefined) return false;
-  return ['', '-wal', '-shm', '-journal'].some((suffix) => {
-    const part = statSync(`${db}${suffix}`, { throwIfNoEntry: false });
+  return databaseFiles(db).some((path) => {
+    const part = statSync(path, { throwIfNoEntry: false });
     return part !== undefined && part.dev === target.dev && part.ino === target.ino;
   });
 }
@@ -124,9 +124,7 @@ function isDatabaseFile(file: string, db: string): boolean {
  * database the export reads is refused, which opening it for writing would empty before a record was read.
  */
 async function openOutput(file: string, db: string): Promise<Writable> {
-  if (!isPostgresUrl(db) && isDatabaseFile(file, db)) {
-    throw invalidInput(`cannot write ${file}: it is the database the export reads (--db ${db})`);
-  }
+  if (isDatabaseFile(file, db)) throw invalidInput(`cannot write ${file}: it is the database the export reads (--db ${db})`);
   try {
     return (await open(file, 'w')).createWriteStream();
   } catch (err) {
