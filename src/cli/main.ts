@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { DomainError } from '../catalogue/errors.js';
 import { sqliteWriteFailure } from '../store/sqlite/sqlite-errors.js';
+import { postgresWaitFailure } from '../store/postgres/postgres-errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGrantCommands } from './commands/grants.js';
@@ -80,6 +81,7 @@ async function main(): Promise<void> {
     const message =
       sqliteWriteFailure(err) ??
       sqliteWriteFailure((err as { cause?: unknown }).cause) ??
+      postgresWaitFailure(err) ??
       (err instanceof DomainError || err instanceof Error ? err.message : String(err));
     process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
     process.exitCode = 1;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
+import { holdTransaction } from '../helpers/held-transaction.js';
 import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
@@ -240,6 +241,27 @@ describe('plantstore CLI: the database named by --db', () => {
       }
     },
   );
+
+  it('a PostgreSQL write held up past the statement timeout says what happened and what to do', { skip: skipPostgres }, async () => {
+    const { schema, url } = freshSchema();
+    try {
+      await ok(url, ['users', 'add', 'alice']);
+      // As an operator's psql session would: a lock taken and left open.
+      const held = await holdTransaction(url, `LOCK TABLE ${schema}.users IN ACCESS EXCLUSIVE MODE`);
+      try {
+        const run = await runCli(url, ['users', 'add', 'bob'], undefined, { PLANTSTORE_PG_STATEMENT_TIMEOUT_MS: '300' });
+        assert.equal(run.code, 1);
+        assert.match(
+          run.stderr,
+          /^plantstore: the database did not finish within the statement timeout \(--pg-statement-timeout-ms\): .*try again\n$/,
+        );
+      } finally {
+        await held.rollback();
+      }
+    } finally {
+      await dropSchema(schema);
+    }
+  });
 
   it('export to a file it cannot write says so in one line, before it reads anything', async () => {
     const db = join(dir, 'export-to.db');

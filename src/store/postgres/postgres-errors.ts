@@ -33,3 +33,16 @@ export function classifyPostgresError(err: unknown): ErrorKind | undefined {
  * hashed is the schema's name, a dot and the key: what migration 0007's numbering trigger locks for automatic ids.
  */
 export const advisoryLockSql = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.' || $1))";
+
+/**
+ * The CLI's line for a statement PostgreSQL cancelled at the statement timeout, most often one waiting for a lock
+ * another transaction holds: its own words say neither which setting nor what to do.
+ */
+export function postgresWaitFailure(err: unknown): string | undefined {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  if (e?.code !== '57014' || typeof e.message !== 'string' || !e.message.includes('statement timeout')) return undefined;
+  return (
+    'the database did not finish within the statement timeout (--pg-statement-timeout-ms): another transaction may ' +
+    'hold what this command changes, or the database is overloaded; try again'
+  );
+}
