@@ -204,14 +204,31 @@ function installRequestChecks(app: FastifyInstance, limits: AppConfig['http']): 
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(COMMON_HEADERS);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be a bare 400 without the Error body.
-    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      return done(new ApiError('bad_request', 'An HTTP/1.1 request must have a Host header'));
+    const host = request.headers.host;
+    if (host === undefined) {
+      if (request.raw.httpVersion === '1.1') return done(new ApiError('bad_request', 'An HTTP/1.1 request must have a Host header'));
+    } else if (!HOST.test(host) || hostLines(request.raw.rawHeaders) > 1) {
+      // Also RFC 9112 §3.2: Node keeps the first of several, where a proxy in front may have read another.
+      return done(new ApiError('bad_request', 'The request must have one Host header, a host and an optional port'));
     }
     if (request.raw.url!.length > limits.maxUrlBytes) {
       return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
     }
     inSendingOrder(request, reply, done);
   });
+}
+
+/** A Host header's value (RFC 9110 §7.2): uri-host [ ":" port ], or empty when the target has no authority. */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
+
+/** How many Host lines a request has: a loop of length checks, as few requests have more than a handful of lines. */
+function hostLines(rawHeaders: string[]): number {
+  let lines = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && (name === 'Host' || name === 'host' || name.toLowerCase() === 'host')) lines++;
+  }
+  return lines;
 }
 
 /** Off by default: then the metrics library is not even loaded and no hook is added. */

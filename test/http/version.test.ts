@@ -51,6 +51,8 @@ describe('the service version', () => {
   // body and the version (a request without Host got Node's bare 400, the others lacked the header).
   const wire: Array<[string, string, number, number]> = [
     ['no Host header', 'GET /plants HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 40003],
+    ['two Host headers', 'GET /plants HTTP/1.1\r\nHost: x\r\nhost: y\r\nConnection: close\r\n\r\n', 400, 40003],
+    ['a Host that is no host', 'GET /plants HTTP/1.1\r\nHost: a b/c\r\nConnection: close\r\n\r\n', 400, 40003],
     [
       'Content-Length and Transfer-Encoding',
       'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
