@@ -192,7 +192,10 @@ describe('plantstore CLI: the database named by --db', () => {
       await fails(typo, args, /no database at .*plantstor\.db: check --db/);
     }
     assert.ok(!existsSync(typo) && !existsSync(join(dir, 'no-such-folder')), 'nothing was created');
-    // Commands that create data may create it.
+    // Commands that create data may create it, once what they would write is good.
+    await fails(typo, ['users', 'add', ''], /user name must not be empty/);
+    await fails(typo, ['groups', 'add', ' padded '], /group name must not start or end with white space/);
+    assert.ok(!existsSync(typo), 'a refused name creates nothing');
     await ok(typo, ['users', 'add', 'alice']);
     assert.ok(existsSync(typo));
   });

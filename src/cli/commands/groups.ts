@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { checkGroupName } from '../../catalogue/names.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
@@ -14,6 +15,8 @@ export function registerGroupCommands(program: Command): void {
     .description('add a group')
     .addHelpText('after', examples('plantstore groups add gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
+      // Checked before the store opens, which may create the database: a refused name leaves no file behind.
+      checkGroupName(name);
       await withStore(cmd, ({ groups }) => groups.add(name), { create: true });
       say(`added group ${name}`);
     });

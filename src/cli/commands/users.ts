@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
+import { checkUserName } from '../../catalogue/names.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
@@ -16,6 +17,8 @@ export function registerUserCommands(program: Command): void {
     .option('--admin', 'the user sees every plant', false)
     .addHelpText('after', examples('plantstore users add alice', 'plantstore users add root --admin'))
     .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
+      // Checked before the store opens, which may create the database: a refused name leaves no file behind.
+      checkUserName(name);
       await withStore(cmd, ({ users }) => users.add(name, opts.admin), { create: true });
       say(`added user ${name}${opts.admin ? ' (admin)' : ''}`);
     });
