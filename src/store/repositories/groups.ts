@@ -30,10 +30,9 @@ export function groupRepository(d: DatabaseSeam) {
    */
   const addMembers = (group: string, users: readonly string[]): Promise<boolean[]> =>
     d.writeTransaction(async (trx) => {
-      const groupId = await groupIdByName(trx, group, d.statements.rowLocks.keep);
       const added: boolean[] = [];
       for (const user of users) {
-        const userId = await userIdByName(trx, user, d.statements.rowLocks.keep);
+        const { groupId, userId } = await heldMembership(trx, group, user);
         const result = await trx
           .insertInto('group_members')
           .values({ group_id: groupId, user_id: userId })
