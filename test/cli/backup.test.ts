@@ -134,6 +134,9 @@ describe('plantstore backup', () => {
     const nowhere = await runCli(db, ['backup', join(dir, 'no-such-folder', 'b.db')]);
     assert.equal(nowhere.code, 1);
     assert.match(nowhere.stderr, /cannot write .*b\.db: no folder/);
+    const unnamed = await runCli(db, ['backup', '']);
+    assert.equal(unnamed.code, 1);
+    assert.equal(unnamed.stderr, 'plantstore: give the backup a file name: the path is empty\n');
     assert.deepEqual(
       readdirSync(dir).filter((name) => name.includes('partial')),
       [],

@@ -17,6 +17,7 @@ const ALL_PAGES = 0x7fffffff;
  * replaced (a second backup to the same name fails instead).
  */
 export async function backupSqlite(db: BetterSqlite3.Database, file: string): Promise<void> {
+  if (file === '') throw invalidInput('give the backup a file name: the path is empty');
   const folder = dirname(file);
   if (!existsSync(folder)) throw invalidInput(`cannot write ${file}: no folder ${folder}`);
   if (existsSync(file)) throw invalidInput(`${file} already exists: give the backup a new name, or remove the file first`);
