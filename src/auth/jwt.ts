@@ -19,9 +19,16 @@ export type JwtCheck =
   /** `identity`: the issuer and subject, what the token stands for whatever its spelling (see rate limiting). */
   { ok: true; user: string; groups: string[]; identity: string } | { ok: false; reason: JwtFailure; detail?: string };
 
-/** The identity provider's keys cannot be fetched: not the token's fault, so a 503 rather than a 401. */
+/**
+ * The identity provider's keys cannot be fetched: not the token's fault, so a 503 rather than a 401, with the
+ * seconds until a fetch is tried again as its Retry-After.
+ */
 export class KeysUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+    options?: ErrorOptions,
+  ) {
     super(message, options);
     this.name = 'KeysUnavailableError';
   }
@@ -48,7 +55,12 @@ function claim(payload: JWTPayload, name: string): unknown {
   return value;
 }
 
-function mapError(err: unknown, remote: boolean): JwtCheck {
+/** The remote key set's part in a refusal: the seconds until it fetches the keys again. */
+interface KeyFetches {
+  retryAfterSeconds(): number;
+}
+
+function mapError(err: unknown, remote: KeyFetches | undefined): JwtCheck {
   if (err instanceof errors.JWTExpired) return { ok: false, reason: 'expired' };
   if (err instanceof errors.JWTClaimValidationFailed) {
     if (err.claim === 'nbf' && err.reason === 'check_failed') return { ok: false, reason: 'not_yet_valid' };
@@ -73,13 +85,15 @@ function mapError(err: unknown, remote: boolean): JwtCheck {
     return { ok: false, reason: 'malformed' };
   // Not the token's fault: the JWKS endpoint is down or answered something that is not a key set.
   if (
-    remote &&
+    remote !== undefined &&
     (err instanceof errors.JWKSTimeout ||
       err instanceof errors.JWKSInvalid ||
       err instanceof TypeError ||
       (err as errors.JOSEError).code === 'ERR_JOSE_GENERIC')
   ) {
-    throw new KeysUnavailableError(`identity provider keys unavailable: ${(err as Error).message}`, { cause: err });
+    throw new KeysUnavailableError(`identity provider keys unavailable: ${(err as Error).message}`, remote.retryAfterSeconds(), {
+      cause: err,
+    });
   }
   // Anything else jose refuses is still a bad token, never a 5xx.
   return { ok: false, reason: 'malformed' };
@@ -90,7 +104,7 @@ function mapError(err: unknown, remote: boolean): JwtCheck {
  * expires on its own (a background refresh replaces it, and a failed refresh keeps it), an unknown `kid`
  * refetches at most once per cooldown, and after a failed fetch no new fetch starts before the cooldown.
  */
-function remoteKeySet(config: JwtConfig, url: string): { getKey: JWTVerifyGetKey; reload(): Promise<void>; close(): void } {
+function remoteKeySet(config: JwtConfig, url: string): KeyFetches & { getKey: JWTVerifyGetKey; reload(): Promise<void>; close(): void } {
   const cooldownMs = config.jwksCooldownSeconds * 1000;
   let failedAt = -Infinity;
   const guardedFetch = async (input: string, init: RequestInit): Promise<Response> => {
@@ -114,7 +128,10 @@ function remoteKeySet(config: JwtConfig, url: string): { getKey: JWTVerifyGetKey
     config.jwksRefreshSeconds > 0
       ? setInterval(() => void jwks.reload().catch(() => {}), config.jwksRefreshSeconds * 1000).unref()
       : undefined;
-  return { getKey: jwks, reload: () => jwks.reload(), close: () => clearInterval(timer) };
+  // A fetch that timed out or failed just now is not tried again before the cooldown; at least a second, as
+  // Retry-After counts whole seconds and a failure inside the cooldown's last second would otherwise say 0.
+  const retryAfterSeconds = () => Math.max(1, Math.ceil((failedAt + cooldownMs - Date.now()) / 1000));
+  return { getKey: jwks, reload: () => jwks.reload(), close: () => clearInterval(timer), retryAfterSeconds };
 }
 
 export function createJwtVerifier(config: JwtConfig): JwtVerifier {
@@ -141,7 +158,7 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
       try {
         ({ payload } = await jwtVerify(token, key as KeyObject, options));
       } catch (err) {
-        return mapError(err, remote !== undefined);
+        return mapError(err, remote);
       }
       const user = claim(payload, config.userClaim);
       if (typeof user !== 'string' || user === '') {

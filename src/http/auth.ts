@@ -126,7 +126,11 @@ export function bearerAuthentication(
       if (!(err instanceof KeysUnavailableError)) return done(err as Error);
       request.log.warn({ err: err.message }, 'JWKS unavailable');
       onRefused?.('identity_provider_unavailable');
-      done(new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later"));
+      done(
+        new ApiError('identity_provider_unavailable', "The identity provider's signing keys cannot be fetched; retry later", {
+          'retry-after': String(err.retryAfterSeconds),
+        }),
+      );
     };
     let result: AuthResult | Promise<AuthResult>;
     try {

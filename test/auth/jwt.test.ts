@@ -363,7 +363,7 @@ for (const backend of BACKENDS) {
       assertRejected(await get(token), 40109, token, /algorithm this service does not accept/);
     });
 
-    it('while the JWKS endpoint is down, cached keys keep working; a new kid gets 503 50302, and it recovers', async () => {
+    it('while the JWKS endpoint is down, cached keys keep working; a new kid gets 503 50302 with Retry-After, and it recovers', async () => {
       await jwks.stop();
       assert.deepEqual(plantNames(await get(await mintJwt(first.privateKey, { alg: 'RS256', kid: 'key-1' }))), ['Basil', 'Aloe']);
       assert.deepEqual(plantNames(await get(await mintJwt(second.privateKey, { alg: 'ES256', kid: 'key-2' }))), ['Basil', 'Aloe']);
@@ -371,6 +371,8 @@ for (const backend of BACKENDS) {
       await waitForCooldown();
       const res = await get(await mintJwt(third.privateKey, { alg: 'RS256', kid: 'key-3' }));
       assertError(res, 503, 50302);
+      // The fetch just failed, so the next is a cooldown (1 s here) away.
+      assert.equal(res.headers['retry-after'], '1');
       jwks.publish([first.publicJwk, third.publicJwk]);
       await jwks.start();
       await waitForCooldown();
