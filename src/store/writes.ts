@@ -1,16 +1,6 @@
 import { conflict, unavailable } from '../catalogue/errors.js';
 import type { DatabaseSeam } from './seam.js';
 
-/**
- * Resolves with the result of `write` once it is committed and this process's change feed has taken it in, so
- * that the next request served here sees it (read-your-writes) without waiting for a notification.
- */
-export async function seenHere<T>(d: DatabaseSeam, write: Promise<T>): Promise<T> {
-  const result = await write;
-  await d.changes.catchUp();
-  return result;
-}
-
 /** Runs an insert whose unique key another row may hold: that is a conflict naming `what`. */
 export async function insertUnique<T>(d: DatabaseSeam, what: string, insert: () => Promise<T>): Promise<T> {
   try {

@@ -410,6 +410,7 @@ const ANNOUNCE_EVERY_MS = 20;
 export class ChangeAnnouncer {
   private waiting = false;
   private again = false;
+  private sending: Promise<void> | undefined;
 
   constructor(private readonly pool: pg.Pool) {}
 
@@ -419,17 +420,36 @@ export class ChangeAnnouncer {
       return;
     }
     this.waiting = true;
-    void this.pool
+    this.sending = this.send();
+    void this.sending.finally(() =>
+      setTimeout(() => {
+        this.waiting = false;
+        if (this.again) {
+          this.again = false;
+          this.announce();
+        }
+      }, ANNOUNCE_EVERY_MS).unref(),
+    );
+  }
+
+  /**
+   * Sends what is owed before the pool closes: the announcement in flight, and one held back for the interval. A
+   * CLI command closes its store right after its commit, and its announcement would otherwise be dropped with the
+   * pool, leaving the instances to find its change at their next poll.
+   */
+  async flush(): Promise<void> {
+    await this.sending;
+    if (!this.again) return;
+    this.again = false;
+    await this.send();
+  }
+
+  private send(): Promise<void> {
+    return this.pool
       .query({ name: 'plantstore_announce', text: 'SELECT pg_notify($1 || current_schema(), $2)', values: [changeChannel(''), 'changes'] })
-      .catch(() => {})
-      .finally(() =>
-        setTimeout(() => {
-          this.waiting = false;
-          if (this.again) {
-            this.again = false;
-            this.announce();
-          }
-        }, ANNOUNCE_EVERY_MS).unref(),
+      .then(
+        () => {},
+        () => {},
       );
   }
 }

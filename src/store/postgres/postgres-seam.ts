@@ -179,6 +179,7 @@ class PostgresSeam implements DatabaseSeam {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.pruner);
+    await this.announcer.flush();
     await this.changes.close();
     // Kysely ends the pool only if it ran a statement on it.
     await this.db.destroy();

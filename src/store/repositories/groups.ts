@@ -4,7 +4,7 @@ import { checkGroupName } from '../../catalogue/names.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { GroupInfo } from '../records.js';
-import { insertUnique, seenHere } from '../writes.js';
+import { insertUnique } from '../writes.js';
 import { idByName, userIdByName } from './users.js';
 
 // Groups and their members: the shared SQL of both backends.
@@ -46,17 +46,14 @@ export function groupRepository(d: DatabaseSeam) {
     async add(name: string): Promise<GroupInfo> {
       checkGroupName(name);
       const createdAt = Date.now();
-      const row = await seenHere(
-        d,
-        insertUnique(d, `group "${name}"`, () =>
-          d.db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow(),
-        ),
+      const row = await insertUnique(d, `group "${name}"`, () =>
+        d.writeStatement((db) => db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow()),
       );
       return { id: Number(row.id), name, members: [], createdAt: new Date(createdAt) };
     },
 
     async remove(name: string): Promise<void> {
-      const result = await seenHere(d, d.db.deleteFrom('groups').where('name', '=', name).executeTakeFirst());
+      const result = await d.writeStatement((db) => db.deleteFrom('groups').where('name', '=', name).executeTakeFirst());
       if (Number(result.numDeletedRows) === 0) throw notFound(`no group named "${name}"`);
     },
 

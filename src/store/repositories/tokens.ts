@@ -1,7 +1,6 @@
 import { notFound } from '../../catalogue/errors.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { NewToken, TokenInfo } from '../records.js';
-import { seenHere } from '../writes.js';
 import { userIdByName } from './users.js';
 
 // Tokens (only their hashes are stored): the shared SQL of both backends.
@@ -43,9 +42,8 @@ export function tokenRepository(d: DatabaseSeam) {
 
     /** Resolves to false when the token was already revoked (revoking twice is not an error); an unknown id is not found. */
     async revoke(id: number): Promise<boolean> {
-      const result = await seenHere(
-        d,
-        d.db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst(),
+      const result = await d.writeStatement((db) =>
+        db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst(),
       );
       if (Number(result.numUpdatedRows) > 0) return true;
       const exists = await d.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst();

@@ -4,7 +4,7 @@ import { checkUserName, nameKey } from '../../catalogue/names.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { UserCredential, UserInfo } from '../records.js';
-import { insertUnique, seenHere, storeErrorOf } from '../writes.js';
+import { insertUnique, storeErrorOf } from '../writes.js';
 
 // Users: the shared SQL of both backends.
 
@@ -118,10 +118,8 @@ export function userRepository(d: DatabaseSeam) {
             .executeTakeFirstOrThrow();
         }),
       );
-      return seenHere(
-        d,
-        insert.then((row) => ({ id: Number(row.id), name, admin, createdAt: new Date(createdAt) })),
-      );
+      const row = await insert;
+      return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
     },
 
     /** Resolves to false when the user already had that flag. */
