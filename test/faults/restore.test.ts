@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,5 +92,44 @@ describe('restoring a SQLite backup under a running server', () => {
       assert.equal(await server.stop(), 0, server.output().slice(-2000));
     }
     assert.deepEqual(storedNames(db), bobPlants);
+  });
+
+  it('waits until no other process has the old file open, even idle, before it serves the new one', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'held.db');
+    const token = await seed(db, 'alice', ['one']);
+    const backup = join(dir, 'held-backup.db');
+    const source = new BetterSqlite3(db);
+    source.exec(`VACUUM INTO '${backup}'`);
+    source.close();
+    const server = await spawnServe(db);
+    // Another process with the file open and nothing more, as a sqlite3 shell between two commands: no lock shows it.
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require('better-sqlite3'))(${JSON.stringify(db)}); console.log('open'); process.stdin.on('end', () => db.close()).resume();`,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    try {
+      await once(holder.stdout, 'data');
+      assert.equal((await post(server, token, 102, 'two')).status, 200);
+      renameSync(backup, db);
+      await eventually('the server says why it waits', () => server.output(), {
+        until: (out) => out.includes(`is still open in process ${holder.pid}`),
+      });
+      assert.equal((await fetch(`${server.url}/readyz`)).status, 503);
+      assert.equal((await names(server, token)).status, 503);
+      holder.stdin.end();
+      await once(holder, 'exit');
+      await eventually('the backup is served once the old file is closed', () => names(server, token), {
+        until: (r) => r.status === 200,
+      });
+      assert.deepEqual(await names(server, token), { status: 200, names: ['one'] });
+    } finally {
+      holder.kill();
+      assert.equal(await server.stop(), 0, server.output().slice(-2000));
+    }
+    assert.deepEqual(storedNames(db), ['one']);
   });
 });

@@ -11,8 +11,11 @@ export interface FileEvents {
   isOpen(): boolean;
   /** Closes every connection at once, so that no read serves the old file. */
   closeAll(): Promise<void>;
-  /** Opens, migrates and serves the file now at `path`; throws when it cannot. */
-  reopen(path: string): Promise<void>;
+  /**
+   * Opens, migrates and serves the file now at `path`; throws when it cannot. `previous` is the file that was open
+   * before, which other processes may still have open.
+   */
+  reopen(path: string, previous: Stats | undefined): Promise<void>;
 }
 
 /**
@@ -66,7 +69,7 @@ export class FileFollower {
     }
     if (!current) return;
     try {
-      await this.events.reopen(path);
+      await this.events.reopen(path, this.identity);
       if (this.stopped) return;
       this.identity = statSync(path);
       this.lastReopenFailure = undefined;

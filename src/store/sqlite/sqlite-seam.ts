@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync, type Stats } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type Transaction } from 'kysely';
 import { notFound, unavailable } from '../../catalogue/errors.js';
@@ -17,6 +17,7 @@ import { pruneChangeLog } from './change-log-pruning.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
+import { otherProcessesHolding } from './file-holders.js';
 import { claimDeliveriesSqlite, pruneEventsSqlite, recordOutcomesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
 
@@ -216,7 +217,13 @@ class SqliteSeam implements DatabaseSeam {
         this.sqlite.close();
         await this.kysely.destroy();
       },
-      reopen: async (path: string) => {
+      reopen: async (path: string, previous: Stats | undefined) => {
+        const holders = previous === undefined ? [] : await otherProcessesHolding(previous);
+        if (holders.length > 0) {
+          throw new Error(
+            `the file that was at ${path} before is still open in process ${holders.join(', ')}, which would share ${path}-wal and ${path}-shm with this one: the new file is opened once no process has the old one open`,
+          );
+        }
         const wal = statSync(`${path}-wal`, { throwIfNoEntry: false });
         if (wal !== undefined && wal.size > 0) {
           throw new Error(
