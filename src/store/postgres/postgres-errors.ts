@@ -25,6 +25,9 @@ export function classifyPostgresError(err: unknown): ErrorKind | undefined {
   if (code === '23503') return 'foreign_key_violation';
   if (code === '40P01' || code === '40001') return 'deadlock';
   if (isConnectionError(err)) return 'unavailable';
+  // The schema or its tables gone under a running instance (dropped, or not yet restored): nothing a request can
+  // mend, and `plantstore migrate` or a restore brings them back.
+  if (code === '42P01' || code === '3F000') return 'unavailable';
   return undefined;
 }
 

@@ -14,7 +14,7 @@ import type {
 } from '../records.js';
 import { lsnValue } from './postgres-change-feed.js';
 import { credentialOf, PostgresTokenPages, type TokenRow } from './postgres-token-pages.js';
-import { findTokenSql, findUserSql } from '../credential-sql.js';
+import { findTokenSql, findUserSql, readinessSql } from '../credential-sql.js';
 
 /** Users whose latest write a replica may not show yet, at most (see rememberWriter). */
 const RECENT_WRITERS = 10_000;
@@ -77,7 +77,7 @@ export class PostgresReads implements RequestReads {
   }
 
   async ping(): Promise<void> {
-    await this.pool.query({ name: 'ping', text: 'SELECT 1' });
+    await this.pool.query({ name: 'ping', text: readinessSql });
   }
 
   async findToken(hash: Buffer): Promise<TokenCredential | undefined> {

@@ -18,6 +18,7 @@ import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
 import { backupSqlite } from './sqlite-backup.js';
 import { otherProcessesHolding } from './file-holders.js';
+import { readinessSql } from '../credential-sql.js';
 import { claimDeliveriesSqlite, pruneEventsSqlite, recordOutcomesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
 
@@ -156,7 +157,7 @@ class SqliteSeam implements DatabaseSeam {
     return {
       ping: async () => {
         if (!reader.open) readerClosed();
-        this.sqlite.prepare('SELECT 1').get();
+        this.sqlite.prepare(readinessSql).get();
       },
       findToken: (hash: Buffer): TokenCredential | undefined => (reader.open ? reader.findToken(hash) : readerClosed()),
       findUser: (name: string): UserCredential | undefined => (reader.open ? reader.findUser(name) : readerClosed()),
