@@ -186,6 +186,13 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       assert.equal(newer.code, 1);
       assert.equal(byName(newer.checks, 'schema').status, 'fail');
       assert.match(byName(newer.checks, 'schema').detail, /0099-from-the-future.*newer version/);
+      // Every other command refuses it in the same words, where Kysely's own say the migrations are corrupted.
+      const listed = await runCli(db, ['users', 'list']);
+      assert.equal(listed.code, 1);
+      assert.match(
+        listed.stderr,
+        /^plantstore: the database has a migration .* \(0099-from-the-future\): it was written by a newer version;/,
+      );
     } finally {
       sqlite.close();
     }

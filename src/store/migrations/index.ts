@@ -58,6 +58,14 @@ class ListedMigrations implements MigrationProvider {
   }
 }
 
+/** A database migrated by a later release than this one, which cannot know what its schema holds. */
+function newerSchema(migration: string): Error {
+  return new Error(
+    `the database has a migration this version of plantstore does not know (${migration}): it was written by a newer version; ` +
+      'run the plantstore version that migrated it, or restore a backup made before the upgrade',
+  );
+}
+
 /** Brings the schema to the latest version; throws with the failing migration's name on error. */
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<string[]> {
   // With a schema, the bookkeeping tables live in it too (several Plant Stores can share one database).
@@ -69,6 +77,8 @@ export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?
     const failed = results?.find((r) => r.status === 'Error')?.migrationName;
     // Failing before any migration ran (no database, no connection) is not a migration's failure.
     const cause = error instanceof Error ? error : new Error(JSON.stringify(error));
+    const unknown = /previously executed migration (\S+) is missing/.exec(cause.message)?.[1];
+    if (unknown !== undefined) throw newerSchema(unknown);
     if (failed === undefined) throw cause;
     throw new Error(`database migration ${failed} failed: ${cause.message}`);
   }
