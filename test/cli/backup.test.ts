@@ -156,6 +156,7 @@ describe('plantstore backup', () => {
       const run = await runCli(url, ['backup', file]);
       assert.equal(run.code, 1);
       assert.match(run.stderr, new RegExp(`use pg_dump.*--schema=${schema} `));
+      assert.match(run.stderr, /without Plant Store's \?schema= parameter/);
       assert.equal(existsSync(file), false);
     } finally {
       await dropSchema(schema);
