@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -269,7 +269,11 @@ describe('plantstore CLI: the database named by --db', () => {
   it('export to a file it cannot write says so in one line, before it reads anything', async () => {
     const db = join(dir, 'export-to.db');
     await ok(db, ['users', 'add', 'alice']);
-    await fails(db, ['export', '-o', join(dir, 'never-made', 'out.ndjson')], /^plantstore: cannot write .*out\.ndjson: ENOENT[^\n]*\n$/);
+    await fails(
+      db,
+      ['export', '-o', join(dir, 'never-made', 'out.ndjson')],
+      /^plantstore: cannot write .*out\.ndjson: no folder .*never-made\n$/,
+    );
     await fails(db, ['export', '-o', dir], /^plantstore: cannot write .*: EISDIR[^\n]*\n$/);
     await ok(db, ['export', '-o', join(dir, 'out.ndjson')]);
     assert.equal(readFileSync(join(dir, 'out.ndjson'), 'utf8'), '{"type":"user","name":"alice"}\n');
@@ -280,6 +284,34 @@ describe('plantstore CLI: the database named by --db', () => {
       await fails(db, ['export', '-o', target], /cannot write .*: it is the database the export reads/);
     }
     assert.match((await ok(db, ['users', 'list'])).stdout, /alice/);
+  });
+
+  it('export to a file leaves the file it replaces whole when it fails, and nothing of its own', async () => {
+    const db = join(dir, 'export-fails.db');
+    const records = [
+      { type: 'user', name: 'alice' },
+      ...Array.from({ length: 5_000 }, (_, i) => ({ type: 'plant', name: `plant ${i}`, owner: 'alice' })),
+    ];
+    await runCli(db, ['import', '-'], records.map((r) => JSON.stringify(r)).join('\n'));
+    const folder = mkdtempSync(join(dir, 'export-fails-'));
+    const target = join(folder, 'catalogue.ndjson');
+    writeFileSync(target, 'the earlier export\n');
+    // A file size limit of 64 KiB: over the size of SQLite's shared memory file, a fifth of the export's.
+    const limited = await new Promise<CliRun>((resolve) => {
+      const child = spawn('sh', ['-c', `ulimit -f 64; exec "${process.execPath}" "${BIN}" --db "${db}" export -o "${target}"`], {
+        env: { ...process.env, PLANTSTORE_DB: '' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('exit', (code) => resolve({ code: code ?? 1, stdout: '', stderr }));
+    });
+    assert.equal(limited.code, 1);
+    assert.match(limited.stderr, /^plantstore: cannot write .*catalogue\.ndjson: EFBIG/);
+    assert.equal(readFileSync(target, 'utf8'), 'the earlier export\n');
+    assert.deepEqual(readdirSync(folder), ['catalogue.ndjson']);
+    await ok(db, ['export', '-o', target]);
+    assert.equal(readFileSync(target, 'utf8').split('\n').length, records.length + 1);
+    assert.deepEqual(readdirSync(folder), ['catalogue.ndjson']);
   });
 
   it('a reader of stdout that goes away ends the command quietly, with the status of SIGPIPE', async () => {

@@ -1,5 +1,6 @@
-import { statSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { closeSync, fsyncSync, openSync, rmSync, statSync } from 'node:fs';
+import { open, rename } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { Command } from 'commander';
@@ -119,46 +120,93 @@ function isDatabaseFile(file: string, db: string): boolean {
   });
 }
 
+/** Where an export writes: the stream, and how it ends once every record is written, or fails. */
+interface ExportOutput {
+  readonly out: Writable;
+  /** Flushes and, for a file written under a hidden name, syncs it and gives it its name. */
+  complete(): Promise<void>;
+  /** Drops what was written under a hidden name; the file named keeps what it held. */
+  discard(): void;
+}
+
 /**
  * The export's file, opened before the store is: a path it cannot write is the command's one-line error, and the
- * database the export reads is refused, which opening it for writing would empty before a record was read.
+ * database the export reads is refused, which opening it for writing would empty before a record was read. A
+ * regular file is written under a hidden name beside it and renamed over it once complete, as `backup` does, so
+ * an export that fails or is killed leaves the earlier file whole rather than a prefix that imports without
+ * complaint; a pipe or a device (`-o /dev/stdout`) is written as it is.
  */
-async function openOutput(file: string, db: string): Promise<Writable> {
+async function openOutput(file: string, db: string): Promise<ExportOutput> {
   if (isDatabaseFile(file, db)) throw invalidInput(`cannot write ${file}: it is the database the export reads (--db ${db})`);
+  const existing = statSync(file, { throwIfNoEntry: false });
+  if (existing?.isDirectory()) throw invalidInput(`cannot write ${file}: EISDIR: it is a directory`);
+  const direct = existing !== undefined && !existing.isFile();
+  const written = direct ? file : join(dirname(file), `.${basename(file)}.partial-${process.pid}`);
+  let out: Writable;
   try {
-    return (await open(file, 'w')).createWriteStream();
+    out = (await open(written, direct ? 'w' : 'wx')).createWriteStream();
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw invalidInput(`cannot write ${file}: no folder ${dirname(file)}`);
     throw cannotWrite(file, err as Error);
+  }
+  return {
+    out,
+    async complete() {
+      out.end();
+      await once(out, 'close');
+      if (direct) return;
+      syncFile(written);
+      await rename(written, file);
+      syncFile(dirname(file));
+    },
+    discard() {
+      out.destroy();
+      if (!direct) rmSync(written, { force: true });
+    },
+  };
+}
+
+/** Flushes a file's data, or a folder's names, to the disk (an fsync applies to the file, whichever descriptor asks). */
+function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }
 
 /** `export`: every record, streamed to stdout or a file. */
 async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise<void> {
   const { progressBar, summaryLine } = await loadProgress();
-  const out: Writable = opts.output === undefined ? process.stdout : await openOutput(opts.output, configFrom(cmd).store.db);
+  const output = opts.output === undefined ? undefined : await openOutput(opts.output, configFrom(cmd).store.db);
+  const out: Writable = output?.out ?? process.stdout;
   // A write that fails later (a full disk) is said as the command's error, not as a stream's unhandled 'error'.
   let failed: Error | undefined;
-  if (out !== process.stdout) out.on('error', (err) => (failed = err));
+  if (output) out.on('error', (err) => (failed = err));
   const started = process.hrtime.bigint();
   let records = 0;
-  await withStore(cmd, async ({ bulk }) => {
-    const counts = await bulk.counts();
-    const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
-    try {
-      for await (const record of bulk.exportRecords()) {
-        if (failed) throw cannotWrite(opts.output!, failed);
-        await writeLine(out, `${JSON.stringify(record)}\n`);
-        // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
-        if (++records % 512 === 0) progress.update(records);
+  try {
+    await withStore(cmd, async ({ bulk }) => {
+      const counts = await bulk.counts();
+      const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
+      try {
+        for await (const record of bulk.exportRecords()) {
+          if (failed) throw cannotWrite(opts.output!, failed);
+          await writeLine(out, `${JSON.stringify(record)}\n`);
+          // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
+          if (++records % 512 === 0) progress.update(records);
+        }
+      } finally {
+        progress.stop();
       }
-    } finally {
-      progress.stop();
-    }
-  });
-  if (out !== process.stdout) {
-    out.end();
-    await once(out, 'finish').catch((err: Error) => (failed = err));
-    if (failed) throw cannotWrite(opts.output!, failed);
+    });
+    await output?.complete().catch((err: Error) => {
+      throw cannotWrite(opts.output!, err);
+    });
+  } catch (err) {
+    output?.discard();
+    throw failed ? cannotWrite(opts.output!, failed) : err;
   }
   process.stderr.write(`${summaryLine(`exported ${records} records`, records, started)}\n`);
 }
