@@ -94,7 +94,7 @@ function decodeLines(decoder: TextDecoder, bytes: Buffer, firstLine: number): st
 }
 
 /**
- * Streams records from NDJSON (UTF-8; LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
+ * Streams records from NDJSON (UTF-8, with or without a byte order mark; LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
  * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line. Each
  * chunk's whole lines are decoded together; a line that spans chunks is kept in pieces and joined once, so a long
  * one costs its length, not its length times its chunks, and one longer than MAX_LINE_LENGTH is refused as soon
@@ -108,7 +108,10 @@ export async function* readRecordBatches(input: Readable): AsyncGenerator<Number
   let pending = 0;
   const take = (raw: string, batch: NumberedRecord[]) => {
     line++;
-    const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    // A byte order mark opening the input (as some Windows editors and tools write UTF-8) is not part of the first
+    // record: RFC 8259 lets a parser ignore it.
+    const unmarked = line === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
+    const text = unmarked.endsWith('\r') ? unmarked.slice(0, -1) : unmarked;
     if (text.trim() !== '') batch.push({ line, record: parseLine(text, line) });
   };
   const keep = (piece: Buffer) => {

@@ -40,6 +40,17 @@ describe('import reader', () => {
     ]);
   });
 
+  it('ignores a byte order mark that opens the input, cut anywhere, and refuses one anywhere else', async () => {
+    const text = '\uFEFF{"type":"user","name":"a"}\n{"type":"user","name":"b"}\n';
+    for (const at of [[], [0.05], [0.02, 0.5]]) {
+      assert.deepEqual(await readAll(cut(text, at)), [
+        { line: 1, record: user('a') },
+        { line: 2, record: user('b') },
+      ]);
+    }
+    await assert.rejects(readAll(['{"type":"user","name":"a"}\n\uFEFF{"type":"user","name":"b"}\n']), /line 2: not valid JSON/);
+  });
+
   it('names the line of a bad record even when it spans chunks', async () => {
     const text = '{"type":"user","name":"a"}\n\n{"type":"user",\n';
     await assert.rejects(readAll(cut(text, [0.3, 0.9])), /line 3: not valid JSON/);
