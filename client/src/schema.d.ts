@@ -1040,6 +1040,7 @@ export interface operations {
         };
         requestBody: {
             content: {
+                "application/merge-patch+json": components["schemas"]["PlantPatch"];
                 "application/json": components["schemas"]["PlantPatch"];
             };
         };
@@ -1147,6 +1148,8 @@ export interface operations {
             /** @description The request body is not application/merge-patch+json or application/json */
             415: {
                 headers: {
+                    /** @description The media types a change is taken in: `application/merge-patch+json, application/json` */
+                    "Accept-Patch"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

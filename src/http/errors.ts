@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { DomainError, type DomainErrorKind } from '../catalogue/errors.js';
-import { COMMON_HEADERS, JSON_TYPE } from './common-headers.js';
+import { COMMON_HEADERS, JSON_TYPE, MERGE_PATCH_TYPE, PATCH_TYPES } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-codes.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -57,13 +57,20 @@ export function plantRefusal(outcome: 'hidden' | 'forbidden', id: number, onlyOw
 }
 
 /** Maps anything thrown while handling a request to exactly one catalogue entry. 5xx details stay in the log. */
-export function toApiError(err: unknown): ApiError {
+export function toApiError(err: unknown, method?: string): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof DomainError && err.kind === 'unavailable') return serviceUnavailable();
   const status = (err as FastifyError).statusCode;
   // The body parser's refusals (not JSON, empty): what POST /plants documents as a bad body.
   if (status === 400 && (err as FastifyError).code?.startsWith('FST_ERR_CTP_')) return new ApiError('invalid_body', (err as Error).message);
   if (status === 415) {
+    if (method === 'PATCH') {
+      return new ApiError(
+        'unsupported_media_type',
+        `A change must be JSON Merge Patch: send it with Content-Type: ${MERGE_PATCH_TYPE} (or application/json)`,
+        { 'accept-patch': PATCH_TYPES },
+      );
+    }
     return new ApiError('unsupported_media_type', 'The request body must be JSON: send it with Content-Type: application/json');
   }
   if (status !== undefined && status >= 400 && status < 500) {
@@ -81,7 +88,7 @@ export function toApiError(err: unknown): ApiError {
  */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
-    const apiError = toApiError(err);
+    const apiError = toApiError(err, request.method);
     if (apiError.status >= 500) request.log.error({ err }, 'request failed');
     return sendError(reply, apiError);
   });

@@ -178,6 +178,12 @@ for (const backend of BACKENDS) {
         assert.match(said, message, JSON.stringify(body));
       }
       assertError(await change('alice', ids.Basil!, 'name=X', { 'content-type': 'text/plain' }), 415, 41501);
+      // JSON Patch is another format: the 415 names the types a change is taken in (RFC 5789 §2.2).
+      const jsonPatch = await change('alice', ids.Basil!, [{ op: 'replace', path: '/name', value: 'X' }], {
+        'content-type': 'application/json-patch+json',
+      });
+      assert.match(assertError(jsonPatch, 415, 41501).message, /application\/merge-patch\+json/);
+      assert.equal(jsonPatch.headers['accept-patch'], 'application/merge-patch+json, application/json');
       assertError(await change('alice', ids.Basil!, { name: 'X' }, { 'content-type': 'application/x-www-form-urlencoded' }), 415, 41501);
       // The merge-patch type is a change's only.
       assertError(

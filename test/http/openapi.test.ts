@@ -87,6 +87,15 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     );
   });
 
+  it('describes both media types a change of a plant is taken in, and the 415 that lists them', () => {
+    const patch = doc.paths['/plants/{id}'].patch as Json;
+    assert.deepEqual(Object.keys(patch.requestBody.content), ['application/merge-patch+json', 'application/json']);
+    for (const media of Object.values<Json>(patch.requestBody.content)) {
+      assert.deepEqual(media.schema, { $ref: '#/components/schemas/PlantPatch' });
+    }
+    assert.ok(patch.responses['415'].headers['Accept-Patch'], 'the 415 lists Accept-Patch');
+  });
+
   it("describes POST /plants and DELETE /plants/{id} with the original document's shapes", () => {
     const post = doc.paths['/plants'].post as Json;
     assert.deepEqual(post.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewPlant' });

@@ -6,7 +6,7 @@ import { plantVersion, type PlantChange } from '../../catalogue/plant-fields.js'
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
 import type { PlantRecord } from '../../store/store.js';
-import { JSON_TYPE } from '../common-headers.js';
+import { JSON_TYPE, MERGE_PATCH_TYPE, PATCH_TYPES } from '../common-headers.js';
 import { etagOf, ifMatchVersions, noneMatchHits } from '../entity-tags.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -25,9 +25,6 @@ import {
   requireJsonAcceptable,
   userWriteBudget,
 } from './protected.js';
-
-/** The media types a change is taken in: JSON Merge Patch's own, and plain JSON, which many clients send. */
-export const MERGE_PATCH_TYPE = 'application/merge-patch+json';
 
 const PlantParams = Type.Object({ id: plantIdParam('ID of the plant') });
 
@@ -125,6 +122,8 @@ export async function onePlantRoutes(
         querystring: NoQuery,
         params: PlantParams,
         headers: ifMatch,
+        // The document lists both media types the body is taken in (Fastify's own parsing goes by the parsers).
+        consumes: [MERGE_PATCH_TYPE, 'application/json'],
         body: { ...PlantPatchRef, description: 'The fields to change' },
         response: {
           200: { ...NewPlantRef, description: 'The plant, as changed', headers: etag },
@@ -136,7 +135,9 @@ export async function onePlantRoutes(
           406: notAcceptable,
           ...plantVersionRefusal,
           413: errorResponse(`The request body is larger than ${PLANT_BODY_LIMIT / 1024} KiB`),
-          415: errorResponse(`The request body is not ${MERGE_PATCH_TYPE} or application/json`),
+          415: errorResponse(`The request body is not ${MERGE_PATCH_TYPE} or application/json`, {
+            'Accept-Patch': { type: 'string', description: `The media types a change is taken in: \`${PATCH_TYPES}\`` },
+          }),
         },
       },
     },
