@@ -725,7 +725,9 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Answer 304 while the plant is at one of these versions (ETags), or `*`. */
+                /** @description Answer only while the plant is at one of these versions (ETags), or `*`; otherwise 412 with the current ETag. */
+                "if-match"?: string;
+                /** @description Answer 304 while the plant is at one of these versions (ETags, weak comparison), or `*`. */
                 "if-none-match"?: string;
             };
             path: {
@@ -758,7 +760,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-None-Match is not `*` or entity tags */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -797,6 +799,18 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
+                    ETag?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -868,8 +882,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Delete the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and it stays. Without it the plant is deleted whatever its version. */
+                /** @description Delete the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Delete the plant only while its version is none of these ETags (weak comparison); `*` never holds, the plant being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of plant to delete */
@@ -887,7 +903,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match is not `*` or entity tags */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -933,7 +949,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the plant (code 41202); the ETag header has the current one */
+            /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
@@ -1029,8 +1045,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the plant only while its version is none of these ETags (weak comparison); `*` never holds, the plant being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -1113,7 +1131,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the plant (code 41202); the ETag header has the current one */
+            /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
@@ -1210,7 +1228,12 @@ export interface operations {
     getPlantAccess: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Answer only while the access is at one of these versions (ETags), or `*`; otherwise 412 with the current ETag. */
+                "if-match"?: string;
+                /** @description Answer 304 while the access is at one of these versions (ETags, weak comparison), or `*`. */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description ID of the plant */
                 id: number;
@@ -1231,7 +1254,17 @@ export interface operations {
                     "application/json": components["schemas"]["PlantAccess"];
                 };
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
+            /** @description The access is at a version If-None-Match names */
+            304: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1280,6 +1313,18 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
+            412: {
+                headers: {
+                    /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
+                    ETag?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1351,8 +1396,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the access only while its version is none of these ETags (weak comparison); `*` never holds, the access being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -1434,7 +1481,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
@@ -1540,8 +1587,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the access only while its version is none of these ETags (weak comparison); `*` never holds, the access being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -1563,7 +1612,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1609,7 +1658,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
@@ -1705,8 +1754,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the access only while its version is none of these ETags (weak comparison); `*` never holds, the access being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -1728,7 +1779,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1774,7 +1825,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
@@ -1870,8 +1921,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the access only while its version is none of these ETags (weak comparison); `*` never holds, the access being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -1893,7 +1946,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1939,7 +1992,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
@@ -2035,8 +2088,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins). */
+                /** @description Change the access only while its version is one of these ETags (or `*`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins). */
                 "if-match"?: string;
+                /** @description Change the access only while its version is none of these ETags (weak comparison); `*` never holds, the access being there. Otherwise 412 and nothing is done. */
+                "if-none-match"?: string;
             };
             path: {
                 /** @description ID of the plant */
@@ -2058,7 +2113,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -2104,7 +2159,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description If-Match names none of the current version of the access (code 41201); the ETag header has the current one */
+            /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */

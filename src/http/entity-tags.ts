@@ -1,3 +1,4 @@
+import type { VersionCondition } from '../catalogue/version-conditions.js';
 import { ApiError } from './error-codes.js';
 
 /**
@@ -23,21 +24,40 @@ function entityTags(header: string, name: string): Array<{ opaque: string; weak:
  * else its strong entity tags. A weak tag never matches (RFC 9110, 13.1.1), so a header of weak tags only leaves
  * an empty list, which nothing matches.
  */
-export function ifMatchVersions(header: string | undefined): string[] | undefined {
+function ifMatchVersions(header: string | undefined): string[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
   return entityTags(header, 'If-Match')
     .filter((tag) => !tag.weak)
     .map((tag) => tag.opaque);
 }
 
+/** The versions an If-None-Match header names, weak ones too (RFC 9110, 13.1.2: `W/"v"` matches `"v"`), or `*`. */
+function ifNoneMatchVersions(header: string | undefined): string[] | '*' | undefined {
+  if (header === undefined) return undefined;
+  if (header.trim() === '*') return '*';
+  return entityTags(header, 'If-None-Match').map((tag) => tag.opaque);
+}
+
 /**
- * Whether an If-None-Match header names the current version `version` (or is `*`): a GET then answers 304. The
- * comparison is weak (RFC 9110, 13.1.2): `W/"v"` matches `"v"`.
+ * A request's If-Match and If-None-Match as one condition on the version of what it reads or changes
+ * (catalogue/version-conditions.ts); undefined with neither, or with `If-Match: *` alone (the thing exists, or the
+ * answer is 404). A header that is not `*` or a list of entity tags is a 400 naming it.
  */
-export function noneMatchHits(header: string | undefined, version: string): boolean {
-  if (header === undefined) return false;
-  if (header.trim() === '*') return true;
-  return entityTags(header, 'If-None-Match').some((tag) => tag.opaque === version);
+export function versionCondition(headers: { 'if-match'?: string; 'if-none-match'?: string }): VersionCondition | undefined {
+  const match = ifMatchVersions(headers['if-match']);
+  const noneMatch = ifNoneMatchVersions(headers['if-none-match']);
+  if (match === undefined && noneMatch === undefined) return undefined;
+  return { ...(match === undefined ? {} : { match }), ...(noneMatch === undefined ? {} : { noneMatch }) };
+}
+
+/**
+ * Why a write of `what` (`plant 3`, `the access of plant 3`) was refused with a 412 (`failed`, from failedCondition),
+ * and what to do: with If-Match, read it again (at `readAt`) and `then`.
+ */
+export function preconditionFailure(what: string, failed: 'match' | 'noneMatch', readAt: string, then: string): string {
+  return failed === 'match'
+    ? `${what} is no longer at the version If-Match names: read it again (GET ${readAt}, or this answer's ETag) and ${then}`
+    : `${what} is at a version If-None-Match names (\`*\` names any): nothing was done`;
 }
 
 /** A version as the ETag header carries it. */

@@ -160,6 +160,32 @@ for (const backend of BACKENDS) {
       assert.equal(((await read('alice', ids.Mint!)).body as { name: string }).name, 'Spearmint');
     });
 
+    it('evaluates If-Match on a read and If-None-Match on a change or a delete (RFC 9110 §13.2.2)', async () => {
+      const etag = String((await read('alice', ids.Basil!)).headers.etag);
+      // A read answers only while If-Match holds: 412 with the current ETag otherwise.
+      assert.equal((await read('alice', ids.Basil!, { 'if-match': etag })).status, 200);
+      const stale = assertError(await read('alice', ids.Basil!, { 'if-match': '"elsewhen"' }), 412, 41202);
+      assert.match(stale.message, /If-Match/);
+      assert.equal((await read('alice', ids.Basil!, { 'if-match': '"elsewhen"' })).headers.etag, etag);
+      assertError(await read('alice', ids.Basil!, { 'if-match': `W/${etag}` }), 412, 41202);
+      // If-Match is evaluated first: one that fails is a 412 even where If-None-Match would be a 304.
+      assertError(await read('alice', ids.Basil!, { 'if-match': '"elsewhen"', 'if-none-match': etag }), 412, 41202);
+      // A change or a delete is made only while If-None-Match does not name the version: `*` names any.
+      const named = assertError(await change('alice', ids.Basil!, { name: 'X' }, { ...MERGE_PATCH, 'if-none-match': etag }), 412, 41202);
+      assert.match(named.message, /If-None-Match/);
+      assertError(await change('alice', ids.Basil!, { name: 'X' }, { ...MERGE_PATCH, 'if-none-match': `W/${etag}` }), 412, 41202);
+      assertError(await change('alice', ids.Basil!, { name: 'X' }, { ...MERGE_PATCH, 'if-none-match': '*' }), 412, 41202);
+      const remove = (headers: OutgoingHttpHeaders) =>
+        rawRequest(server.url, `/plants/${ids.Basil!}`, { ...bearer(tokens.alice!), ...headers }, 'DELETE');
+      assertError(await remove({ 'if-none-match': '*' }), 412, 41202);
+      assertError(await remove({ 'if-none-match': `"x", ${etag}` }), 412, 41202);
+      assertError(await remove({ 'if-none-match': 'nope' }), 400, 40003);
+      assert.deepEqual((await read('alice', ids.Basil!)).body, { id: ids.Basil, name: 'Basil', tag: 'herb' }, 'nothing changed');
+      // Another version: the change is made.
+      const changed = await change('alice', ids.Basil!, { tag: 'herb' }, { ...MERGE_PATCH, 'if-none-match': '"elsewhen"' });
+      assert.equal(changed.status, 200, changed.text);
+    });
+
     it('refuses a body that is not a PlantPatch with 400, another media type with 415', async () => {
       const cases: Array<[unknown, RegExp]> = [
         [{ name: null }, /name/],

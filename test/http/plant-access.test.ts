@@ -196,6 +196,27 @@ for (const backend of BACKENDS) {
       assert.equal((await access('alice', 7005)).headers.etag, (await access('root', 7005)).headers.etag, 'one version whoever reads');
     });
 
+    it('answers a read 304 on If-None-Match and 412 on If-Match, and refuses a change If-None-Match names', async () => {
+      await create('alice', 7007, 'Sage');
+      const tag = (await access('alice', 7007)).headers.etag!;
+      const read = (headers: OutgoingHttpHeaders) => rawRequest(server.url, '/plants/7007/access', as('alice', headers));
+      const unchanged = await read({ 'if-none-match': tag });
+      assert.equal(unchanged.status, 304);
+      assert.equal(unchanged.headers.etag, tag);
+      assert.equal((await read({ 'if-none-match': '"elsewhen"' })).status, 200);
+      assert.equal((await read({ 'if-match': tag })).status, 200);
+      assertError(await read({ 'if-match': '"elsewhen"' }), 412, 41201);
+      // Another user sees no plant, whatever the preconditions.
+      assertError(await rawRequest(server.url, '/plants/7007/access', as('bob', { 'if-none-match': tag })), 404, 40402);
+      // A write while If-None-Match names the version, or `*`: 412 and nothing changes.
+      assertError(await replace('alice', 7007, { public: true, users: [], groups: [] }, { 'if-none-match': '*' }), 412, 41201);
+      const named = assertError(await grantee('alice', 7007, 'PUT', 'users/bob', { 'if-none-match': tag }), 412, 41201);
+      assert.match(named.message, /If-None-Match/);
+      assertError(await grantee('alice', 7007, 'PUT', 'groups/friends', { 'if-none-match': '*' }), 412, 41201);
+      assert.equal((await access('alice', 7007)).headers.etag, tag, 'nothing changed');
+      assert.equal((await grantee('alice', 7007, 'PUT', 'users/bob', { 'if-none-match': '"elsewhen"' })).status, 204);
+    });
+
     it('is refused without a token, as every plant operation is', async () => {
       assertError(await rawRequest(server.url, `/plants/${bobsSharedId}/access`), 401, 40101);
       assertError(await rawRequest(server.url, `/plants/${bobsSharedId}/access/users/alice`, {}, 'PUT'), 401, 40101);

@@ -7,7 +7,8 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
 import type { PlantRecord } from '../../store/store.js';
 import { JSON_TYPE, MERGE_PATCH_TYPE, PATCH_TYPES } from '../common-headers.js';
-import { etagOf, ifMatchVersions, noneMatchHits } from '../entity-tags.js';
+import { etagOf, versionCondition } from '../entity-tags.js';
+import { failedCondition } from '../../catalogue/version-conditions.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, NewPlantRef, PlantPatchRef } from '../schemas.js';
@@ -28,7 +29,7 @@ import {
 
 const PlantParams = Type.Object({ id: plantIdParam('ID of the plant') });
 
-const { etag, ifMatch } = versionHeaders('the plant', "The plant's");
+const { etag, writeConditions, readConditions } = versionHeaders('the plant', "The plant's");
 
 const describeRead =
   'The plant with this id (not part of the original contract), with its id, as a `NewPlant`, to a caller who can ' +
@@ -71,20 +72,17 @@ export async function onePlantRoutes(
         description: describeRead,
         querystring: NoQuery,
         params: PlantParams,
-        headers: Type.Object({
-          'if-none-match': Type.Optional(
-            Type.String({ description: 'Answer 304 while the plant is at one of these versions (ETags), or `*`.' }),
-          ),
-        }),
+        headers: readConditions,
         response: {
           200: { ...NewPlantRef, description: 'The plant', headers: etag },
           304: { type: 'null', description: 'The plant is at a version If-None-Match names', headers: etag },
           ...commonErrors,
           400: errorResponse(
-            'unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-None-Match is not `*` or entity tags',
+            'unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags',
           ),
           404: errorResponse('No plant with this id that the caller can see'),
           406: notAcceptable,
+          ...plantVersionRefusal,
         },
       },
     },
@@ -92,9 +90,16 @@ export async function onePlantRoutes(
       const { id } = request.params;
       const read = await plants.read(request.viewer!, id as PlantId);
       if (read.outcome !== 'read') throw plantRefusal('hidden', id, ONLY_OWNER_MAY);
+      const condition = versionCondition(request.headers);
       const version = plantVersion(id, read.plant);
-      if (noneMatchHits(request.headers['if-none-match'], version)) return reply.code(304).header('etag', etagOf(version)).send();
-      return sendPlant(reply, read.plant);
+      switch (failedCondition(condition, version)) {
+        case 'match':
+          throw plantChanged(id, read.plant, condition, 'ask with that version');
+        case 'noneMatch':
+          return reply.code(304).header('etag', etagOf(version)).send();
+        default:
+          return sendPlant(reply, read.plant);
+      }
     },
   );
 
@@ -105,7 +110,7 @@ export async function onePlantRoutes(
       // A malformed If-Match, or a name or tag the rules refuse, is a 400 before the write budget is spent on it.
       preHandler: [
         async (request) => {
-          ifMatchVersions(request.headers['if-match']);
+          versionCondition(request.headers);
           try {
             checkClientChange(request.body as PlantChange);
           } catch (err) {
@@ -121,7 +126,7 @@ export async function onePlantRoutes(
         description: describeChange,
         querystring: NoQuery,
         params: PlantParams,
-        headers: ifMatch,
+        headers: writeConditions,
         // The document lists both media types the body is taken in (Fastify's own parsing goes by the parsers).
         consumes: [MERGE_PATCH_TYPE, 'application/json'],
         body: { ...PlantPatchRef, description: 'The fields to change' },
@@ -143,14 +148,10 @@ export async function onePlantRoutes(
     },
     async (request, reply) => {
       const { id } = request.params;
+      const condition = versionCondition(request.headers);
       let written;
       try {
-        written = await plants.update(
-          request.viewer!,
-          id as PlantId,
-          request.body as PlantChange,
-          ifMatchVersions(request.headers['if-match']),
-        );
+        written = await plants.update(request.viewer!, id as PlantId, request.body as PlantChange, condition);
       } catch (err) {
         throw answerRefusal(err, CHANGE_REFUSALS);
       }
@@ -159,7 +160,7 @@ export async function onePlantRoutes(
         case 'unchanged':
           return sendPlant(reply, written.plant);
         case 'stale':
-          throw plantChanged(id, written.plant, 'send the change with that version');
+          throw plantChanged(id, written.plant, condition, 'send the change with that version');
         default:
           throw plantRefusal(written.outcome, id, ONLY_OWNER_MAY);
       }

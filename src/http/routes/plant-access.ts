@@ -15,7 +15,8 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessRepository } from '../../store/repositories/plant-access.js';
 import type { AccessWrite } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
-import { etagOf, ifMatchVersions } from '../entity-tags.js';
+import { etagOf, preconditionFailure, versionCondition } from '../entity-tags.js';
+import { failedCondition, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse, PlantAccessRef } from '../schemas.js';
@@ -44,22 +45,26 @@ const GranteeParams = (what: 'user' | 'group') =>
     name: Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `Name of the ${what}` }),
   });
 
-const { etag, ifMatch } = versionHeaders('the access', "The access's");
+const { etag, writeConditions, readConditions } = versionHeaders('the access', "The access's");
 /** The unknown grantees a 422 names; it counts the rest. */
 const UNKNOWN_NAMED = 20;
 
 const accessErrors = {
   ...commonErrors,
   400: errorResponse(
-    'unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match is not `*` or entity tags (code 40003)',
+    'unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003)',
   ),
   ...plantRefusals,
 };
 
-const changeErrors = {
-  ...accessErrors,
-  412: errorResponse('If-Match names none of the current version of the access (code 41201); the ETag header has the current one', etag),
+const versionRefusal = {
+  412: errorResponse(
+    'The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one',
+    etag,
+  ),
 };
+
+const changeErrors = { ...accessErrors, ...versionRefusal };
 
 const describeAccess =
   'Who has access to the plant besides its owner and admins (not part of the original contract): whether every ' +
@@ -98,18 +103,29 @@ export async function plantAccessRoutes(
         description: describeAccess,
         querystring: NoQuery,
         params: AccessParams,
+        headers: readConditions,
         response: {
           200: { ...PlantAccessRef, description: 'The access of the plant', headers: etag },
+          304: { type: 'null', description: 'The access is at a version If-None-Match names', headers: etag },
           ...accessErrors,
           406: notAcceptable,
+          ...versionRefusal,
         },
       },
     },
     async (request, reply) => {
       const { id } = request.params;
+      const condition = versionCondition(request.headers);
       const read = await access.read(request.viewer!, id as PlantId);
       if (read.outcome !== 'read') throw plantRefusal(read.outcome, id, ONLY_OWNER_MAY);
-      return sendAccess(reply, read.access);
+      switch (failedCondition(condition, accessVersion(read.access))) {
+        case 'match':
+          throw accessChanged(id, read.access, condition, 'ask with that version');
+        case 'noneMatch':
+          return reply.code(304).header('etag', tagOf(read.access)).send();
+        default:
+          return sendAccess(reply, read.access);
+      }
     },
   );
 
@@ -119,7 +135,7 @@ export async function plantAccessRoutes(
       onRequest: [authenticate, requireJsonAcceptable],
       bodyLimit: ACCESS_BODY_LIMIT,
       preHandler: [
-        async (request) => refuseMalformed({ kind: 'replace', access: request.body as PlantAccess }, request.headers['if-match'], 'body'),
+        async (request) => refuseMalformed({ kind: 'replace', access: request.body as PlantAccess }, request.headers, 'body'),
         budget,
       ],
       schema: {
@@ -128,7 +144,7 @@ export async function plantAccessRoutes(
         description: `Replaces the whole access of the plant with the one given (idempotent), and answers it. ${describeAccess} ${sharingNote}`,
         querystring: NoQuery,
         params: AccessParams,
-        headers: ifMatch,
+        headers: writeConditions,
         body: { ...PlantAccessRef, description: 'The access the plant is to have' },
         response: {
           200: { ...PlantAccessRef, description: 'The access of the plant, as changed', headers: etag },
@@ -148,7 +164,7 @@ export async function plantAccessRoutes(
         request.viewer!,
         id,
         { kind: 'replace', access: request.body as PlantAccess },
-        request.headers['if-match'],
+        versionCondition(request.headers),
         'body',
       );
       return sendAccess(reply, written);
@@ -161,7 +177,7 @@ export async function plantAccessRoutes(
     const shared = {
       querystring: NoQuery,
       params: GranteeParams(what),
-      headers: ifMatch,
+      headers: writeConditions,
     };
     const responses = (done: string) => ({
       204: { type: 'null', description: done, headers: etag },
@@ -182,7 +198,7 @@ export async function plantAccessRoutes(
         preHandler: [
           async (request) => {
             const { name } = request.params as { name: string };
-            refuseMalformed({ kind, grantee: grantee(name) }, request.headers['if-match'], 'path');
+            refuseMalformed({ kind, grantee: grantee(name) }, request.headers, 'path');
           },
           budget,
         ],
@@ -198,12 +214,20 @@ export async function plantAccessRoutes(
         handler: async (request, reply) => {
           const { id, name } = request.params;
           const accessChange = { kind, grantee: grantee(name) };
-          const written = await change(access, request.viewer!, id, accessChange, request.headers['if-match'], 'path');
+          const written = await change(access, request.viewer!, id, accessChange, versionCondition(request.headers), 'path');
           return reply.code(204).header('etag', tagOf(written)).send();
         },
       });
     }
   }
+}
+
+/** The 412 of a request about an access not at the version its If-Match or If-None-Match asks for (see preconditionFailure). */
+function accessChanged(id: number, current: PlantAccess, condition: VersionCondition | undefined, then: string): ApiError {
+  const failed = failedCondition(condition, accessVersion(current)) ?? 'match';
+  return new ApiError('access_changed', preconditionFailure(`the access of plant ${id}`, failed, `/plants/${id}/access`, then), {
+    etag: tagOf(current),
+  });
 }
 
 /** The ETag of an access: its version, quoted. */
@@ -218,8 +242,12 @@ function sendAccess(reply: FastifyReply, access: PlantAccess): PlantAccess {
  * Refuses (400) a change with a malformed If-Match or a name nobody can have, before the write budget is spent
  * on it: a malformed request counts for nothing, whatever it is refused for.
  */
-function refuseMalformed(accessChange: AccessChange, ifMatchHeader: string | undefined, namesFrom: 'body' | 'path'): void {
-  ifMatchVersions(ifMatchHeader);
+function refuseMalformed(
+  accessChange: AccessChange,
+  headers: { 'if-match'?: string; 'if-none-match'?: string },
+  namesFrom: 'body' | 'path',
+): void {
+  versionCondition(headers);
   try {
     checkAccessChange(accessChange);
   } catch (err) {
@@ -239,12 +267,12 @@ async function change(
   viewer: Viewer,
   id: number,
   accessChange: AccessChange,
-  ifMatchHeader: string | undefined,
+  condition: VersionCondition | undefined,
   namesFrom: 'body' | 'path',
 ): Promise<PlantAccess> {
   let written: AccessWrite;
   try {
-    written = await access.change(viewer, id as PlantId, accessChange, ifMatchVersions(ifMatchHeader));
+    written = await access.change(viewer, id as PlantId, accessChange, condition);
   } catch (err) {
     throw answerRefusal(err, NAME_REFUSALS[namesFrom]);
   }
@@ -253,11 +281,7 @@ async function change(
     case 'unchanged':
       return written.access;
     case 'stale':
-      throw new ApiError(
-        'access_changed',
-        `the access of plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}/access, or this answer's ETag) and send the change with that version`,
-        { etag: tagOf(written.access) },
-      );
+      throw accessChanged(id, written.access, condition, 'send the change with that version');
     case 'unknown': {
       // Named, up to a screenful: a body of 2000 unknown names would otherwise be echoed whole.
       const { grantees } = written;

@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import { checkClientPlant } from '../../catalogue/names.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
-import { ifMatchVersions } from '../entity-tags.js';
+import { versionCondition } from '../entity-tags.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -20,6 +20,7 @@ import {
   userWriteBudget,
   plantChanged,
   plantVersionRefusal,
+  versionHeaders,
 } from './protected.js';
 
 const createPlantSchema = {
@@ -57,17 +58,12 @@ const deletePlantSchema = {
   params: Type.Object({
     id: plantIdParam('ID of plant to delete'),
   }),
-  headers: Type.Object({
-    'if-match': Type.Optional(
-      Type.String({
-        description:
-          'Delete the plant only while its version is one of these ETags (or `*`, any); otherwise 412 and it stays. Without it the plant is deleted whatever its version.',
-      }),
-    ),
-  }),
+  headers: versionHeaders('the plant', "The plant's", 'delete the plant').writeConditions,
   response: {
     204: { type: 'null', description: 'Plant deleted' },
-    400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match is not `*` or entity tags'),
+    400: errorResponse(
+      'unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags',
+    ),
     ...commonErrors,
     ...plantRefusals,
     ...plantVersionRefusal,
@@ -124,21 +120,21 @@ export async function plantWriteRoutes(
     {
       onRequest: authenticate,
       // A malformed If-Match is a 400 before the write budget is spent on it.
-      preHandler: [async (request) => void ifMatchVersions(request.headers['if-match']), budget],
+      preHandler: [async (request) => void versionCondition(request.headers), budget],
       schema: deletePlantSchema,
     },
     async (request, reply) => {
       const { id } = request.params;
-      const versions = ifMatchVersions(request.headers['if-match']);
+      const condition = versionCondition(request.headers);
       const deleted =
-        versions === undefined
+        condition === undefined
           ? { outcome: await plants.delete(request.viewer!, id as PlantId) }
-          : await plants.deleteIfAt(request.viewer!, id as PlantId, versions);
+          : await plants.deleteIfAt(request.viewer!, id as PlantId, condition);
       switch (deleted.outcome) {
         case 'deleted':
           return reply.code(204).send();
         case 'stale':
-          throw plantChanged(id, deleted.plant, 'delete it at that version');
+          throw plantChanged(id, deleted.plant, condition, 'delete it at that version');
         case 'forbidden':
         case 'hidden':
           throw plantRefusal(deleted.outcome, id, 'delete it');

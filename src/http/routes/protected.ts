@@ -4,7 +4,8 @@ import { Type } from 'typebox';
 import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
 import { plantVersion } from '../../catalogue/plant-fields.js';
 import type { PlantRecord } from '../../store/store.js';
-import { etagOf } from '../entity-tags.js';
+import { etagOf, preconditionFailure } from '../entity-tags.js';
+import { failedCondition, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse } from '../schemas.js';
@@ -122,10 +123,12 @@ export const PLANT_BODY_LIMIT = 32 * 1024;
 export const ACCESS_BODY_LIMIT = 1024 * 1024;
 
 /**
- * The `ETag` response header and the `If-Match` request header of what is changed only as it was read: a plant
- * or its access (`what`, with its possessive).
+ * The `ETag` response header, and the `If-Match` and `If-None-Match` request headers of what is read or changed only
+ * at a version: a plant or its access (`what`, with its possessive). A write (`act`, what it does) is made only
+ * while they hold, a read answered in full only while If-Match holds and 304 when If-None-Match does not (RFC 9110
+ * §13.2.2).
  */
-export function versionHeaders(what: string, whose: string) {
+export function versionHeaders(what: string, whose: string, act = `change ${what}`) {
   return {
     etag: {
       ETag: {
@@ -134,31 +137,52 @@ export function versionHeaders(what: string, whose: string) {
         description: `${whose} version: send it back in If-Match to change ${what} only while it is still this one.`,
       },
     },
-    ifMatch: Type.Object({
+    writeConditions: Type.Object({
       'if-match': Type.Optional(
         Type.String({
-          description: `Change ${what} only while its version is one of these ETags (or \`*\`, any); otherwise 412 and nothing changes. Without it the change is made whatever the version (the last writer wins).`,
+          description: `${capitalized(act)} only while its version is one of these ETags (or \`*\`, any); otherwise 412 and nothing is done. Without it, whatever the version (the last writer wins).`,
         }),
+      ),
+      'if-none-match': Type.Optional(
+        Type.String({
+          description: `${capitalized(act)} only while its version is none of these ETags (weak comparison); \`*\` never holds, ${what} being there. Otherwise 412 and nothing is done.`,
+        }),
+      ),
+    }),
+    readConditions: Type.Object({
+      'if-match': Type.Optional(
+        Type.String({
+          description: `Answer only while ${what} is at one of these versions (ETags), or \`*\`; otherwise 412 with the current ETag.`,
+        }),
+      ),
+      'if-none-match': Type.Optional(
+        Type.String({ description: `Answer 304 while ${what} is at one of these versions (ETags, weak comparison), or \`*\`.` }),
       ),
     }),
   };
 }
 
+const capitalized = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
 /**
- * A write of a plant at a version If-Match names, refused because the plant has moved on (`PATCH`, `DELETE`): the
- * 412 of the served document, and the answer, which carries the current version; `then` says what to do with it.
+ * A request about a plant refused because its version does not meet If-Match or If-None-Match (`PATCH`, `DELETE`,
+ * and `GET` with If-Match): the 412 of the served document, and the answer, which carries the current version;
+ * `then` says what to do with it.
  */
 export const plantVersionRefusal = {
   412: errorResponse(
-    'If-Match names none of the current version of the plant (code 41202); the ETag header has the current one',
+    'The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one',
     versionHeaders('the plant', "The plant's").etag,
   ),
 };
 
-export function plantChanged(id: number, plant: PlantRecord, then: string): ApiError {
+export function plantChanged(id: number, plant: PlantRecord, condition: VersionCondition | undefined, then: string): ApiError {
+  const version = plantVersion(id, plant);
   return new ApiError(
     'plant_changed',
-    `plant ${id} is no longer at the version If-Match names: read it again (GET /plants/${id}, or this answer's ETag) and ${then}`,
-    { etag: etagOf(plantVersion(id, plant)) },
+    preconditionFailure(`plant ${id}`, failedCondition(condition, version) ?? 'match', `/plants/${id}`, then),
+    {
+      etag: etagOf(version),
+    },
   );
 }

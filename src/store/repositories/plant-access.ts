@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { conditionHolds, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { ACCESS_PATHS, mayChangePlant, type Actor, type Viewer } from '../../catalogue/access-rule.js';
 import {
   accessVersion,
@@ -147,19 +148,19 @@ export function accessRepository(d: DatabaseSeam) {
 
     /**
      * Changes the access of the plant with public id `id` when `actor` may, in one transaction that holds the plant's
-     * access against every other change of it: with `ifVersion`, only while its version (catalogue/plant-access.ts)
-     * is one of those. Names that are not granted yet must be of users and groups that exist (an unknown one changes
+     * access against every other change of it: with `condition`, only while its version (catalogue/plant-access.ts)
+     * meets it. Names that are not granted yet must be of users and groups that exist (an unknown one changes
      * nothing, and is named); a grantee taken away that was never granted changes nothing. The grants' and the flag's
      * rows log themselves, so every cache and instance follows (store/change-log.ts).
      */
-    async change(actor: Actor, id: PlantId, change: AccessChange, ifVersion?: readonly string[]): Promise<AccessWrite> {
+    async change(actor: Actor, id: PlantId, change: AccessChange, condition?: VersionCondition): Promise<AccessWrite> {
       checkAccessChange(change);
       return withStoreErrors(d, () =>
         d.writeTransaction(async (trx): Promise<AccessWrite> => {
           const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
           if (typeof plant === 'string') return { outcome: plant };
           const current = await accessAt(trx, plant);
-          if (ifVersion !== undefined && !ifVersion.includes(accessVersion(current))) return { outcome: 'stale', access: current };
+          if (!conditionHolds(condition, accessVersion(current))) return { outcome: 'stale', access: current };
           const next = changedAccess(current, change);
           // Per list, the names the change adds and takes away; taking away a name never granted asks about it too:
           // it must be one that exists.

@@ -1,4 +1,5 @@
 import { CompiledQuery, sql, type Compilable, type Kysely, type Transaction } from 'kysely';
+import { conditionHolds, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { changeablePlants, isOperator, newPlantOwner, type Actor, type PlantDraft } from '../../catalogue/access-rule.js';
 import { conflict, notFound } from '../../catalogue/errors.js';
 import { checkClientChange, checkClientPlant, checkPlant } from '../../catalogue/names.js';
@@ -236,12 +237,12 @@ export function plantRepository(d: DatabaseSeam) {
     delete: (actor: Actor, id: PlantId): Promise<'deleted' | 'hidden' | 'forbidden'> =>
       withStoreErrors(d, () => remove(d, deletes, actor, id)),
     /**
-     * The same, only while the plant's version (catalogue/plant-fields.ts, plantVersion) is one of `ifVersion`
-     * (If-Match): in one transaction that holds the plant against every other change of it, as update does,
+     * The same, only while the plant's version (catalogue/plant-fields.ts, plantVersion) meets `condition`
+     * (If-Match, If-None-Match): in one transaction that holds the plant against every other change of it, as update does,
      * rather than in the batch of deletes, whose condition is the owner's alone.
      */
-    deleteIfAt: (actor: Actor, id: PlantId, ifVersion: readonly string[]): Promise<PlantDeletion> =>
-      withStoreErrors(d, () => removeIfAt(d, actor, id, ifVersion)),
+    deleteIfAt: (actor: Actor, id: PlantId, condition: VersionCondition): Promise<PlantDeletion> =>
+      withStoreErrors(d, () => removeIfAt(d, actor, id, condition)),
     /** The plant with public id `id`, as `actor` sees it: 'hidden' when there is none or the actor may not see it. */
     read: (actor: Actor, id: PlantId): Promise<PlantRead> =>
       withStoreErrors(d, async () => {
@@ -250,13 +251,13 @@ export function plantRepository(d: DatabaseSeam) {
       }),
     /**
      * Changes the fields of the plant with public id `id` as `change` says (a merge patch, PlantChange) when `actor`
-     * may change it (as a delete: 'hidden', 'forbidden'); with `ifVersion`, only while its version
-     * (catalogue/plant-fields.ts, plantVersion) is one of those. The plant keeps its id, position, owner and grants.
+     * may change it (as a delete: 'hidden', 'forbidden'); with `condition`, only while its version
+     * (catalogue/plant-fields.ts, plantVersion) meets it. The plant keeps its id, position, owner and grants.
      * The row logs itself with its grantees, so every cache and instance follows (store/change-log.ts), and raises
      * the plant.updated event (migration 0016).
      */
-    update: (actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> =>
-      withStoreErrors(d, () => update(d, actor, id, change, ifVersion)),
+    update: (actor: Actor, id: PlantId, change: PlantChange, condition?: VersionCondition): Promise<PlantWrite> =>
+      withStoreErrors(d, () => update(d, actor, id, change, condition)),
     /** Every plant, or those of one owner, with one tag or with one id, as the operator sees them (the CLI). */
     list: (filter: PlantFilter): Promise<PlantInfo[]> => listPlants(d, filter),
   };
@@ -350,12 +351,12 @@ async function remove(
   return (await changeablePlant(d.db, actor, id)) === 'forbidden' ? 'forbidden' : 'hidden';
 }
 
-/** Deletes a plant while it is at one of the versions `ifVersion` names, in a transaction that holds it meanwhile. */
-async function removeIfAt(d: DatabaseSeam, actor: Actor, id: PlantId, ifVersion: readonly string[]): Promise<PlantDeletion> {
+/** Deletes a plant while its version meets `condition`, in a transaction that holds it meanwhile. */
+async function removeIfAt(d: DatabaseSeam, actor: Actor, id: PlantId, condition: VersionCondition): Promise<PlantDeletion> {
   const deleted = await d.writeTransaction(async (trx): Promise<PlantDeletion> => {
     const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
     if (typeof plant === 'string') return { outcome: plant };
-    if (!ifVersion.includes(plantVersion(id, plant.fields))) return { outcome: 'stale', plant: { id, ...plant.fields } };
+    if (!conditionHolds(condition, plantVersion(id, plant.fields))) return { outcome: 'stale', plant: { id, ...plant.fields } };
     await trx.deleteFrom('plants').where('id', '=', plant.at).execute();
     return { outcome: 'deleted' };
   });
@@ -364,7 +365,7 @@ async function removeIfAt(d: DatabaseSeam, actor: Actor, id: PlantId, ifVersion:
 }
 
 /** Changes a plant's fields in one transaction that holds the plant against every other change of it. */
-async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantChange, ifVersion?: readonly string[]): Promise<PlantWrite> {
+async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantChange, condition?: VersionCondition): Promise<PlantWrite> {
   // A user's values are checked as a create's, those alone: a field left as it is (an operator's name with a
   // control character) is no reason to refuse a change of another.
   if (!isOperator(actor)) checkClientChange(change);
@@ -372,7 +373,7 @@ async function update(d: DatabaseSeam, actor: Actor, id: PlantId, change: PlantC
     const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
     if (typeof plant === 'string') return { outcome: plant };
     const current = { id, ...plant.fields };
-    if (ifVersion !== undefined && !ifVersion.includes(plantVersion(id, plant.fields))) return { outcome: 'stale', plant: current };
+    if (!conditionHolds(condition, plantVersion(id, plant.fields))) return { outcome: 'stale', plant: current };
     const next = changedFields(plant.fields, change);
     if (isOperator(actor)) checkPlant(next);
     if (sameFields(next, plant.fields)) return { outcome: 'unchanged', plant: current };
