@@ -216,6 +216,23 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.ok(!existsSync('mysql:') && !existsSync('http:'), 'nothing was created');
   });
 
+  it('a SQLite path that cannot be a database says why, with the path, in one line', async () => {
+    const folder = mkdtempSync(join(dir, 'not-a-db-'));
+    const file = join(folder, 'a-file');
+    writeFileSync(file, '');
+    for (const args of [['users', 'list'], ['users', 'add', 'bob'], ['migrate']]) {
+      await fails(folder, args, /^plantstore: cannot open the database .*not-a-db-\w+: it is a directory, not a database file\n$/);
+    }
+    // A command that creates the database meets the file where a folder should be.
+    for (const args of [['users', 'add', 'bob'], ['migrate']]) {
+      await fails(
+        join(file, 'x.db'),
+        args,
+        /^plantstore: cannot open the database .*a-file\/x\.db: a part of its path is a file, not a folder\n$/,
+      );
+    }
+  });
+
   it('a PostgreSQL database that does not exist is named as such', { skip: skipPostgres }, async () => {
     const url = new URL(PG_URL);
     url.pathname = '/plantstore_no_such_database';
