@@ -55,6 +55,8 @@ export class WebhookDispatcher {
   private nudgeTimer: NodeJS.Timeout | undefined;
   /** Asked for during a claim, to follow it: a claim for the endpoints running low, or one after a look. */
   private claimAgain: 'no' | 'refill' | 'look' = 'no';
+  /** Why the last claim failed, while claims fail: each reason is logged once, not at every poll. */
+  private claimFailure: string | undefined;
   /** As the last look found: with no endpoint enabled, commits do not ask for looks (the poll finds a new endpoint). */
   private anyEnabled = true;
   private readonly shares: EndpointShares;
@@ -147,8 +149,14 @@ export class WebhookDispatcher {
         for (const delivery of claimed) this.shares.of(delivery.endpointId).queued.push(delivery);
         // Every endpoint: one whose rest has ended may have deliveries a claim queued while it rested.
         for (const share of this.shares.all()) this.pump(share);
+        this.claimFailure = undefined;
       })
-      .catch((err: unknown) => this.log.warn({ err }, 'webhook outbox not readable; trying again'))
+      .catch((err: unknown) => {
+        const reason = (err as Error).message;
+        if (reason === this.claimFailure) return;
+        this.claimFailure = reason;
+        this.log.warn({ err }, 'webhook outbox not readable; trying again (said again only for another reason)');
+      })
       .finally(() => {
         this.claiming = undefined;
         // A commit or a free slot during the claim may have made due what the claim's query did not see.
