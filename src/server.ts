@@ -190,6 +190,8 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
       for (const other of Object.values(cluster.workers ?? {})) if (other !== worker) other?.process.kill('SIGTERM');
     }
     if (stopping) {
+      // A worker that could not drain in its grace period exits 1, as `serve` without workers does; so does the primary.
+      if (code !== 0) exitCode = 1;
       // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can
       // come first, so the last worker may still be listed here. Dead is what counts.
       if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {

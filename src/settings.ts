@@ -226,7 +226,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_SHUTDOWN_GRACE_SECONDS',
     default: '10',
     summary: 'time to finish in-flight requests on SIGTERM/SIGINT',
-    meaning: 'On SIGTERM/SIGINT: time to finish in-flight requests before exiting.',
+    meaning:
+      'On SIGTERM/SIGINT: time to finish in-flight requests before exiting (with status 0; 1 when requests were still open at its end, with `--workers` too).',
     table: 'service',
     into: ['server.shutdownGraceSeconds'],
     parse: wholeNumber('shutdown grace', 0, 3600),

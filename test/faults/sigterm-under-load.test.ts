@@ -180,4 +180,24 @@ describe('SIGTERM under load', () => {
     // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
     assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
   });
+
+  it('exits 1 when its grace period runs out with a listing still open, with workers or without', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'stalled.db');
+    // A full listing far larger than the sockets' buffers, so that a reader who reads nothing holds it open.
+    const plants = Array.from({ length: 200_000 }, (_, i) =>
+      JSON.stringify({ type: 'plant', name: `plant number ${i}`, owner: 'alice', public: true }),
+    );
+    assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
+    const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+    for (const workers of ['1', '2']) {
+      const server = await spawnServe(db, ['--workers', workers, '--shutdown-grace-seconds', '1']);
+      const stalled = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
+      const [res] = (await once(stalled, 'response')) as [http.IncomingMessage];
+      res.pause();
+      res.on('error', () => {});
+      stalled.on('error', () => {});
+      assert.equal(await server.stop(), 1, `--workers ${workers}: ${server.output().slice(-1000)}`);
+      stalled.destroy();
+    }
+  });
 });
