@@ -94,11 +94,11 @@ function decodeLines(decoder: TextDecoder, bytes: Buffer, firstLine: number): st
 }
 
 /**
- * Streams records from NDJSON (UTF-8, with or without a byte order mark; LF or CRLF line ends; blank lines are skipped), one batch per chunk read,
- * so the importer loops over a batch synchronously instead of awaiting every record. Errors name the line. Each
- * chunk's whole lines are decoded together; a line that spans chunks is kept in pieces and joined once, so a long
- * one costs its length, not its length times its chunks, and one longer than MAX_LINE_LENGTH is refused as soon
- * as it is.
+ * Streams records from NDJSON (UTF-8, with or without a byte order mark; LF or CRLF line ends; blank lines are
+ * skipped), one batch per chunk read, so the importer loops over a batch synchronously instead of awaiting every
+ * record. Errors name the line. Each chunk's whole lines are decoded together; a line that spans chunks is kept in
+ * pieces and joined once, so a long one costs its length, not its length times its chunks, and one longer than
+ * MAX_LINE_LENGTH is refused as soon as it is.
  */
 export async function* readRecordBatches(input: Readable): AsyncGenerator<NumberedRecord[]> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });

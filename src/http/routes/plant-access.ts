@@ -115,9 +115,9 @@ export async function plantAccessRoutes(
     },
     async (request, reply) => {
       const { id } = request.params;
-      const condition = versionCondition(request.headers);
       const read = await access.read(request.viewer!, id as PlantId);
       if (read.outcome !== 'read') throw plantRefusal(read.outcome, id, ONLY_OWNER_MAY);
+      const condition = versionCondition(request.headers);
       switch (failedCondition(condition, accessVersion(read.access))) {
         case 'match':
           throw accessChanged(id, read.access, condition, 'ask with that version');
