@@ -208,7 +208,7 @@ for (const backend of BACKENDS) {
       const sqlite3 = spawnSync('sqlite3', ['--version'], { encoding: 'utf8' });
       const missing = sqlite3.status === 0 ? false : 'the sqlite3 command is not installed';
       it(
-        'plain SQL from the sqlite3 command adds a plant while an endpoint is enabled, and its event is sent',
+        'plain SQL from the sqlite3 command adds plants while endpoints are enabled, and each endpoint gets each event',
         { skip: !process.env.CI && missing, timeout: 30_000 },
         async () => {
           assert.equal(missing, false, 'CI installs the sqlite3 command');
@@ -216,20 +216,42 @@ for (const backend of BACKENDS) {
           const hook = await startReceiver();
           try {
             await cli(db, 'users', 'add', 'alice');
-            const secret = await cli(db, 'webhooks', 'add', hook.url);
+            // Two endpoints: SQLite 3.40 read last_insert_rowid() again for the second one's delivery, which then
+            // named the first delivery instead of the event (migration 0020).
+            const secrets = [await cli(db, 'webhooks', 'add', `${hook.url}/first`), await cli(db, 'webhooks', 'add', `${hook.url}/second`)];
             const insert = spawnSync(
               'sqlite3',
               [
                 db,
-                "INSERT INTO plants (api_id, name, owner_id, is_public, created_at) SELECT 7, 'By sqlite3', id, 0, 0 FROM users WHERE name = 'alice'",
+                "INSERT INTO plants (api_id, name, owner_id, is_public, created_at) SELECT 7, 'By sqlite3', id, 0, 0 FROM users WHERE name = 'alice';" +
+                  "INSERT INTO plants (api_id, name, owner_id, is_public, created_at) SELECT 8, 'And another', id, 0, 0 FROM users WHERE name = 'alice'",
               ],
               { encoding: 'utf8' },
             );
             assert.equal(insert.status, 0, `sqlite3 ${sqlite3.stdout.trim()}: ${insert.stderr}`);
             const server = await spawnServe(db, [], ALLOW_PRIVATE);
             try {
-              await until(() => hook.received.length === 1, 'the event of the plant added with plain SQL', 10_000);
-              assert.deepEqual(verify(secret, hook.received[0]!), { id: 7, name: 'By sqlite3' });
+              // A plant created over HTTP afterwards: a stray delivery from before made its write fail (500).
+              const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+              const created = await fetch(`${server.url}/plants`, {
+                method: 'POST',
+                headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+                body: JSON.stringify({ id: 9, name: 'Over HTTP' }),
+              });
+              assert.equal(created.status, 200, await created.text());
+              await until(() => hook.received.length === 6, 'three events, each to both endpoints', 10_000);
+              for (const [i, path] of ['/hooks/first', '/hooks/second'].entries()) {
+                const got = hook.received.filter((delivery) => delivery.path === path).map((delivery) => verify(secrets[i]!, delivery));
+                assert.deepEqual(
+                  got.sort((a, b) => (a as { id: number }).id - (b as { id: number }).id),
+                  [
+                    { id: 7, name: 'By sqlite3' },
+                    { id: 8, name: 'And another' },
+                    { id: 9, name: 'Over HTTP' },
+                  ],
+                  path,
+                );
+              }
             } finally {
               await server.stop();
             }

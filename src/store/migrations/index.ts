@@ -18,6 +18,7 @@ import { webhookEventTypes } from './0016-webhook-event-types.js';
 import { plantsByTag } from './0017-plants-by-tag.js';
 import { grantsByTag } from './0018-grants-by-tag.js';
 import { grantTagsFirst } from './0019-grant-tags-first.js';
+import { webhookEventIds } from './0020-webhook-event-ids.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -43,6 +44,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0017-plants-by-tag': plantsByTag(dialect),
     '0018-grants-by-tag': grantsByTag(dialect),
     '0019-grant-tags-first': grantTagsFirst(dialect),
+    '0020-webhook-event-ids': webhookEventIds(dialect),
   };
 }
 
