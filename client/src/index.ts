@@ -245,6 +245,12 @@ export function getPlant(
   id: number,
   options?: { ifNoneMatch?: undefined; signal?: AbortSignal },
 ): Promise<VersionedPlant>;
+// An etag the caller may or may not have (a cache's): undefined on a 304, as with one.
+export function getPlant(
+  client: PlantStoreClient,
+  id: number,
+  options?: { ifNoneMatch?: string | undefined; signal?: AbortSignal },
+): Promise<VersionedPlant | undefined>;
 export async function getPlant(
   client: PlantStoreClient,
   id: number,
