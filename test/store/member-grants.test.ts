@@ -148,3 +148,49 @@ for (const backend of BACKENDS) {
     });
   }
 }
+
+for (const backend of BACKENDS) {
+  describe(`group sizes after one statement writes many rows of one group [${backend.name}]`, { skip: backend.skip }, () => {
+    it('counts each row once, crossing a bound part-way up and down', async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      try {
+        const g = `(SELECT id FROM groups WHERE name = 'g')`;
+        await runPlainSql(db, 'UPDATE group_access_bounds SET plants = 4, members = 4');
+        await store.groups.add('g');
+        for (let i = 0; i < 12; i++) {
+          await store.users.add(`u${i}`, false);
+          await store.plants.create(OPERATOR, { name: `p${i}`, owner: 'u0' });
+        }
+        const check = async (after: string, plants: number, members: number) => {
+          const sizes = await plainQuery<{ plants: string; members: string }>(
+            db,
+            `SELECT plants, members FROM group_sizes WHERE group_id = ${g}`,
+          );
+          assert.deepEqual(
+            sizes.map((s) => [Number(s.plants), Number(s.members)]),
+            [[plants, members]],
+            `after ${after}`,
+          );
+          assert.deepEqual(await plainQuery(db, WRONG_SIZES), [], `after ${after}`);
+          const pairs = async (text: string) =>
+            (await plainQuery<Record<string, unknown>>(db, text)).map((r) => Object.values(r).join(' ')).sort();
+          assert.deepEqual(await pairs(`SELECT user_id, plant_id, group_id FROM ${MEMBER_GRANTS}`), await pairs(PAIRS), `after ${after}`);
+        };
+        // PostgreSQL runs a statement's row triggers once it has written all its rows: a group crossing a bound
+        // part-way was counted from rows whose own triggers had not run yet, and those counted once more.
+        await runPlainSql(db, `INSERT INTO group_members (group_id, user_id) SELECT ${g}, id FROM users WHERE name IN ('u0', 'u1')`);
+        await runPlainSql(db, `INSERT INTO plant_group_grants (group_id, plant_id) SELECT ${g}, id FROM plants`);
+        await check('12 grants in one statement', 12, 2);
+        await runPlainSql(db, `DELETE FROM plant_group_grants WHERE group_id = ${g} AND plant_id <> (SELECT min(id) FROM plants)`);
+        await check('11 grants taken away in one statement', 1, 2);
+        await runPlainSql(db, `INSERT INTO group_members (group_id, user_id) SELECT ${g}, id FROM users WHERE name NOT IN ('u0', 'u1')`);
+        await check('10 members in one statement', 1, 12);
+        await runPlainSql(db, `DELETE FROM group_members WHERE group_id = ${g} AND user_id <> (SELECT min(id) FROM users)`);
+        await check('11 members taken away in one statement', 1, 1);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+}

@@ -19,6 +19,7 @@ import { plantsByTag } from './0017-plants-by-tag.js';
 import { grantsByTag } from './0018-grants-by-tag.js';
 import { grantTagsFirst } from './0019-grant-tags-first.js';
 import { webhookEventIds } from './0020-webhook-event-ids.js';
+import { groupSizesByRow } from './0021-group-sizes-by-row.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -45,6 +46,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0018-grants-by-tag': grantsByTag(dialect),
     '0019-grant-tags-first': grantTagsFirst(dialect),
     '0020-webhook-event-ids': webhookEventIds(dialect),
+    '0021-group-sizes-by-row': groupSizesByRow(dialect),
   };
 }
 
