@@ -1,5 +1,5 @@
-import type { VersionCondition } from '../catalogue/version-conditions.js';
-import { ApiError } from './error-codes.js';
+import { failedCondition, type VersionCondition } from '../catalogue/version-conditions.js';
+import { ApiError, type ErrorName } from './error-codes.js';
 
 /**
  * An If-Match or If-None-Match list of entity tags (RFC 9110, 8.8.3): strong or weak, comma-separated, with the
@@ -51,13 +51,22 @@ export function versionCondition(headers: { 'if-match'?: string; 'if-none-match'
 }
 
 /**
- * Why a write of `what` (`plant 3`, `the access of plant 3`) was refused with a 412 (`failed`, from failedCondition),
- * and what to do: with If-Match, read it again (at `readAt`) and `then`.
+ * The 412 (`name`, a code of its own per resource) of a request about `what` (`plant 3`, `the access of plant 3`)
+ * whose `version` does not meet `condition` (see failedCondition), with that version as its ETag: with If-Match
+ * failed, read it again (at `readAt`) and `then`.
  */
-export function preconditionFailure(what: string, failed: 'match' | 'noneMatch', readAt: string, then: string): string {
-  return failed === 'match'
-    ? `${what} is no longer at the version If-Match names: read it again (GET ${readAt}, or this answer's ETag) and ${then}`
-    : `${what} is at a version If-None-Match names (\`*\` names any): nothing was done`;
+export function preconditionFailed(
+  name: ErrorName,
+  what: string,
+  version: string,
+  condition: VersionCondition | undefined,
+  { readAt, then }: { readAt: string; then: string },
+): ApiError {
+  const message =
+    failedCondition(condition, version) === 'noneMatch'
+      ? `${what} is at a version If-None-Match names (\`*\` names any): nothing was done`
+      : `${what} is no longer at the version If-Match names: read it again (GET ${readAt}, or this answer's ETag) and ${then}`;
+  return new ApiError(name, message, { etag: etagOf(version) });
 }
 
 /** A version as the ETag header carries it. */

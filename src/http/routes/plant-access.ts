@@ -15,7 +15,7 @@ import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { AccessRepository } from '../../store/repositories/plant-access.js';
 import type { AccessWrite } from '../../store/store.js';
 import { ApiError } from '../error-codes.js';
-import { etagOf, preconditionFailure, versionCondition } from '../entity-tags.js';
+import { etagOf, preconditionFailed, versionCondition } from '../entity-tags.js';
 import { failedCondition, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
@@ -222,13 +222,12 @@ export async function plantAccessRoutes(
   }
 }
 
-/** The 412 of a request about an access not at the version its If-Match or If-None-Match asks for (see preconditionFailure). */
-function accessChanged(id: number, current: PlantAccess, condition: VersionCondition | undefined, then: string): ApiError {
-  const failed = failedCondition(condition, accessVersion(current)) ?? 'match';
-  return new ApiError('access_changed', preconditionFailure(`the access of plant ${id}`, failed, `/plants/${id}/access`, then), {
-    etag: tagOf(current),
+/** The 412 of a request about an access not at the version its If-Match or If-None-Match asks for. */
+const accessChanged = (id: number, current: PlantAccess, condition: VersionCondition | undefined, then: string): ApiError =>
+  preconditionFailed('access_changed', `the access of plant ${id}`, accessVersion(current), condition, {
+    readAt: `/plants/${id}/access`,
+    then,
   });
-}
 
 /** The ETag of an access: its version, quoted. */
 const tagOf = (access: PlantAccess): string => etagOf(accessVersion(access));

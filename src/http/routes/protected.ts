@@ -4,8 +4,8 @@ import { Type } from 'typebox';
 import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
 import { plantVersion } from '../../catalogue/plant-fields.js';
 import type { PlantRecord } from '../../store/store.js';
-import { etagOf, preconditionFailure } from '../entity-tags.js';
-import { failedCondition, type VersionCondition } from '../../catalogue/version-conditions.js';
+import { preconditionFailed } from '../entity-tags.js';
+import type { VersionCondition } from '../../catalogue/version-conditions.js';
 import { ApiError } from '../error-codes.js';
 import type { RateLimiter } from '../rate-limit.js';
 import { errorResponse } from '../schemas.js';
@@ -176,13 +176,5 @@ export const plantVersionRefusal = {
   ),
 };
 
-export function plantChanged(id: number, plant: PlantRecord, condition: VersionCondition | undefined, then: string): ApiError {
-  const version = plantVersion(id, plant);
-  return new ApiError(
-    'plant_changed',
-    preconditionFailure(`plant ${id}`, failedCondition(condition, version) ?? 'match', `/plants/${id}`, then),
-    {
-      etag: etagOf(version),
-    },
-  );
-}
+export const plantChanged = (id: number, plant: PlantRecord, condition: VersionCondition | undefined, then: string): ApiError =>
+  preconditionFailed('plant_changed', `plant ${id}`, plantVersion(id, plant), condition, { readAt: `/plants/${id}`, then });

@@ -38,7 +38,7 @@ const BOUNDS_TABLE = (integer: string) => [
  * Brings the groups whose ids `ids` (SQL of a set of ids) selects to what their rows say: their counts, whether
  * they are ranged (past a bound, or still ranged above half of both), and member grants exactly for the others.
  */
-function resizeStatements(ids: string, insert: (sql: string) => string): string[] {
+export function resizeStatements(ids: string, insert: (sql: string) => string): string[] {
   return [
     `INSERT INTO group_sizes (group_id, plants, members, ranged) SELECT g.id, ` +
       `(SELECT count(*) FROM plant_group_grants WHERE group_id = g.id), (SELECT count(*) FROM group_members WHERE group_id = g.id), 0 ` +
@@ -142,48 +142,9 @@ BEGIN
   ${resize.join(';\n  ')};
 END $$`,
   ]);
-  const trigger = (table: 'group_members' | 'plant_group_grants', column: 'members' | 'plants') => {
-    const removeOwn =
-      table === 'group_members'
-        ? 'DELETE FROM plant_member_grants WHERE user_id = OLD.user_id AND group_id = OLD.group_id'
-        : 'DELETE FROM plant_member_grants WHERE group_id = OLD.group_id AND plant_id = OLD.plant_id';
-    const addOwn =
-      table === 'group_members'
-        ? 'INSERT INTO plant_member_grants (user_id, plant_id, group_id) SELECT NEW.user_id, plant_id, NEW.group_id FROM plant_group_grants WHERE group_id = NEW.group_id ON CONFLICT DO NOTHING'
-        : 'INSERT INTO plant_member_grants (user_id, plant_id, group_id) SELECT user_id, NEW.plant_id, NEW.group_id FROM group_members WHERE group_id = NEW.group_id ON CONFLICT DO NOTHING';
-    return `CREATE OR REPLACE FUNCTION plantstore_member_grants_${table}() RETURNS trigger LANGUAGE plpgsql VOLATILE
-  SET search_path FROM CURRENT AS $$
-DECLARE
-  old_group bigint;
-  new_group bigint;
-  size group_sizes%ROWTYPE;
-BEGIN
-  IF TG_OP IN ('UPDATE', 'DELETE') THEN old_group := OLD.group_id; END IF;
-  IF TG_OP IN ('UPDATE', 'INSERT') THEN new_group := NEW.group_id; END IF;
-  PERFORM 1 FROM groups WHERE id IN (old_group, new_group) ORDER BY id FOR NO KEY UPDATE;
-  IF TG_OP IN ('UPDATE', 'DELETE') THEN
-    ${removeOwn};
-    UPDATE group_sizes SET ${column} = ${column} - 1 WHERE group_id = OLD.group_id RETURNING * INTO size;
-    IF FOUND AND size.ranged = 1 AND ${underHalf('size.')} THEN
-      PERFORM plantstore_resize_groups(ARRAY[OLD.group_id]);
-    END IF;
-  END IF;
-  IF TG_OP IN ('UPDATE', 'INSERT') THEN
-    INSERT INTO group_sizes AS s (group_id, plants, members, ranged)
-      VALUES (NEW.group_id, ${column === 'plants' ? 1 : 0}, ${column === 'members' ? 1 : 0}, 0)
-      ON CONFLICT (group_id) DO UPDATE SET ${column} = s.${column} + 1 RETURNING * INTO size;
-    IF size.ranged = 0 AND ${over('size.')} THEN
-      PERFORM plantstore_resize_groups(ARRAY[NEW.group_id]);
-    ELSIF size.ranged = 0 THEN
-      ${addOwn};
-    END IF;
-  END IF;
-  RETURN NULL;
-END $$`;
-  };
   await run(db, [
-    trigger('group_members', 'members'),
-    trigger('plant_group_grants', 'plants'),
+    memberGrantsTrigger('group_members', 'members'),
+    memberGrantsTrigger('plant_group_grants', 'plants'),
     // TRUNCATE fires no row trigger: everything derived is made again.
     ...['group_members', 'plant_group_grants'].map(
       (table) => `CREATE OR REPLACE FUNCTION plantstore_member_grants_${table}_truncated() RETURNS trigger LANGUAGE plpgsql
@@ -198,3 +159,51 @@ END $$`,
     'SELECT plantstore_resize_groups(ARRAY(SELECT id FROM groups))',
   ]);
 }
+
+/**
+ * PostgreSQL's trigger function of a membership or a group grant: its own member grants and its group's count,
+ * under the group's lock; a count crossing a bound calls `onCrossing` for the group (0021 passes another).
+ */
+export const memberGrantsTrigger = (
+  table: 'group_members' | 'plant_group_grants',
+  column: 'members' | 'plants',
+  onCrossing = 'plantstore_resize_groups',
+): string => {
+  const removeOwn =
+    table === 'group_members'
+      ? 'DELETE FROM plant_member_grants WHERE user_id = OLD.user_id AND group_id = OLD.group_id'
+      : 'DELETE FROM plant_member_grants WHERE group_id = OLD.group_id AND plant_id = OLD.plant_id';
+  const addOwn =
+    table === 'group_members'
+      ? 'INSERT INTO plant_member_grants (user_id, plant_id, group_id) SELECT NEW.user_id, plant_id, NEW.group_id FROM plant_group_grants WHERE group_id = NEW.group_id ON CONFLICT DO NOTHING'
+      : 'INSERT INTO plant_member_grants (user_id, plant_id, group_id) SELECT user_id, NEW.plant_id, NEW.group_id FROM group_members WHERE group_id = NEW.group_id ON CONFLICT DO NOTHING';
+  return `CREATE OR REPLACE FUNCTION plantstore_member_grants_${table}() RETURNS trigger LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT AS $$
+DECLARE
+old_group bigint;
+new_group bigint;
+size group_sizes%ROWTYPE;
+BEGIN
+IF TG_OP IN ('UPDATE', 'DELETE') THEN old_group := OLD.group_id; END IF;
+IF TG_OP IN ('UPDATE', 'INSERT') THEN new_group := NEW.group_id; END IF;
+PERFORM 1 FROM groups WHERE id IN (old_group, new_group) ORDER BY id FOR NO KEY UPDATE;
+IF TG_OP IN ('UPDATE', 'DELETE') THEN
+  ${removeOwn};
+  UPDATE group_sizes SET ${column} = ${column} - 1 WHERE group_id = OLD.group_id RETURNING * INTO size;
+  IF FOUND AND size.ranged = 1 AND ${underHalf('size.')} THEN
+    PERFORM ${onCrossing}(ARRAY[OLD.group_id]);
+  END IF;
+END IF;
+IF TG_OP IN ('UPDATE', 'INSERT') THEN
+  INSERT INTO group_sizes AS s (group_id, plants, members, ranged)
+    VALUES (NEW.group_id, ${column === 'plants' ? 1 : 0}, ${column === 'members' ? 1 : 0}, 0)
+    ON CONFLICT (group_id) DO UPDATE SET ${column} = s.${column} + 1 RETURNING * INTO size;
+  IF size.ranged = 0 AND ${over('size.')} THEN
+    PERFORM ${onCrossing}(ARRAY[NEW.group_id]);
+  ELSIF size.ranged = 0 THEN
+    ${addOwn};
+  END IF;
+END IF;
+RETURN NULL;
+END $$`;
+};

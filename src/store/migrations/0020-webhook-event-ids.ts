@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
+import { takingEndpoints } from './0016-webhook-event-types.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -24,10 +25,6 @@ export function webhookEventIds(dialect: Dialect): Migration {
     },
   };
 }
-
-/** The enabled endpoints that take events of `type` (as 0016 has it). */
-const takingEndpoints = (type: string): string =>
-  `webhook_endpoints WHERE disabled_at IS NULL AND (${type === 'plant.created' ? 'events IS NULL OR ' : ''}events LIKE '%,${type},%')`;
 
 /** The SQLite clock of migration 0009: every SQLite reads it. */
 const SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";

@@ -107,7 +107,7 @@ export function userRepository(d: DatabaseSeam) {
       checkUserName(name);
       const key = nameKey(name);
       const createdAt = Date.now();
-      const insert = insertUnique(d, `user "${name}"`, () =>
+      const row = await insertUnique(d, `user "${name}"`, () =>
         d.writeTransaction(async (trx) => {
           const lookalike = await lockedLookalike(d, trx, name, key);
           if (lookalike !== undefined) throw lookalikeName(name, lookalike);
@@ -118,7 +118,6 @@ export function userRepository(d: DatabaseSeam) {
             .executeTakeFirstOrThrow();
         }),
       );
-      const row = await insert;
       return { id: Number(row.id), name, admin, createdAt: new Date(createdAt) };
     },
 
