@@ -29,6 +29,9 @@ async function waitingDeliveries(store: Store, ids: readonly number[]) {
   await seed(store, { users: [{ name: 'alice' }] });
   const endpoint = await store.webhooks.addEndpoint(NEVER_SENT, newWebhookSecret());
   for (const id of ids) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
+  // PostgreSQL's triggers round the clock to the nearest millisecond, Node's Date.now() floors it: a claim in the
+  // same millisecond as the last delivery could find it due half a millisecond later, and leave it to the next.
+  await new Promise((resolve) => setTimeout(resolve, 2));
   return endpoint;
 }
 
