@@ -29,9 +29,6 @@ async function waitingDeliveries(store: Store, ids: readonly number[]) {
   await seed(store, { users: [{ name: 'alice' }] });
   const endpoint = await store.webhooks.addEndpoint(NEVER_SENT, newWebhookSecret());
   for (const id of ids) await addPlant(store, { id, name: `Plant ${id}`, owner: 'alice', public: false });
-  // PostgreSQL's triggers round the clock to the nearest millisecond, Node's Date.now() floors it: a claim in the
-  // same millisecond as the last delivery could find it due half a millisecond later, and leave it to the next.
-  await new Promise((resolve) => setTimeout(resolve, 2));
   return endpoint;
 }
 
@@ -426,6 +423,37 @@ for (const backend of BACKENDS) {
       );
       assert.deepEqual(await store.webhooks.claim(new Map([[endpoint.id, 10]]), 60_000), [], 'nothing is due or unleased');
     });
+
+    it(
+      'makes a delivery due in the millisecond its plant was written, so that a claim right after takes it',
+      { skip: backend.name === 'sqlite' && "SQLite's triggers floor the clock, as Node does" },
+      async () => {
+        const db = await backend.freshDb();
+        const store = await openStore({ db });
+        try {
+          const endpoint = await waitingDeliveries(store, []);
+          // Plants written one after another, each delivery's due time compared with the clock read right after, in
+          // whole milliseconds as a claim reads it: a clock rounded to the nearest millisecond, as PostgreSQL's
+          // trigger read it before migration 0022, made the deliveries of a millisecond's second half due after it.
+          await plainSql(
+            db,
+            `DO $$
+            DECLARE due bigint; after bigint;
+            BEGIN
+              FOR i IN 1..200 LOOP
+                INSERT INTO plants (name, owner_id, created_at) SELECT 'Plant ' || i, id, 0 FROM users WHERE name = 'alice';
+                after := floor(extract(epoch FROM clock_timestamp()) * 1000);
+                SELECT max(next_attempt_at) INTO due FROM webhook_deliveries;
+                IF due > after THEN RAISE EXCEPTION 'plant % is due at %, after %', i, due, after; END IF;
+              END LOOP;
+            END $$`,
+          );
+          assert.equal((await store.webhooks.claim(new Map([[endpoint.id, 200]]), 60_000)).length, 200);
+        } finally {
+          await store.close();
+        }
+      },
+    );
 
     it("leaves out a disabled endpoint's deliveries until it is enabled again", async () => {
       // No server: this test claims and answers the deliveries itself, as a dispatcher would.

@@ -20,6 +20,7 @@ import { grantsByTag } from './0018-grants-by-tag.js';
 import { grantTagsFirst } from './0019-grant-tags-first.js';
 import { webhookEventIds } from './0020-webhook-event-ids.js';
 import { groupSizesByRow } from './0021-group-sizes-by-row.js';
+import { webhookClockFloored } from './0022-webhook-clock-floored.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -47,6 +48,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0019-grant-tags-first': grantTagsFirst(dialect),
     '0020-webhook-event-ids': webhookEventIds(dialect),
     '0021-group-sizes-by-row': groupSizesByRow(dialect),
+    '0022-webhook-clock-floored': webhookClockFloored(dialect),
   };
 }
 
