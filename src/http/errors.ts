@@ -154,9 +154,16 @@ function rawErrorResponse(error: ApiError, headers: Readonly<Record<string, stri
   );
 }
 
-/** For Fastify's `clientErrorHandler`: HTTP that the parser rejects gets an Error body, then the socket closes. */
+/** The response a connection is sending, as Node's HTTP server keeps it on the socket. */
+type ServedSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/**
+ * For Fastify's `clientErrorHandler`: HTTP that the parser rejects gets an Error body, then the socket closes.
+ * Not while a response has begun on it (a pipelined request after a streamed listing): an answer written there
+ * would land inside that response's body, so the socket only closes, as Node's own handler does.
+ */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket as ServedSocket)._httpMessage?.headersSent) {
     socket.destroy();
     return;
   }

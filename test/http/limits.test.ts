@@ -153,6 +153,36 @@ describe('HTTP server limits', () => {
   });
 });
 
+describe('malformed HTTP beside a response in flight', () => {
+  let store: Store;
+  let server: RunningApp;
+  let token: string;
+
+  before(async () => {
+    store = await openStore({ db: ':memory:' });
+    const plants = Array.from({ length: 3000 }, (_, i) => ({ name: `Plant ${i}`, owner: 'alice', public: true }));
+    token = (await seed(store, { users: [{ name: 'alice' }], plants })).tokens.alice!;
+    server = await startApp(store);
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+  });
+
+  it('closes the connection without writing an answer into the middle of the response it is sending', async () => {
+    for (let round = 0; round < 5; round++) {
+      const socket = await open(server.url);
+      const closed = untilClosed(socket);
+      // The full listing streams; the garbage arrives once its first bytes have, while the rest is still to come.
+      socket.once('data', () => socket.write('GARBAGE!!\r\n\r\n'));
+      socket.write(`GET /plants HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+      const { text } = await closed;
+      assert.match(text, /^HTTP\/1\.1 200/);
+      assert.equal(text.indexOf('HTTP/1.1', 1), -1, `round ${round}: a second answer inside the first: ${text.slice(-300)}`);
+    }
+  });
+});
+
 describe('HTTP server connection cap', () => {
   let store: Store;
   let server: RunningApp;
