@@ -308,9 +308,11 @@ export interface components {
          *     | 40901 | 409 | `plant_id_taken` | The id is another plant's (a plant of another user, or with another name or tag); choose another id. |
          *     | 41201 | 412 | `access_changed` | The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry. |
          *     | 41202 | 412 | `plant_changed` | The plant changed since the version the If-Match header names; read it again (its ETag) and retry. |
+         *     | 41203 | 412 | `static_file_changed` | A static file of the `/docs` page is not at the version an If-Match or If-Unmodified-Since header names. |
          *     | 41301 | 413 | `payload_too_large` | The request body is too large. |
          *     | 41401 | 414 | `uri_too_long` | The request target (path and query) is too long. |
          *     | 41501 | 415 | `unsupported_media_type` | The request body has a media type the service does not take. |
+         *     | 41601 | 416 | `range_not_satisfiable` | The Range header asks for bytes a static file of the `/docs` page does not have. |
          *     | 41701 | 417 | `expectation_failed` | The request has an `Expect` header other than `100-continue`. |
          *     | 42201 | 422 | `unknown_grantee` | The access names users or groups that do not exist (the message names them); nothing was changed. |
          *     | 42901 | 429 | `rate_limited` | Too many requests for this token (or this client address, without a valid token); see Retry-After. |

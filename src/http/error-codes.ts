@@ -69,9 +69,19 @@ export const errorCatalogue = {
     status: 412,
     summary: 'The plant changed since the version the If-Match header names; read it again (its ETag) and retry.',
   },
+  static_file_changed: {
+    code: 41203,
+    status: 412,
+    summary: 'A static file of the `/docs` page is not at the version an If-Match or If-Unmodified-Since header names.',
+  },
   payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
   uri_too_long: { code: 41401, status: 414, summary: 'The request target (path and query) is too long.' },
   unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },
+  range_not_satisfiable: {
+    code: 41601,
+    status: 416,
+    summary: 'The Range header asks for bytes a static file of the `/docs` page does not have.',
+  },
   expectation_failed: { code: 41701, status: 417, summary: 'The request has an `Expect` header other than `100-continue`.' },
   unknown_grantee: {
     code: 42201,

@@ -5,7 +5,8 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { VERSION } from '../../src/version.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { startApp, type RunningApp } from '../helpers/http-app.js';
+import { assertError } from '../helpers/assertions.js';
+import { startApp, uncheckedRequest, type RunningApp } from '../helpers/http-app.js';
 
 // The served interface description: a valid OpenAPI 3.1 document, lint-clean under Redocly's recommended
 // rules, and saying what the contract says. The document does not depend on the backend, so one is enough.
@@ -222,6 +223,11 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
         assert.doesNotMatch(body, /@import\s+(url\()?["']?(https?:)?\/\//i, `${ref} imports an external stylesheet`);
       }
     }
+
+    // The static files' own refusals keep their status, with the Error body.
+    const asset = new URL(styles[0]!, pageUrl).pathname;
+    assertError(await uncheckedRequest(server.url, asset, { 'if-match': '"not-this-one"' }), 412, 41203);
+    assertError(await uncheckedRequest(server.url, asset, { range: 'bytes=99999999-' }), 416, 41601);
 
     // If a Content-Security-Policy is sent, it allows no external origin for scripts or styles.
     const csp = res.headers.get('content-security-policy');
