@@ -1,13 +1,34 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import type { OutgoingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { generateToken } from '../../src/catalogue/tokens.js';
+import { loadConfig } from '../../src/config.js';
 import type { Plant } from '../../src/http/schemas.js';
+import { startServer } from '../../src/server.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { assertError, assertJsonType, INT32_MAX } from '../helpers/assertions.js';
 import { bearer, mintToken, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
-import { exchangeRaw, parseResponses } from '../helpers/raw-http.js';
+import { exchangeRaw, parseResponse, parseResponses, type WireResponse } from '../helpers/raw-http.js';
+
+/** One request on an open keep-alive connection, and its answer (which carries Content-Length). */
+function askOn(socket: Socket, path: string): Promise<WireResponse> {
+  return new Promise((resolve) => {
+    let raw = Buffer.alloc(0);
+    const onData = (part: Buffer) => {
+      raw = Buffer.concat([raw, part]);
+      const end = raw.indexOf('\r\n\r\n');
+      const length = /content-length: *(\d+)/i.exec(raw.toString('latin1'));
+      if (end < 0 || !length || raw.length < end + 4 + Number(length[1])) return;
+      socket.off('data', onData);
+      resolve(parseResponse(raw, false));
+    };
+    socket.on('data', onData);
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: test\r\n\r\n`);
+  });
+}
 
 // Black-box tests of the HTTP contract over a real socket, once per storage backend.
 
@@ -484,6 +505,28 @@ for (const backend of BACKENDS) {
       assertError(res, 503, 50301);
       assert.equal(res.headers['cache-control'], 'no-store');
       assert.equal((await rawRequest(server.url, '/healthz')).status, 200);
+    });
+  });
+
+  describe(`readiness while the server shuts down [${backend.name}]`, () => {
+    it('/readyz is 503 with Retry-After on a connection still open once shutdown begins', async () => {
+      const db = await backend.freshDb();
+      const server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent' }));
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let stopping: Promise<void> | undefined;
+      try {
+        await once(socket, 'connect');
+        // The same kept-alive connection before and after: shutdown keeps an idle one open a moment.
+        assert.equal((await askOn(socket, '/readyz')).status, 200);
+        stopping = server.stop();
+        const res = await askOn(socket, '/readyz');
+        assert.equal(res.status, 503);
+        assert.equal(res.headers['retry-after'], '1');
+        assert.equal((JSON.parse(res.text) as { error: number }).error, 50301);
+      } finally {
+        socket.destroy();
+        await (stopping ?? server.stop());
+      }
     });
   });
 

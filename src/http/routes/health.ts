@@ -39,12 +39,21 @@ export async function healthRoutes(app: FastifyInstance, opts: { health: Pick<He
     },
     async (_request, reply) => {
       reply.header('cache-control', 'no-store');
+      // A balancer that asks while the server drains sends the next requests elsewhere.
+      if (closing) throw new ApiError('unavailable', 'The server is shutting down', RETRY_AFTER);
       try {
         await opts.health.ping();
       } catch {
-        throw new ApiError('unavailable', 'The database is not reachable');
+        throw new ApiError('unavailable', 'The database is not reachable', RETRY_AFTER);
       }
       return { status: 'ready' };
     },
   );
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
 }
+
+const RETRY_AFTER = { 'retry-after': '1' };
