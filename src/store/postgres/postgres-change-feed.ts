@@ -276,8 +276,14 @@ export class PostgresChangeFeed implements ChangeFeed {
   private pollTimer: NodeJS.Timeout | undefined;
 
   /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
+  /**
+   * `readsLag`: listings are read from a replica. A page it serves right after this process's commit may lack the
+   * commit and still be cached (see PostgresReads.page): the commit's rows are then delivered again when the log is
+   * read, with the position a replica must have replayed to be cached, so that such a page is dropped.
+   */
   constructor(
     config: pg.ClientConfig,
+    private readonly readsLag: boolean,
     private readonly onStart?: () => void,
   ) {
     this.connection = new ListeningConnection(config, {
@@ -314,12 +320,12 @@ export class PostgresChangeFeed implements ChangeFeed {
   /**
    * This process's own commit, as the log will record it: delivered at once, so that its next request sees it
    * without a read of the log. The read that meets the rows of `transaction` skips them: delivered again, they
-   * would drop what was cached since for nothing.
+   * would drop what was cached since for nothing, unless listings are read from a replica (see the constructor).
    */
   takeOwn(changes: readonly Change[], transaction: string | undefined): void {
     if (!this.started || changes.length === 0) return;
     this.subscribers.deliver(changes);
-    if (transaction !== undefined) this.cursor.ownTransaction(BigInt(transaction), changes);
+    if (transaction !== undefined && !this.readsLag) this.cursor.ownTransaction(BigInt(transaction), changes);
   }
 
   catchUp(): Promise<void> {

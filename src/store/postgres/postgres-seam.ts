@@ -112,7 +112,7 @@ class PostgresSeam implements DatabaseSeam {
     };
     // The log is read on the primary (a replica lags), on a connection of its own that says what it is for.
     const options = (pool as unknown as { options: pg.ClientConfig }).options;
-    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, () =>
+    this.changes = new PostgresChangeFeed({ ...options, application_name: `${options.application_name}-changes` }, replica, () =>
       this.startPruning(),
     );
     this.reads = new PostgresReads(pool, readPool, replica, () => this.changes.walPosition);
