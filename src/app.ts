@@ -1,5 +1,5 @@
 import cors from '@fastify/cors';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { AnswerCaches } from './cache/answer-caches.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import { createJwtVerifier } from './auth/jwt.js';
@@ -50,8 +50,7 @@ export interface AppOptions {
  */
 export async function buildApp({ config, store, logStream, webhooks }: AppOptions): Promise<FastifyInstance> {
   const app = createFastify(config, logStream);
-  installRequestChecks(app, config.http);
-  installErrorHandling(app);
+  installRequestChecks(app, config.http, installErrorHandling(app));
   installServerErrorHandling(app.server);
   installHeadAnswerLengths(app);
   // Off unless configured: without it a browser page from another origin cannot read any answer.
@@ -200,7 +199,7 @@ function notJson(body: string): ApiError {
  * same at the end, but any onSend hook makes Fastify run its hook machinery on every response. Before CORS, so
  * that a preflight answer carries them too. Callback style: a promise per request shows in profiles.
  */
-function installRequestChecks(app: FastifyInstance, limits: AppConfig['http']): void {
+function installRequestChecks(app: FastifyInstance, limits: AppConfig['http'], unrouted: (request: FastifyRequest) => ApiError): void {
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(COMMON_HEADERS);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal would be a bare 400 without the Error body.
@@ -214,6 +213,9 @@ function installRequestChecks(app: FastifyInstance, limits: AppConfig['http']): 
     if (request.raw.url!.length > limits.maxUrlBytes) {
       return done(new ApiError('uri_too_long', `The request target is longer than ${limits.maxUrlBytes} bytes`));
     }
+    // A 404 or 405 before the body is read: a body no route takes (bad JSON, over the size limit) is no reason
+    // to hide that the path or the method is wrong.
+    if (request.is404) return done(unrouted(request));
     inSendingOrder(request, reply, done);
   });
 }

@@ -1,7 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError, type DomainErrorKind } from '../catalogue/errors.js';
 import { COMMON_HEADERS, JSON_TYPE, MERGE_PATCH_TYPE, PATCH_TYPES } from './common-headers.js';
 import { ApiError, type ErrorName } from './error-codes.js';
@@ -86,9 +86,10 @@ export function toApiError(err: unknown, method?: string): ApiError {
 /**
  * One place that turns every failure into the contract's Error body with `application/json`: route errors,
  * unknown paths (404), known paths with another method (405 with Allow), router-level URL errors, and
- * malformed HTTP that never reaches a route (written straight to the socket).
+ * malformed HTTP that never reaches a route (written straight to the socket). Returns the answer to a request no
+ * route takes, for the checks every request passes as it arrives.
  */
-export function installErrorHandling(app: FastifyInstance): void {
+export function installErrorHandling(app: FastifyInstance): (request: FastifyRequest) => ApiError {
   app.setErrorHandler((err, request, reply) => {
     const apiError = toApiError(err, request.method);
     if (apiError.status >= 500) request.log.error({ err }, 'request failed');
@@ -111,24 +112,23 @@ export function installErrorHandling(app: FastifyInstance): void {
   const knownMethods = (path: string): Set<string> | undefined =>
     methodsByPath.get(path) ?? [...methodsByPattern.values()].find(({ pattern }) => pattern.test(path))?.methods;
 
-  app.setNotFoundHandler((request, reply) => {
+  const notFound = (request: FastifyRequest): ApiError => {
     const path = request.url.split('?', 1)[0] ?? '/';
     const known = knownMethods(path);
     const allowed = METHODS.filter((method) => known?.has(method) || (method === 'HEAD' && known?.has('GET')));
     if (allowed.length > 0) {
-      return sendError(
-        reply,
-        new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}`, {
-          allow: allowed.join(', '),
-        }),
-      );
+      return new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}`, {
+        allow: allowed.join(', '),
+      });
     }
     // Where to look instead: a newcomer's first request is often GET /.
-    return sendError(
-      reply,
-      new ApiError('not_found', `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`),
+    return new ApiError(
+      'not_found',
+      `No such path: ${request.method} ${path.slice(0, 200)}; the API is described at /docs (and /openapi.json)`,
     );
-  });
+  };
+  app.setNotFoundHandler((request, reply) => sendError(reply, notFound(request)));
+  return notFound;
 }
 
 /** `/plants/:id` as a pattern that matches `/plants/` and one whole segment. */

@@ -367,6 +367,20 @@ for (const backend of BACKENDS) {
         });
       }
 
+      it('405 or 404 whatever the body: one no route would take (bad JSON, over the size limit) is never read', async () => {
+        const json = { 'content-type': 'application/json' };
+        for (const [method, path, headers, body, allow] of [
+          ['PUT', '/plants', json, '{', 'GET, HEAD, POST'],
+          ['PATCH', '/plants', { 'content-type': 'application/merge-patch+json' }, '{', 'GET, HEAD, POST'],
+          ['POST', '/plants/1', json, 'x'.repeat(70_000), 'GET, HEAD, PATCH, DELETE'],
+        ] as const) {
+          const res = await rawRequest(server.url, path, { ...headers, ...bearer(tokens.alice!) }, method, body);
+          assertError(res, 405, 40501);
+          assert.equal(res.headers.allow, allow);
+        }
+        assertError(await rawRequest(server.url, '/nope', json, 'POST', '{'), 404, 40401);
+      });
+
       it('HEAD /plants: 200 with no body', async () => {
         const head = await get('/plants', bearer(tokens.alice!), 'HEAD');
         assert.equal(head.status, 200);
