@@ -321,10 +321,11 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
     }
     case 'plant': {
       summary.plants++;
-      summary.grants += record.sharedWith?.length ?? 0;
       const plant = importedPlant(target.names, record, plantIdOf(flow, record, line), line);
       const write = (resolved: ImportedPlant) => {
         flow.lines.add(line);
+        // The grants written: a grantee named twice (as "bob" and "user:bob") is granted once.
+        summary.grants += resolved.userIds.length + resolved.groupIds.length;
         return target.plant(resolved);
       };
       return plant instanceof Promise ? plant.then(write) : write(plant);

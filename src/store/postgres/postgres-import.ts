@@ -115,7 +115,8 @@ export class PostgresImport implements ImportTarget {
   group(name: string, memberIds: readonly number[]): Awaitable<void> {
     const members = this.groups.get(name) ?? [];
     this.groups.set(name, members);
-    members.push(...memberIds);
+    // One at a time: a spread passes each member as an argument on the stack, which a large group overflows.
+    for (const id of memberIds) members.push(id);
     this.memberCount += memberIds.length;
     if (this.groups.size + this.memberCount >= IMPORT_BATCH) return this.writeGroups();
   }

@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import type { CatalogueRecord, NumberedRecord } from '../../src/import-format/records.js';
+import { recordBatch } from '../../src/import-format/records.js';
+import { openStore } from '../../src/store/open-store.js';
+import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { plainQuery } from '../helpers/plain-sql.js';
+
+// The import below the CLI: what it writes for records at the edges of the format, and the summary it gives back,
+// which counts what it wrote.
+
+after(() => cleanupBackends());
+
+/** The records in batches of `size`, numbered by line, as the reader hands them over. */
+async function* inBatches(records: readonly CatalogueRecord[], size: number): AsyncGenerator<NumberedRecord[]> {
+  for (let from = 0; from < records.length; from += size) {
+    yield records.slice(from, from + size).map((record, i) => ({ line: from + i + 1, record }));
+  }
+}
+
+for (const backend of BACKENDS) {
+  describe(`catalogue import [${backend.name}]`, { skip: backend.skip }, () => {
+    it('counts the grants it writes: a grantee named twice is granted once', async () => {
+      const store = await backend.open();
+      const summary = await store.bulk.importRecords(
+        recordBatch([
+          { type: 'user', name: 'alice' },
+          { type: 'user', name: 'bob' },
+          { type: 'group', name: 'gardeners', members: ['bob'] },
+          { type: 'plant', name: 'Fern', owner: 'alice', sharedWith: ['bob', 'user:bob'] },
+          { type: 'plant', name: 'Ivy', owner: 'alice', sharedWith: ['group:gardeners', 'bob', 'group:gardeners'] },
+        ]),
+      );
+      const counts = await store.bulk.counts();
+      assert.equal(counts.grants, 3);
+      assert.deepEqual(summary, { users: 2, groups: 1, plants: 2, grants: counts.grants });
+    });
+
+    it(
+      'imports a group with as many members as the format allows for, far more than a call takes arguments',
+      {
+        skip: backend.name === 'postgres' ? false : 'the PostgreSQL import gathers members; SQLite writes each at once',
+      },
+      async () => {
+        const db = await backend.freshDb();
+        const store = await openStore({ db });
+        try {
+          const names = Array.from({ length: 200_000 }, (_, i) => `u${i}`);
+          const records: CatalogueRecord[] = [
+            ...names.map((name): CatalogueRecord => ({ type: 'user', name })),
+            { type: 'group', name: 'everyone', members: names },
+          ];
+          const summary = await store.bulk.importRecords(inBatches(records, 10_000));
+          assert.deepEqual(summary, { users: names.length, groups: 1, plants: 0, grants: 0 });
+        } finally {
+          await store.close();
+        }
+        const [{ n }] = (await plainQuery<{ n: number | string }>(db, 'SELECT count(*) AS n FROM group_members')) as [
+          { n: number | string },
+        ];
+        assert.equal(Number(n), 200_000, 'every member is written');
+      },
+    );
+  });
+}
