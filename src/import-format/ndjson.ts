@@ -75,6 +75,12 @@ export const MAX_LINE_LENGTH = 64 * 1024 * 1024;
 const NEWLINE = 0x0a;
 
 /**
+ * A blank line: JSON's whitespace only (RFC 8259; LF ends the line). String.trim() strips more (a byte order mark,
+ * U+00A0, U+2028, ...), and would skip a line of them, which is no record and not blank, instead of refusing it.
+ */
+const JSON_BLANK = /^[ \t\r]*$/;
+
+/**
  * Decodes whole lines of UTF-8 (LF never occurs inside a character's bytes). A byte sequence that is not UTF-8 is
  * refused with its line, where a decoder left to replace it would have stored U+FFFD in its place, and made two
  * names that differ by such bytes one.
@@ -112,7 +118,7 @@ export async function* readRecordBatches(input: Readable): AsyncGenerator<Number
     // record: RFC 8259 lets a parser ignore it.
     const unmarked = line === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
     const text = unmarked.endsWith('\r') ? unmarked.slice(0, -1) : unmarked;
-    if (text.trim() !== '') batch.push({ line, record: parseLine(text, line) });
+    if (!JSON_BLANK.test(text)) batch.push({ line, record: parseLine(text, line) });
   };
   const keep = (piece: Buffer) => {
     pending += piece.length;

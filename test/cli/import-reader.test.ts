@@ -51,6 +51,14 @@ describe('import reader', () => {
     await assert.rejects(readAll(['{"type":"user","name":"a"}\n\uFEFF{"type":"user","name":"b"}\n']), /line 2: not valid JSON/);
   });
 
+  it('skips as blank only lines of JSON whitespace, and refuses a line of any other space', async () => {
+    assert.deepEqual(await readAll(['{"type":"user","name":"a"}\n \t\r\r\n']), [{ line: 1, record: user('a') }]);
+    // A byte order mark past the input's start, a no-break space, a line separator: no record, and not blank.
+    for (const space of ['\uFEFF', '\u00A0', '\u2028']) {
+      await assert.rejects(readAll([`{"type":"user","name":"a"}\n${space}\n`]), /line 2: not valid JSON/, JSON.stringify(space));
+    }
+  });
+
   it('names the line of a bad record even when it spans chunks', async () => {
     const text = '{"type":"user","name":"a"}\n\n{"type":"user",\n';
     await assert.rejects(readAll(cut(text, [0.3, 0.9])), /line 3: not valid JSON/);
