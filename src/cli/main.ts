@@ -56,18 +56,32 @@ export function buildCli(): Command {
 
 /**
  * A reader of stdout that goes away (`plantstore export | head -3`) ends the command at once and quietly, with
- * the status of a process killed by SIGPIPE (141), as it ends Unix tools. Not for `serve`, which logs to stdout
- * and keeps serving when nobody reads its log.
+ * the status of a process killed by SIGPIPE (141), as it ends Unix tools. Any other failure to write stdout (a
+ * full disk) ends it at once too, reported as every other failure is. Not for `serve`, which logs to stdout and
+ * keeps serving when nobody reads its log.
  */
 function endQuietlyWhenStdoutCloses(): void {
   if (process.stdout.listenerCount('error') > 0) return;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPIPE') throw err;
-    process.exit(141);
+    if (err.code === 'EPIPE') process.exit(141);
+    // Thrown from the listener, it would escape main() as an uncaught exception, with its stack.
+    reportFailure(err);
+    process.exit(1);
   });
 }
 
 /** Every failure is one line on stderr and a non-zero exit; stack traces only with PLANTSTORE_DEBUG=1. */
+function reportFailure(err: unknown): void {
+  if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
+  const message =
+    sqliteWriteFailure(err) ??
+    sqliteWriteFailure((err as { cause?: unknown }).cause) ??
+    postgresWaitFailure(err) ??
+    (err instanceof DomainError || err instanceof Error ? err.message : String(err));
+  process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
+  process.exitCode = 1;
+}
+
 async function main(): Promise<void> {
   try {
     await buildCli().parseAsync(process.argv);
@@ -77,14 +91,7 @@ async function main(): Promise<void> {
       process.exitCode = err.exitCode;
       return;
     }
-    if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
-    const message =
-      sqliteWriteFailure(err) ??
-      sqliteWriteFailure((err as { cause?: unknown }).cause) ??
-      postgresWaitFailure(err) ??
-      (err instanceof DomainError || err instanceof Error ? err.message : String(err));
-    process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
-    process.exitCode = 1;
+    reportFailure(err);
   }
 }
 

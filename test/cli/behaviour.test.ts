@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -353,6 +353,30 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.equal(help.stderr, '');
     assert.equal(help.code, 141);
   });
+
+  it(
+    'any other failure to write stdout is one line on stderr and exit 1, without a stack',
+    { skip: existsSync('/dev/full') ? false : 'needs /dev/full' },
+    async () => {
+      const db = join(dir, 'full.db');
+      await ok(db, ['users', 'add', 'alice']);
+      // Every write to /dev/full fails with ENOSPC, as on a full disk.
+      const full = openSync('/dev/full', 'w');
+      const run = await new Promise<CliRun>((resolve) => {
+        const child = spawn(process.execPath, [BIN, '--db', db, 'export'], {
+          stdio: ['ignore', full, 'pipe'],
+          env: { ...process.env, PLANTSTORE_DB: '' },
+        });
+        let stderr = '';
+        child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        // 'close', not 'exit': after the whole of stderr is read.
+        child.on('close', (code) => resolve({ code: code ?? 1, stdout: '', stderr }));
+      }).finally(() => closeSync(full));
+      assert.equal(run.code, 1, run.stderr);
+      assert.doesNotMatch(run.stderr, /^ {4}at /m, 'no stack trace');
+      assert.match(run.stderr, /^plantstore: ENOSPC: no space left on device, write\n$/);
+    },
+  );
 
   it('writes wait their turn while another process writes: four imports and eight token creations at once all succeed', async () => {
     const db = join(dir, 'busy.db');
