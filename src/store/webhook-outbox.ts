@@ -257,28 +257,37 @@ export class WebhookOutbox {
   }
 
   /**
-   * The enabled endpoints that have a delivery due and not claimed, and whether any endpoint is enabled at all:
-   * read-only, and from the per-endpoint index, so that most looks, which find nothing due, take no write lock (on
-   * SQLite a claim would wait behind another process's import, and this process's own writes behind it).
+   * The enabled endpoints that have a delivery due and not claimed, and every enabled endpoint (so that a dispatcher
+   * learns which ones another process disabled or removed): read-only, and from the per-endpoint index, so that most
+   * looks, which find nothing due, take no write lock (on SQLite a claim would wait behind another process's import,
+   * and this process's own writes behind it).
    */
-  async dueEndpoints(): Promise<{ due: number[]; anyEnabled: boolean }> {
+  async dueEndpoints(): Promise<{ due: number[]; enabled: number[]; anyEnabled: boolean }> {
     const now = Date.now();
     const { rows } = await sql<Row>`SELECT p.id, CASE WHEN EXISTS (
         SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = p.id AND ${dueAt(now)}) THEN 1 ELSE 0 END AS due
       FROM webhook_endpoints p WHERE p.disabled_at IS NULL ORDER BY p.id`.execute(this.db());
-    return { due: rows.filter((r) => Number(r.due) === 1).map((r) => Number(r.id)), anyEnabled: rows.length > 0 };
+    return {
+      due: rows.filter((r) => Number(r.due) === 1).map((r) => Number(r.id)),
+      enabled: rows.map((r) => Number(r.id)),
+      anyEnabled: rows.length > 0,
+    };
   }
 
   /**
    * Claims, for each endpoint in `quotas`, up to its number of due deliveries, earliest due first, for `leaseMs`:
    * no other process takes them meanwhile. One statement for all endpoints; on PostgreSQL it skips rows another
-   * claim holds (FOR UPDATE SKIP LOCKED) instead of waiting for them.
+   * claim holds (FOR UPDATE SKIP LOCKED) instead of waiting for them. A disabled endpoint's deliveries are not
+   * claimed: they wait for `webhooks enable`, whatever the caller last learnt of the endpoint (a refill claims
+   * without a look first).
    */
   async claim(quotas: ReadonlyMap<number, number>, leaseMs: number): Promise<ClaimedDelivery[]> {
     if (quotas.size === 0) return [];
     const now = Date.now();
+    // The endpoint's check names the endpoint, not the row: one test per endpoint, not one per delivery.
     const due: DueDeliveries = (columns, endpoint, limit) =>
       sql`SELECT ${sql.raw(columns)} FROM webhook_deliveries d WHERE d.endpoint_id = ${endpoint} AND ${dueAt(now)}
+        AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = ${endpoint} AND ep.disabled_at IS NULL)
         ORDER BY d.next_attempt_at LIMIT ${limit}`;
     const claim = this.statements.claimDeliveries(quotas, now + leaseMs, due, CLAIMED_COLUMNS) as RawBuilder<Row>;
     const claimed = await this.planned(claim);

@@ -135,8 +135,11 @@ export class WebhookDispatcher {
     this.claiming = Promise.resolve()
       .then(async () => {
         if (!look) return this.shares.runningLow();
-        const { due, anyEnabled } = await this.outbox.dueEndpoints();
+        const lookedAt = Date.now();
+        const { due, enabled, anyEnabled } = await this.outbox.dueEndpoints();
         this.anyEnabled = anyEnabled;
+        // An endpoint another process disabled or removed is sent nothing more (its queue is given back by pump).
+        this.shares.looked(enabled, lookedAt);
         return due;
       })
       .then(async (due) => {
@@ -168,9 +171,15 @@ export class WebhookDispatcher {
   /**
    * Sends the endpoint's queued deliveries while it has room, and the process too. One whose lease would end before
    * an attempt could (a slow endpoint's queue moves slowly) is given back to the outbox instead: another process may
-   * take it over once the lease is past, and must not find it still being sent.
+   * take it over once the lease is past, and must not find it still being sent. A disabled endpoint's are all given
+   * back, unattempted: they wait in the outbox, pending, for `webhooks enable`.
    */
   private pump(share: EndpointShare): void {
+    if (share.disabled) {
+      const queued = share.queued.splice(0);
+      if (queued.length > 0) void giveBack(this.outbox, this.log, queued);
+      return;
+    }
     const now = Date.now();
     const expiring: ClaimedDelivery[] = [];
     while (share.queued.length > 0 && this.inFlight.size < this.options.concurrency && share.mayStart(now)) {
@@ -201,7 +210,9 @@ export class WebhookDispatcher {
     // Cut off by stop(): not an attempt of the receiver's; the delivery is released for another process.
     if (this.stopped && outcome.kind !== 'delivered') return;
     this.options.onAttempt?.(outcome.kind);
-    if (outcome.kind === 'delivered' || outcome.kind === 'gone') share.succeeded();
+    if (outcome.kind === 'delivered') share.succeeded();
+    // Gone is no success: the endpoint is disabled here at once, and no look that may predate the record undoes it.
+    else if (outcome.kind === 'gone') share.disable(Infinity);
     else {
       const rest = share.failed(Date.now());
       if (rest > 0) {
@@ -216,6 +227,7 @@ export class WebhookDispatcher {
     }
     if (outcome.kind !== 'delivered') this.report(delivery, outcome);
     this.outcomes.record({ delivery, outcome });
+    if (outcome.kind === 'gone') void this.outcomes.settled().then(() => share.disabledFrom(Date.now()));
   }
 
   /** One log line for each attempt that did not deliver: an operator sees a failing receiver without asking. */

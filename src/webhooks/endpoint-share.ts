@@ -31,6 +31,16 @@ export class EndpointShare {
   readonly queued: ClaimedDelivery[] = [];
   /** The last claim got all it asked for: more may be due. */
   moreDue = false;
+  /**
+   * Whether the endpoint is disabled, as far as this process knows: it answered 410 Gone, or a look found it disabled
+   * or removed. Nothing is claimed for it or sent to it; what waits for it goes back to the outbox, pending.
+   */
+  disabled = false;
+  /**
+   * The earliest start of a look (epoch ms) that, finding the endpoint enabled, enables it here again: a look that
+   * started earlier may have read the outbox before the endpoint was disabled there.
+   */
+  private enabledByLooksFrom = 0;
   private failures = 0;
   private rests = 0;
   private restUntil = 0;
@@ -42,6 +52,7 @@ export class EndpointShare {
 
   /** How many more deliveries may be claimed for the endpoint now. */
   room(now: number): number {
+    if (this.disabled) return 0;
     if (this.failures < FAILURES_BEFORE_REST) return (1 + this.depth) * this.cap - this.inFlight - this.queued.length;
     // Resting, or the probe already claimed: nothing; else the probe.
     return now < this.restUntil || this.inFlight > 0 || this.queued.length > 0 ? 0 : 1;
@@ -49,13 +60,34 @@ export class EndpointShare {
 
   /** Whether so few wait that the next claim should be made now (if more may be due). */
   get runningLow(): boolean {
-    return this.moreDue && this.queued.length <= (this.depth * this.cap) / 2;
+    return !this.disabled && this.moreDue && this.queued.length <= (this.depth * this.cap) / 2;
   }
 
   /** Whether one more delivery may be sent to the endpoint now. */
   mayStart(now: number): boolean {
+    if (this.disabled) return false;
     if (this.failures < FAILURES_BEFORE_REST) return this.inFlight < this.cap;
     return now >= this.restUntil && this.inFlight === 0;
+  }
+
+  /**
+   * The endpoint is disabled; only a look started at `from` (epoch ms) or later enables it here again (Infinity: none,
+   * until `disabledFrom` says from when).
+   */
+  disable(from: number): void {
+    this.enabledByLooksFrom = this.disabled ? Math.max(this.enabledByLooksFrom, from) : from;
+    this.disabled = true;
+    this.moreDue = false;
+  }
+
+  /** Looks started at `from` (epoch ms) or later may enable the endpoint again: its disabling is in the outbox. */
+  disabledFrom(from: number): void {
+    if (this.disabled && this.enabledByLooksFrom === Infinity) this.enabledByLooksFrom = from;
+  }
+
+  /** A look started at `lookedAt` (epoch ms) found the endpoint enabled. */
+  foundEnabled(lookedAt: number): void {
+    if (this.disabled && lookedAt >= this.enabledByLooksFrom) this.disabled = false;
   }
 
   succeeded(): void {
@@ -107,6 +139,15 @@ export class EndpointShares {
   /** The endpoints running low (EndpointShare.runningLow). */
   runningLow(): number[] {
     return [...this.shares].filter(([, share]) => share.runningLow).map(([endpoint]) => endpoint);
+  }
+
+  /** What a look started at `lookedAt` (epoch ms) found: the endpoints `enabled`; any other is disabled or removed. */
+  looked(enabled: readonly number[], lookedAt: number): void {
+    const found = new Set(enabled);
+    for (const [endpoint, share] of this.shares) {
+      if (found.has(endpoint)) share.foundEnabled(lookedAt);
+      else share.disable(lookedAt);
+    }
   }
 
   /** Every endpoint's share. */
