@@ -4,7 +4,7 @@ import type { CatalogueRecord, NumberedRecord } from '../../src/import-format/re
 import { recordBatch } from '../../src/import-format/records.js';
 import { openStore } from '../../src/store/open-store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
-import { plainQuery } from '../helpers/plain-sql.js';
+import { plainQuery, plainSql } from '../helpers/plain-sql.js';
 
 // The import below the CLI: what it writes for records at the edges of the format, and the summary it gives back,
 // which counts what it wrote.
@@ -34,6 +34,32 @@ for (const backend of BACKENDS) {
       const counts = await store.bulk.counts();
       assert.equal(counts.grants, 3);
       assert.deepEqual(summary, { users: 2, groups: 1, plants: 2, grants: counts.grants });
+    });
+
+    it('compares the users it adds with those it only lists again: a look-alike is refused, a stored pair kept', async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      const lookalike = '\u0430lice'; // a Cyrillic a
+      await store.users.add('alice', false);
+      await assert.rejects(
+        store.bulk.importRecords(
+          recordBatch([
+            { type: 'user', name: 'alice' },
+            { type: 'user', name: lookalike },
+          ]),
+        ),
+        /looks like that of the user "alice"/,
+      );
+      assert.deepEqual(
+        (await store.users.list()).map((u) => u.name),
+        ['alice'],
+      );
+      // A pair stored before (plain SQL can make one) is no import's to refuse when the file names one of them.
+      await plainSql(
+        db,
+        `INSERT INTO users (name, is_admin, created_at, name_key) SELECT '${lookalike}', 0, 0, name_key FROM users WHERE name = 'alice'`,
+      );
+      await store.bulk.importRecords(recordBatch([{ type: 'user', name: 'alice' }]));
     });
 
     it(

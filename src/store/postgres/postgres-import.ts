@@ -14,7 +14,7 @@ import {
 } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
-import { importedLookalikeSql, lookalikeName } from '../repositories/users.js';
+import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
 import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, writtenHere } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
@@ -82,6 +82,8 @@ export class PostgresImport implements ImportTarget {
   private readonly positions = new ReservedPositions();
   /** What the import added to each group it wrote or shared plants with. */
   private readonly growth = new GroupGrowth();
+  /** The largest user id before the import: the users it adds are after it. */
+  private lastUserBefore = 0;
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -95,6 +97,7 @@ export class PostgresImport implements ImportTarget {
     // rather than in runs spilled to disk and merged, as the default 64 MB would for most of them.
     await this.client.query("SET LOCAL maintenance_work_mem = '256MB'");
     this.addBack = (await dropForFirstLoad(this.client)).add;
+    this.lastUserBefore = Number((await this.client.query<{ last: string }>(LAST_USER_SQL)).rows[0]!.last);
     // Plants without an id in the file are numbered like those added without one, under the same lock.
     await this.client.query(advisoryLockSql, [AUTOMATIC_IDS_LOCK]);
     const { rows } = await this.client.query<{ largest: string | null }>(LARGEST_USED_PLANT_ID_SQL);
@@ -162,7 +165,9 @@ export class PostgresImport implements ImportTarget {
       for (const { sql, values } of growth) await this.client.query(sql, values);
     }
     await addBackDeferrals(this.client, this.addBack, this.positions);
-    const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(writtenHere))).rows[0];
+    // Added here: an upsert of a stored user rewrites its row in this transaction too, and is no new name.
+    const added = (alias: string) => `${writtenHere(alias)} AND ${alias}id > ${this.lastUserBefore}`;
+    const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(added))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
       const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);

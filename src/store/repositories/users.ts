@@ -45,7 +45,7 @@ export const lookalikeName = (name: string, other: string) =>
 /**
  * The first user an import added whose name looks like that of a user the database already had (addUser's rule),
  * with that user's name. `imported` is the condition, on a users row as `alias` names it, that the import wrote it
- * (the backend's: users after the last one before it on SQLite, the transaction's own rows on PostgreSQL). Users
+ * (users after the last one before it; on PostgreSQL, of those, the rows the transaction wrote). Users
  * that arrive together are not compared: a catalogue exported before the rule (which may hold such a pair) imports
  * back whole.
  */
@@ -56,7 +56,7 @@ export function importedLookalikeSql(imported: (alias: string) => string): strin
   );
 }
 
-/** The largest user id so far (0 for none): what `importedLookalikeSql` counts from on SQLite. */
+/** The largest user id so far (0 for none): what `importedLookalikeSql` counts the users an import adds from. */
 export const LAST_USER_SQL = 'SELECT coalesce(max(id), 0) AS last FROM users';
 
 const credential = (row: { id: number; is_admin: number }): UserCredential => ({
