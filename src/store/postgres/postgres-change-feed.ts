@@ -89,6 +89,9 @@ class LogCursor {
    */
   walPosition = 0n;
 
+  /** `skipsOwn`: own transactions' rows already delivered are skipped when read (see PostgresChangeFeed's constructor). */
+  constructor(private readonly skipsOwn: boolean) {}
+
   get started(): boolean {
     return this.horizon !== undefined;
   }
@@ -103,7 +106,7 @@ class LogCursor {
    * does not drop what was cached since. One the log was already read past stays delivered twice (harmless).
    */
   ownTransaction(tx: bigint, delivered: readonly Change[]): void {
-    if (this.horizon === undefined || tx < this.horizon) return;
+    if (!this.skipsOwn || this.horizon === undefined || tx < this.horizon) return;
     // Bounded while the log cannot be read: past it, own rows are delivered twice again.
     if (this.own.size >= MAX_OWN_TRANSACTIONS) this.own.clear();
     let rows = this.own.get(tx);
@@ -261,7 +264,7 @@ class ListeningConnection {
  */
 export class PostgresChangeFeed implements ChangeFeed {
   private readonly subscribers = new ChangeSubscribers();
-  private readonly cursor = new LogCursor();
+  private readonly cursor: LogCursor;
   private readonly connection: ListeningConnection;
   private started = false;
   /** When the last read that came back was sent (performance.now()). */
@@ -275,17 +278,18 @@ export class PostgresChangeFeed implements ChangeFeed {
   private readonly waiters: Array<{ since: number; resolve: () => void }> = [];
   private pollTimer: NodeJS.Timeout | undefined;
 
-  /** `onStart` runs when a request first asks the feed: only serving processes follow the log. */
   /**
    * `readsLag`: listings are read from a replica. A page it serves right after this process's commit may lack the
    * commit and still be cached (see PostgresReads.page): the commit's rows are then delivered again when the log is
-   * read, with the position a replica must have replayed to be cached, so that such a page is dropped.
+   * read, with the position a replica must have replayed to be cached, so that such a page is dropped. `onStart`
+   * runs when a request first asks the feed: only serving processes follow the log.
    */
   constructor(
     config: pg.ClientConfig,
-    private readonly readsLag: boolean,
+    readsLag: boolean,
     private readonly onStart?: () => void,
   ) {
+    this.cursor = new LogCursor(!readsLag);
     this.connection = new ListeningConnection(config, {
       // From the horizon kept across connections: what was committed while nobody listened is read now.
       connected: () => this.read(),
@@ -325,7 +329,7 @@ export class PostgresChangeFeed implements ChangeFeed {
   takeOwn(changes: readonly Change[], transaction: string | undefined): void {
     if (!this.started || changes.length === 0) return;
     this.subscribers.deliver(changes);
-    if (transaction !== undefined && !this.readsLag) this.cursor.ownTransaction(BigInt(transaction), changes);
+    if (transaction !== undefined) this.cursor.ownTransaction(BigInt(transaction), changes);
   }
 
   catchUp(): Promise<void> {
