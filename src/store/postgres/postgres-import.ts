@@ -64,7 +64,8 @@ export class PostgresImport implements ImportTarget {
   readonly names = new KnownNames((what, name) =>
     this.run<{ id: number }>(`SELECT id FROM ${what === 'user' ? 'users' : 'groups'} WHERE name = $1`, [name]).then(([row]) => row?.id),
   );
-  private readonly now = Date.now();
+  /** What the import took as it began: the time its rows carry, and the largest user id (those it adds are after it). */
+  private readonly began = { at: Date.now(), lastUser: 0 };
   /** Users to upsert: a name repeated keeps its first place (the id it would have got) and the last admin flag given. */
   private users = new Map<string, number | null>();
   private groups = new Map<string, number[]>();
@@ -82,8 +83,6 @@ export class PostgresImport implements ImportTarget {
   private readonly positions = new ReservedPositions();
   /** What the import added to each group it wrote or shared plants with. */
   private readonly growth = new GroupGrowth();
-  /** The largest user id before the import: the users it adds are after it. */
-  private lastUserBefore = 0;
 
   constructor(private readonly client: pg.PoolClient) {}
 
@@ -97,7 +96,7 @@ export class PostgresImport implements ImportTarget {
     // rather than in runs spilled to disk and merged, as the default 64 MB would for most of them.
     await this.client.query("SET LOCAL maintenance_work_mem = '256MB'");
     this.addBack = (await dropForFirstLoad(this.client)).add;
-    this.lastUserBefore = Number((await this.client.query<{ last: string }>(LAST_USER_SQL)).rows[0]!.last);
+    this.began.lastUser = Number((await this.client.query<{ last: string }>(LAST_USER_SQL)).rows[0]!.last);
     // Plants without an id in the file are numbered like those added without one, under the same lock.
     await this.client.query(advisoryLockSql, [AUTOMATIC_IDS_LOCK]);
     const { rows } = await this.client.query<{ largest: string | null }>(LARGEST_USED_PLANT_ID_SQL);
@@ -142,7 +141,7 @@ export class PostgresImport implements ImportTarget {
       fields += value === undefined ? '\t\\N' : `\t${copyText(value)}`;
     }
     // A plant's COPY row is built when it is read, all but the id.
-    rows.add(`\t${plant.id}${fields}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.now}\n`);
+    rows.add(`\t${plant.id}${fields}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.began.at}\n`);
     if (rows.count >= this.batchSize) return this.flushPlants();
   }
 
@@ -166,7 +165,7 @@ export class PostgresImport implements ImportTarget {
     }
     await addBackDeferrals(this.client, this.addBack, this.positions);
     // Added here: an upsert of a stored user rewrites its row in this transaction too, and is no new name.
-    const added = (alias: string) => `${writtenHere(alias)} AND ${alias}id > ${this.lastUserBefore}`;
+    const added = (alias: string) => `${writtenHere(alias)} AND ${alias}id > ${this.began.lastUser}`;
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(added))).rows[0];
     if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
@@ -175,7 +174,7 @@ export class PostgresImport implements ImportTarget {
         { imported: writtenHere(), messageId: undefined },
         this.firstPosition - 1,
         Number(rows[0]!.last),
-        this.now,
+        this.began.at,
       )) {
         await this.client.query(statement);
       }
@@ -218,7 +217,7 @@ export class PostgresImport implements ImportTarget {
        ON CONFLICT (name) DO UPDATE SET is_admin = coalesce(
          ((SELECT jsonb_object_agg(name, admin) FROM input WHERE admin IS NOT NULL) ->> excluded.name)::int, users.is_admin)
        RETURNING id, name`,
-      [[...users.keys()], [...users.values()], this.now, [...users.keys()].map(nameKey)],
+      [[...users.keys()], [...users.values()], this.began.at, [...users.keys()].map(nameKey)],
     );
     for (const { id, name } of rows) this.names.learn('user', name, id);
   }
@@ -231,7 +230,7 @@ export class PostgresImport implements ImportTarget {
     const rows = await this.run<{ id: number; name: string }>(
       `INSERT INTO groups (name, created_at) SELECT name, $2 FROM unnest($1::text[]) WITH ORDINALITY AS g (name, n) ORDER BY n
        ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name`,
-      [[...groups.keys()], this.now],
+      [[...groups.keys()], this.began.at],
     );
     const ids = new Map(rows.map(({ id, name }) => [name, id]));
     for (const [name, id] of ids) this.names.learn('group', name, id);
