@@ -262,7 +262,7 @@ export class WebhookOutbox {
    * looks, which find nothing due, take no write lock (on SQLite a claim would wait behind another process's import,
    * and this process's own writes behind it).
    */
-  async dueEndpoints(): Promise<{ due: number[]; enabled: number[]; anyEnabled: boolean }> {
+  async dueEndpoints(): Promise<{ due: number[]; enabled: number[] }> {
     const now = Date.now();
     const { rows } = await sql<Row>`SELECT p.id, CASE WHEN EXISTS (
         SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = p.id AND ${dueAt(now)}) THEN 1 ELSE 0 END AS due
@@ -270,7 +270,6 @@ export class WebhookOutbox {
     return {
       due: rows.filter((r) => Number(r.due) === 1).map((r) => Number(r.id)),
       enabled: rows.map((r) => Number(r.id)),
-      anyEnabled: rows.length > 0,
     };
   }
 

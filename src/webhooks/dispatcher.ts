@@ -136,8 +136,8 @@ export class WebhookDispatcher {
       .then(async () => {
         if (!look) return this.shares.runningLow();
         const lookedAt = Date.now();
-        const { due, enabled, anyEnabled } = await this.outbox.dueEndpoints();
-        this.anyEnabled = anyEnabled;
+        const { due, enabled } = await this.outbox.dueEndpoints();
+        this.anyEnabled = enabled.length > 0;
         // An endpoint another process disabled or removed is sent nothing more (its queue is given back by pump).
         this.shares.looked(enabled, lookedAt);
         return due;

@@ -18,7 +18,7 @@ describe('the webhook dispatcher while its outbox cannot be read', () => {
       dueEndpoints: async () => {
         reads++;
         if (failure !== undefined) throw new Error(failure);
-        return { due: [], enabled: [], anyEnabled: true };
+        return { due: [], enabled: [] };
       },
       claim: async () => [],
       prune: async () => 0,
