@@ -2,8 +2,7 @@ import type { CatalogueRecord, NumberedRecord } from '../import-format/records.j
 import { exportCatalogue } from './catalogue-export.js';
 import { importCatalogue } from './catalogue-import.js';
 import type { DatabaseSeam } from './seam.js';
-import type { CatalogueCounts, ImportProgress, ImportSummary } from './records.js';
-import type { Database } from './schema.js';
+import type { ImportProgress, ImportSummary } from './records.js';
 
 /** The whole catalogue at once: import, export, counts and backups (the CLI). */
 export function bulkCatalogue(d: DatabaseSeam) {
@@ -15,25 +14,9 @@ export function bulkCatalogue(d: DatabaseSeam) {
       return summary;
     },
 
-    /** Streams the whole catalogue in import format, in an order that imports back. */
-    exportRecords: (): AsyncGenerator<CatalogueRecord> => exportCatalogue(() => d.bulk.exportSnapshot()),
-
-    /** Row counts, for `doctor` and for sizing the export progress bar; `grants` counts user and group grants together. */
-    async counts(): Promise<CatalogueCounts> {
-      const count = async (table: keyof Database) =>
-        Number(
-          (
-            await d.db
-              .selectFrom(table)
-              .select((eb) => eb.fn.countAll().as('n'))
-              .executeTakeFirstOrThrow()
-          ).n,
-        );
-      const [users, groups, plants, userGrants, groupGrants, tokens] = await Promise.all(
-        (['users', 'groups', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'] as const).map(count),
-      );
-      return { users: users!, groups: groups!, plants: plants!, grants: userGrants! + groupGrants!, tokens: tokens! };
-    },
+    /** Streams the whole catalogue in import format, in an order that imports back; `onTotal` hears its length first. */
+    exportRecords: (onTotal?: (records: number) => void): AsyncGenerator<CatalogueRecord> =>
+      exportCatalogue(() => d.bulk.exportSnapshot(), onTotal),
 
     /**
      * Writes a copy of the whole database, tokens, webhook endpoints and their secrets included, to `file`, where

@@ -63,11 +63,22 @@ const exportRecord = {
   },
 };
 
-/** The one export flow of both backends: every user, then every group, then every plant, from one snapshot. */
-export async function* exportCatalogue(open: () => Awaitable<ExportSnapshot>): AsyncGenerator<CatalogueRecord> {
+/** How many records the export holds, counted in its snapshot. */
+const RECORD_COUNT_SQL = 'SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM groups) + (SELECT count(*) FROM plants) AS n';
+
+/**
+ * The one export flow of both backends: every user, then every group, then every plant, from one snapshot.
+ * `onTotal` hears how many records follow, counted in the snapshot: they are the records it streams, and the count
+ * runs in the snapshot's transaction, which a bulk command keeps from the request timeout.
+ */
+export async function* exportCatalogue(
+  open: () => Awaitable<ExportSnapshot>,
+  onTotal?: (records: number) => void,
+): AsyncGenerator<CatalogueRecord> {
   const snapshot = await open();
   const queries = exportQueries((subquery) => snapshot.nameList(subquery));
   try {
+    if (onTotal) for await (const { n } of snapshot.rows<{ n: number | string }>(RECORD_COUNT_SQL)) onTotal(Number(n));
     for await (const u of snapshot.rows<UserRow>(queries.users)) yield exportRecord.user(u);
     for await (const g of snapshot.rows<GroupRow>(queries.groups)) yield exportRecord.group(g);
     for await (const p of snapshot.rows<PlantRow>(queries.plants)) yield exportRecord.plant(p);

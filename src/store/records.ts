@@ -136,15 +136,6 @@ export interface ImportSummary {
   grants: number;
 }
 
-/** How many rows the catalogue holds; `grants` counts user and group grants together. */
-export interface CatalogueCounts {
-  users: number;
-  groups: number;
-  plants: number;
-  grants: number;
-  tokens: number;
-}
-
 /** The hot-path queries whose durations a store reports (see `Store.timeQueries`). */
 export type HotQuery = 'ping' | 'find_token' | 'find_token_with_page' | 'find_user' | 'visible_plants' | 'all_plants' | 'filtered_plants';
 

@@ -8,6 +8,7 @@ import { invalidInput } from '../../catalogue/errors.js';
 import { configFrom, withStore } from '../context.js';
 import { databaseFiles } from '../../store/open-store.js';
 import { examples } from '../help.js';
+import type { Progress } from '../progress.js';
 
 // The record validator and the progress bar load only when an import or export runs (quick --help).
 const loadReader = () => import('../../import-format/ndjson.js');
@@ -188,17 +189,17 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   let records = 0;
   try {
     await withStore(cmd, async ({ bulk }) => {
-      const counts = await bulk.counts();
-      const progress = progressBar('exporting', { total: counts.users + counts.groups + counts.plants });
+      // The bar starts once the export's snapshot has counted its records.
+      const shown: { progress?: Progress } = {};
       try {
-        for await (const record of bulk.exportRecords()) {
+        for await (const record of bulk.exportRecords((total) => (shown.progress = progressBar('exporting', { total })))) {
           if (failed) throw cannotWrite(opts.output!, failed);
           await writeLine(out, `${JSON.stringify(record)}\n`);
           // Redrawing is throttled by the bar, but even its bookkeeping is not needed per record.
-          if (++records % 512 === 0) progress.update(records);
+          if (++records % 512 === 0) shown.progress?.update(records);
         }
       } finally {
-        progress.stop();
+        shown.progress?.stop();
       }
     });
     await output?.complete().catch((err: Error) => {
