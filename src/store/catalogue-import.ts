@@ -19,7 +19,8 @@ export class KnownNames {
   private readonly users = new Map<string, number>();
   private readonly groups = new Map<string, number>();
 
-  constructor(private readonly find: (what: Named, name: string) => Awaitable<number | undefined>) {}
+  /** `find` looks names up together: those stored, with their ids, in any order; a name not stored is left out. */
+  constructor(private readonly find: (what: Named, names: readonly string[]) => Awaitable<readonly StoredName[]>) {}
 
   learn(what: Named, name: string, id: number): void {
     (what === 'user' ? this.users : this.groups).set(name, id);
@@ -29,12 +30,34 @@ export class KnownNames {
   id(what: Named, name: string, line: number): Awaitable<number> {
     const known = (what === 'user' ? this.users : this.groups).get(name);
     if (known !== undefined) return known;
-    return then(this.find(what, name), (id) => {
-      if (id === undefined) throw unknownName(what, name, line);
-      this.learn(what, name, id);
-      return id;
+    return then(this.ids(what, [name], line), ([id]) => id!);
+  }
+
+  /**
+   * The ids of `names`, in order, those not met yet looked up in one go (a group of stored members is one round
+   * trip, not one a member); the first neither written nor stored is the file's error at `line`.
+   */
+  ids(what: Named, names: readonly string[], line: number): Awaitable<readonly number[]> {
+    const known = what === 'user' ? this.users : this.groups;
+    const inOrder = () =>
+      names.map((name) => {
+        const id = known.get(name);
+        if (id === undefined) throw unknownName(what, name, line);
+        return id;
+      });
+    const unmet = [...new Set(names.filter((name) => !known.has(name)))];
+    if (unmet.length === 0) return inOrder();
+    return then(this.find(what, unmet), (found) => {
+      for (const { name, id } of found) known.set(name, id);
+      return inOrder();
     });
   }
+}
+
+/** A stored user's or group's name with its id. */
+export interface StoredName {
+  name: string;
+  id: number;
 }
 
 /** A plant of an import with its owner and grantees as ids; each grantee once. */
@@ -358,13 +381,7 @@ function resolveAll(names: KnownNames, refs: readonly NameRef[], line: number): 
 
 function memberIds(names: KnownNames, record: GroupRecord, line: number): Awaitable<readonly number[]> {
   const members = record.members ?? NO_NAMES;
-  return members.length === 0
-    ? NONE
-    : resolveAll(
-        names,
-        members.map((name): NameRef => ({ kind: 'user', name })),
-        line,
-      );
+  return members.length === 0 ? NONE : names.ids('user', members, line);
 }
 
 /** Each id of `ids` whose grantee is of `kind`, once. */

@@ -63,6 +63,43 @@ for (const backend of BACKENDS) {
       await store.bulk.importRecords(recordBatch([{ type: 'user', name: 'alice' }]));
     });
 
+    it("finds a group's stored members, and names the first unknown one in the file's order", async () => {
+      const db = await backend.freshDb();
+      const store = await openStore({ db });
+      try {
+        const stored = Array.from({ length: 2_000 }, (_, i) => `u${i}`);
+        await store.bulk.importRecords(recordBatch(stored.map((name): CatalogueRecord => ({ type: 'user', name }))));
+        await assert.rejects(
+          store.bulk.importRecords(
+            recordBatch([
+              { type: 'user', name: 'new' },
+              { type: 'group', name: 'g', members: ['u5', 'new', 'u3', 'u5', 'nobody1', 'u7', 'nobody0'] },
+            ]),
+          ),
+          /^DomainError: line 2: no user named "nobody1" \(define it on an earlier line\)$/,
+        );
+        const summary = await store.bulk.importRecords(
+          recordBatch([
+            { type: 'user', name: 'new' },
+            { type: 'group', name: 'g', members: ['new', ...stored, 'u0'] },
+            { type: 'plant', name: 'P', owner: 'u1999', sharedWith: ['group:g', 'u42'] },
+          ]),
+        );
+        assert.deepEqual(summary, { users: 1, groups: 1, plants: 1, grants: 2 });
+      } finally {
+        await store.close();
+      }
+      const members = await plainQuery<{ name: string }>(
+        db,
+        "SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id JOIN groups g ON g.id = m.group_id WHERE g.name = 'g' ORDER BY u.id",
+      );
+      assert.equal(members.length, 2_001);
+      assert.deepEqual(
+        members.slice(0, 2).map((m) => m.name),
+        ['u0', 'u1'],
+      );
+    });
+
     it(
       'imports a group with as many members as the format allows for, far more than a call takes arguments',
       {

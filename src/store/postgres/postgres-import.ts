@@ -6,6 +6,7 @@ import type { CatalogueRecord } from '../../import-format/records.js';
 import {
   FIRST_REPEATED_PLANT_ID_SQL,
   KnownNames,
+  type StoredName,
   TakenPlantId,
   GroupGrowth,
   grownGroupsSql,
@@ -61,8 +62,8 @@ const isTakenId = (err: Reported): boolean => classifyPostgresError(err) === 'un
 const ANALYZE_IMPORTED = `ANALYZE users, groups, group_members, plants, plant_user_grants, plant_group_grants, ${MEMBER_GRANTS}, ${GROUP_SIZES}, webhook_events, webhook_deliveries`;
 
 export class PostgresImport implements ImportTarget {
-  readonly names = new KnownNames((what, name) =>
-    this.run<{ id: number }>(`SELECT id FROM ${what === 'user' ? 'users' : 'groups'} WHERE name = $1`, [name]).then(([row]) => row?.id),
+  readonly names = new KnownNames((what, names) =>
+    this.run<StoredName>(`SELECT name, id FROM ${what === 'user' ? 'users' : 'groups'} WHERE name = ANY($1::text[])`, [names]),
   );
   /** What the import took as it began: the time its rows carry, and the largest user id (those it adds are after it). */
   private readonly began = { at: Date.now(), lastUser: 0 };

@@ -3,6 +3,7 @@ import { nameKey } from '../../catalogue/names.js';
 import {
   FIRST_REPEATED_PLANT_ID_SQL,
   KnownNames,
+  type StoredName,
   TakenPlantId,
   GroupGrowth,
   grownGroupsSql,
@@ -67,7 +68,14 @@ export class SqliteImport implements ImportTarget {
       addMember: db.prepare('INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     };
     const { find } = this.statements;
-    this.names = new KnownNames((what, name) => find[what].get(name));
+    this.names = new KnownNames((what, names) => {
+      const found: StoredName[] = [];
+      for (const name of names) {
+        const id = find[what].get(name);
+        if (id !== undefined) found.push({ name, id });
+      }
+      return found;
+    });
     this.cacheSize = db.pragma('cache_size', { simple: true });
   }
 
