@@ -1,5 +1,6 @@
 import { Agent, request } from 'node:http';
 import type { ChildProcess } from 'node:child_process';
+import { ACCESS_BODY_LIMIT, PLANT_BODY_LIMIT } from '../src/http/routes/protected.js';
 
 // The worst-bodies row of `npm run bench`: the dearest body each route with a body takes (or refuses), sent
 // one at a time to a serving process while `/healthz` is polled on another connection; for each, how long the
@@ -46,27 +47,41 @@ const filled = (bytes: number, item: (i: number) => string) => {
   return parts.join(',');
 };
 
-/** The bodies, each just under its route's limit (64 KiB; 16 KiB for POST /plants). */
+/** The bodies, each just under its route's limit (ACCESS_BODY_LIMIT, PLANT_BODY_LIMIT, the URL's). */
 function bodies(): Body[] {
   const access = (users: string) => `{"public":false,"users":[${users}],"groups":[]}`;
+  const accessBytes = ACCESS_BODY_LIMIT - KIB;
+  const plantBytes = PLANT_BODY_LIMIT - KIB;
+  const longNames = Array.from({ length: 1000 }, (_, i) => JSON.stringify(`${i}`.padEnd(500, 'n')));
   return [
-    { name: 'PUT access, one name repeated', method: 'PUT', path: '/plants/999999/access', body: access(filled(63 * KIB, () => '"a"')) },
+    { name: 'PUT access, one name repeated', method: 'PUT', path: '/plants/999999/access', body: access(filled(accessBytes, () => '"a"')) },
     {
-      name: 'PUT access, 1,000 distinct names',
+      name: 'PUT access, 1,000 names each way',
       method: 'PUT',
       path: '/plants/1/access',
-      body: access(Array.from({ length: 1000 }, (_, i) => `"u${i}"`).join(',')),
+      body: `{"public":false,"users":[${longNames.join(',')}],"groups":[${longNames.join(',')}]}`,
     },
     {
       name: 'PUT access, nested arrays',
       method: 'PUT',
       path: '/plants/1/access',
-      body: `{"public":false,"users":${'['.repeat(30 * KIB)}${']'.repeat(30 * KIB)},"groups":[]}`,
+      body: `{"public":false,"users":${'['.repeat(accessBytes / 2)}${']'.repeat(accessBytes / 2)},"groups":[]}`,
     },
-    { name: 'PUT access, unknown fields', method: 'PUT', path: '/plants/1/access', body: `{${filled(62 * KIB, (i) => `"f${i}":1`)}}` },
-    { name: 'PUT access, escaped name', method: 'PUT', path: '/plants/1/access', body: access(`"${'\\u00e9'.repeat(10 * KIB)}"`) },
-    { name: 'POST plants, escaped name', method: 'POST', path: '/plants', body: `{"id":5,"name":"${'\\u00e9'.repeat(2 * KIB)}"}` },
-    { name: 'POST plants, unknown fields', method: 'POST', path: '/plants', body: `{${filled(15 * KIB, (i) => `"f${i}":1`)}}` },
+    { name: 'PUT access, unknown fields', method: 'PUT', path: '/plants/1/access', body: `{${filled(accessBytes, (i) => `"f${i}":1`)}}` },
+    { name: 'PUT access, escaped name', method: 'PUT', path: '/plants/1/access', body: access(`"${'\\u00e9'.repeat(accessBytes / 6)}"`) },
+    {
+      name: 'POST plants, escaped name',
+      method: 'POST',
+      path: '/plants',
+      body: `{"id":5,"name":"${'\\u00e9'.repeat(plantBytes / 6)}"}`,
+    },
+    { name: 'POST plants, unknown fields', method: 'POST', path: '/plants', body: `{${filled(plantBytes, (i) => `"f${i}":1`)}}` },
+    {
+      name: 'POST plants, nested arrays',
+      method: 'POST',
+      path: '/plants',
+      body: `{"id":5,"name":${'['.repeat(plantBytes / 2)}${']'.repeat(plantBytes / 2)}}`,
+    },
     {
       name: 'GET plants, many parameters',
       method: 'GET',

@@ -7,10 +7,11 @@ import type { DestinationStream } from 'pino';
 import type { AppConfig } from './config.js';
 import { corsOptions } from './http/cors.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
-import { COMMON_HEADERS, MERGE_PATCH_TYPE } from './http/common-headers.js';
+import { COMMON_HEADERS } from './http/common-headers.js';
 import { AUTH_REFUSALS, bearerAuthentication, rightsNow } from './http/auth.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
+import { installJsonBodies } from './http/json-bodies.js';
 import { ApiError } from './http/error-codes.js';
 import { PlantListing } from './http/plant-listing.js';
 import { createRateLimiter, createWriteBudget } from './http/rate-limit.js';
@@ -120,76 +121,9 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
   app.decorateRequest('pageAhead', null);
   // Bodies are JSON only: Fastify would otherwise parse text/plain as a string, a bad body instead of a 415.
   app.removeContentTypeParser('text/plain');
-  acceptEmptyJsonOnDelete(app);
+  installJsonBodies(app);
   app.setValidatorCompiler(strictValidatorCompiler);
   return app;
-}
-
-/**
- * The JSON bodies the service parses. A DELETE has no body, but many clients (several generated from the original document, and common HTTP libraries)
- * send one with `Content-Type: application/json` and nothing after it, which Fastify's JSON parser refuses. An
- * empty JSON body of a DELETE is taken as no body; everything else goes to Fastify's own parser, as before.
- */
-function acceptEmptyJsonOnDelete(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const coded = codedBody(request.headers['content-encoding']);
-    if (coded) return done(coded, undefined);
-    if (body === '' && request.method === 'DELETE') return done(null, undefined);
-    void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
-  });
-  // A change of a plant is JSON Merge Patch (RFC 7396), parsed as JSON; no other request takes the type.
-  app.addContentTypeParser(MERGE_PATCH_TYPE, { parseAs: 'string' }, (request, body, done) => {
-    if (request.method !== 'PATCH')
-      return done(Object.assign(new Error(`${MERGE_PATCH_TYPE} is taken by PATCH only`), { statusCode: 415 }), undefined);
-    const coded = codedBody(request.headers['content-encoding']);
-    if (coded) return done(coded, undefined);
-    void parseJson(request, body as string, (err, value) => (err ? done(notJson(body as string), undefined) : done(null, value)));
-  });
-}
-
-/**
- * The refusal of a body sent with a content coding (`gzip`, …), which the service does not decode: a 415 that says
- * which coding it takes (RFC 9110 §15.5.16), rather than the coded bytes refused as JSON.
- */
-function codedBody(coding: string | undefined): ApiError | undefined {
-  if (coding === undefined || /^[ \t]*(identity[ \t]*)?$/i.test(coding)) return undefined;
-  return new ApiError(
-    'unsupported_media_type',
-    `The request body must not be encoded (Content-Encoding: ${JSON.stringify(coding.slice(0, 40))}): send it as plain JSON`,
-    { 'accept-encoding': 'identity' },
-  );
-}
-
-/**
- * Why a body is not JSON the service takes, in its own words, with where it breaks. Fastify's parser keeps no
- * position, so a refused body is parsed again here, on the refusal's path only: if it parses, what was refused is
- * a `__proto__` or `constructor` key.
- */
-function notJson(body: string): ApiError {
-  if (body.trim() === '') return new ApiError('invalid_body', 'the request body is empty: send a JSON object');
-  let message: string;
-  try {
-    JSON.parse(body);
-    return new ApiError('invalid_body', 'the request body has a "__proto__" or "constructor" key, which the service does not take');
-  } catch (err) {
-    message = (err as Error).message;
-  }
-  const at = /at position (\d+)/.exec(message);
-  let where: string;
-  if (at) {
-    const position = Number(at[1]);
-    const before = body.slice(0, position);
-    const near = body.slice(Math.max(0, position - 10), position + 10);
-    where = `it breaks at line ${before.split('\n').length}, column ${position - before.lastIndexOf('\n')}, near ${JSON.stringify(near)}`;
-  } else if (/Unexpected end/.test(message)) {
-    where = 'it ends too soon';
-  } else {
-    // V8 names the token and the text around it when it gives no position.
-    where = message.replace(/^Unexpected token/, 'unexpected');
-  }
-  return new ApiError('invalid_body', `the request body is not valid JSON: ${where}`);
 }
 
 /**

@@ -130,7 +130,7 @@ export async function rawRequest(
   rawPathAndQuery: string,
   headers: OutgoingHttpHeaders = {},
   method = 'GET',
-  body?: string,
+  body?: string | Buffer,
 ): Promise<RawResponse> {
   const validate = await servedDocumentValidator(baseUrl);
   const res = await sendRequest(baseUrl, rawPathAndQuery, headers, method, body);
@@ -155,7 +155,7 @@ function sendRequest(
   rawPathAndQuery: string,
   headers: OutgoingHttpHeaders,
   method: string,
-  body?: string,
+  body?: string | Buffer,
 ): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {

@@ -100,6 +100,15 @@ for (const backend of BACKENDS) {
       assert.deepEqual((await access('alice', 7002)).body, body);
     });
 
+    it('takes an empty JSON body on a share or unshare, which take none, as clients send one', async () => {
+      await create('alice', 7016, 'Reed');
+      for (const method of ['PUT', 'DELETE'] as const) {
+        const res = await rawRequest(server.url, '/plants/7016/access/users/bob', as('alice', JSON_BODY), method, '');
+        assert.equal(res.status, 204, `${method}: ${res.text}`);
+      }
+      assert.deepEqual((await access('alice', 7016)).body, { public: false, users: [], groups: [] });
+    });
+
     it('answers 403 to a user who sees the plant but does not own it, and 404 to one who does not see it, or for no plant', async () => {
       // alice sees Ivy (shared with her); dave does not.
       assertError(await access('alice', bobsSharedId), 403, 40301);
@@ -164,10 +173,13 @@ for (const backend of BACKENDS) {
       const names = [...Array.from({ length: 999 }, (_, i) => `u${i}`), 'u7'];
       const repeated = assertError(await replace('alice', 7006, { public: false, users: [], groups: names }), 400, 40005);
       assert.equal(repeated.message, 'field "groups" must not have duplicate items: "u7" is given more than once');
-      // Arrays nested 5,000 deep where names belong: hashing them for repeats overflowed the stack (500).
-      const nested = `{"public":false,"users":${'['.repeat(5000)}${']'.repeat(5000)},"groups":[]}`;
-      const deep = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', nested);
-      assert.equal(assertError(deep, 400, 40005).message, 'field "users.0" must be string');
+      // Arrays nested where names belong: hashing them for repeats overflowed the stack (500) at 5,000 deep. A body
+      // is refused past four levels before it is parsed; within them the schema names what is wrong.
+      const nested = (depth: number) => `{"public":false,"users":${'['.repeat(depth)}${']'.repeat(depth)},"groups":[]}`;
+      const deep = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', nested(5000));
+      assert.equal(assertError(deep, 400, 40005).message, 'the request body nests deeper than 4 levels, more than any operation takes');
+      const shallow = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', nested(3));
+      assert.equal(assertError(shallow, 400, 40005).message, 'field "users.0" must be string');
     });
 
     it('changes the access only while it is at the version If-Match names (412 otherwise, with the current ETag)', async () => {

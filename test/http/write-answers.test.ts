@@ -119,6 +119,49 @@ for (const backend of BACKENDS) {
       assertError(await create('alice', { id: nextId++, name: 'x'.repeat(33 * 1024) }), 413, 41301);
     });
 
+    it('takes JSON as UTF-8 only: other bytes are a 400 and another charset a 415, never text made up', async () => {
+      const id = nextId++;
+      const latin1 = Buffer.concat([Buffer.from(`{"id":${id},"name":"caf`), Buffer.from([0xe9]), Buffer.from('"}')]);
+      const post = (body: Buffer, contentType: string) =>
+        rawRequest(server.url, '/plants', { ...bearer(tokens.alice!), 'content-type': contentType }, 'POST', body);
+      assert.match(assertError(await post(latin1, 'application/json'), 400, 40005).message, /not UTF-8/);
+      const said = assertError(await post(latin1, 'application/json; charset=iso-8859-1'), 415, 41501);
+      assert.match(said.message, /must be UTF-8 \(it says charset="iso-8859-1"\)/);
+      // A lone surrogate's bytes (CESU-8) are no UTF-8 either.
+      const surrogate = Buffer.concat([Buffer.from(`{"id":${id},"name":"x`), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]);
+      assertError(await post(surrogate, 'application/json'), 400, 40005);
+      const patch = await rawRequest(
+        server.url,
+        `/plants/${id}`,
+        { ...bearer(tokens.alice!), 'content-type': 'application/merge-patch+json' },
+        'PATCH',
+        Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      );
+      assertError(patch, 400, 40005);
+      assertError(await rawRequest(server.url, `/plants/${id}`, bearer(tokens.alice!)), 404, 40402);
+      const utf8 = Buffer.from(JSON.stringify({ id, name: 'café' }));
+      for (const contentType of ['application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=utf8']) {
+        const res = await post(utf8, contentType);
+        assert.equal(res.status, 200, `${contentType}: ${res.text}`);
+        assert.deepEqual(res.body, { name: 'café' });
+      }
+    });
+
+    it('refuses a megabyte body of deep nesting or countless keys before parsing it, and parses a full access', async () => {
+      const id = nextId++;
+      assert.equal((await create('alice', { id, name: 'Shared' })).status, 200);
+      const put = (body: string) => rawRequest(server.url, `/plants/${id}/access`, { ...bearer(tokens.alice!), ...JSON_BODY }, 'PUT', body);
+      const depth = 300_000;
+      const nested = `{"public":false,"users":${'['.repeat(depth)}${']'.repeat(depth)},"groups":[]}`;
+      assert.match(assertError(await put(nested), 400, 40005).message, /nests deeper than 4 levels/);
+      const keys = `{${Array.from({ length: 80_000 }, (_, i) => `"f${i}":1`).join(',')}}`;
+      assert.match(assertError(await put(keys), 400, 40005).message, /holds more than 4096 keys/);
+      // The largest access there is: a thousand names each way, of brackets and commas in strings too.
+      const names = Array.from({ length: 1000 }, (_, i) => `[n,${i}]${'x'.repeat(400)}`);
+      const full = await put(JSON.stringify({ public: false, users: names, groups: names }));
+      assertError(full, 422, 42201);
+    });
+
     it("counts creates and deletes against the user's own budget: past it 429 with Retry-After, reads and others go on", async () => {
       const limited = await startApp(store, { config: { writeRateLimit: '3/1m' } });
       try {
