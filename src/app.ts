@@ -116,6 +116,9 @@ function createFastify(config: AppConfig, logStream: DestinationStream | undefin
   });
   // Further connections are closed by Node as soon as they are accepted.
   app.server.maxConnections = limits.maxConnections;
+  // Node keeps the first 2000 header lines and drops the rest unsaid, where a second Host, Authorization or
+  // If-Match would hide from the checks that refuse it. The header size limit bounds them instead.
+  app.server.maxHeadersCount = 0;
   app.decorateRequest('viewer', null);
   app.decorateRequest('bearerToken', null);
   app.decorateRequest('pageAhead', null);

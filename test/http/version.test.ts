@@ -47,11 +47,20 @@ describe('the service version', () => {
     });
   }
 
+  const FILLER = Array.from({ length: 2000 }, (_, i) => `x${i}:1\r\n`).join('');
   // Answers Node or the server write straight to the socket, before any route: each one still has the Error
   // body and the version (a request without Host got Node's bare 400, the others lacked the header).
   const wire: Array<[string, string, number, number]> = [
     ['no Host header', 'GET /plants HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 40003],
     ['two Host headers', 'GET /plants HTTP/1.1\r\nHost: x\r\nhost: y\r\nConnection: close\r\n\r\n', 400, 40003],
+    // Node keeps 2000 header lines unless told otherwise: a second Host or Authorization after them went unseen.
+    ['two Host headers 2000 lines apart', `GET /plants HTTP/1.1\r\nHost: x\r\n${FILLER}host: y\r\nConnection: close\r\n\r\n`, 400, 40003],
+    [
+      'two Authorization headers 2000 lines apart',
+      `GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n${FILLER}Authorization: Bearer b\r\nConnection: close\r\n\r\n`,
+      400,
+      40003,
+    ],
     ['a Host that is no host', 'GET /plants HTTP/1.1\r\nHost: a b/c\r\nConnection: close\r\n\r\n', 400, 40003],
     [
       'Content-Length and Transfer-Encoding',
