@@ -26,22 +26,31 @@ const IDLE_LINGER_MS = 1_000;
 /** How often an embedded database's file is checked for being removed or replaced under the server. */
 const FILE_CHECK_MS = 500;
 
+/** How often idle connections are closed after the linger, while requests that arrived before shutdown finish. */
+const IDLE_CLOSE_EVERY_MS = 100;
+
 /**
  * `app.close()` stops listening at once and waits for open connections; Node would also drop idle
- * keep-alive connections at that instant. That is postponed by `lingerMs`, then done.
+ * keep-alive connections at that instant. That is postponed by `lingerMs`, then done, and done again until the
+ * close is over: a request that arrived before shutdown began is answered keep-alive (Fastify says
+ * `Connection: close` only to those arriving after), and its connection, idle once it is answered, would
+ * otherwise stay open and hold the close to the end of the grace period.
  */
 async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<void> {
   const server = app.server;
   const closeIdle = server.closeIdleConnections.bind(server);
   server.closeIdleConnections = () => {};
+  let closing: NodeJS.Timeout | undefined;
   const timer = setTimeout(() => {
     server.closeIdleConnections = closeIdle;
     closeIdle();
+    closing = setInterval(closeIdle, IDLE_CLOSE_EVERY_MS);
   }, lingerMs);
   try {
     await app.close();
   } finally {
     clearTimeout(timer);
+    clearInterval(closing);
     server.closeIdleConnections = closeIdle;
   }
 }

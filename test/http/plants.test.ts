@@ -544,6 +544,46 @@ for (const backend of BACKENDS) {
     });
   });
 
+  describe(`draining on shutdown [${backend.name}]`, () => {
+    it('answers a request that arrived before shutdown and outlasts the linger, then closes its connection and stops', async () => {
+      const db = await backend.freshDb();
+      const server = await startServer(loadConfig({ db, port: 0, logLevel: 'silent', shutdownGraceSeconds: 2 }));
+      await server.store.users.add('alice', false);
+      const { token } = await mintToken(server.store, 'alice');
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let stopping: Promise<void> | undefined;
+      try {
+        await once(socket, 'connect');
+        const closed = once(socket, 'close').then(() => true);
+        const body = JSON.stringify({ id: 4242, name: 'Slow' });
+        const answered = new Promise<Buffer>((resolve) => {
+          let raw = Buffer.alloc(0);
+          socket.on('data', (part: Buffer) => {
+            raw = Buffer.concat([raw, part]);
+            if (raw.includes('"Slow"')) resolve(raw);
+          });
+        });
+        socket.write(
+          `POST /plants HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${token}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        stopping = server.stop();
+        // The rest of the body after the linger (a quarter of the grace, 500 ms): the connection is busy until then.
+        await new Promise((resolve) => setTimeout(resolve, 800));
+        socket.write(body.slice(5));
+        assert.match((await answered).toString('latin1'), /^HTTP\/1\.1 200 /);
+        // Answered and idle, the connection is closed (it was kept alive until its timeout, past the grace).
+        const soon = new Promise<boolean>((resolve) => setTimeout(resolve, 1_500, false));
+        assert.equal(await Promise.race([closed, soon]), true, 'the answered connection stayed open');
+        await stopping;
+      } finally {
+        socket.destroy();
+        await (stopping ?? server.stop());
+      }
+    });
+  });
+
   describe(`logs never contain tokens [${backend.name}]`, () => {
     let store: Store;
     let server: RunningApp;
