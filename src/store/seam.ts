@@ -95,6 +95,12 @@ export interface WritingStatements extends DeliveryClaims {
    */
   readonly transactionIdSql: string;
   /**
+   * SQL a delete of plants returns (RETURNING … AS shared) to say whether the plant it removed had grants, whose
+   * cascaded rows its writer then reads from the change log: on PostgreSQL read with a snapshot taken after the
+   * delete has its row (migration 0023), so that a grant committed while the delete waited counts.
+   */
+  readonly deletedPlantSharedSql: string;
+  /**
    * Whether the writes of one turn of the event loop go faster as one statement of many rows than as a statement
    * each: on PostgreSQL, one round trip instead of many; on SQLite there is no round trip, the group commit puts
    * the statements in one transaction anyway, and a prepared one-row statement run again and again beats a VALUES

@@ -196,6 +196,7 @@ for (const backend of BACKENDS) {
               { name: 'shared-retagged', tag: 'before', owner: 'alice' },
               { name: 'retagged-shared', tag: 'before', owner: 'alice' },
               { name: 'moved-retagged', tag: 'before', owner: 'alice', sharedWith: [{ group: 'r' }] },
+              { name: 'shared-while-deleted', owner: 'alice' },
             ],
           });
           tokens = seeded.tokens;
@@ -431,6 +432,34 @@ for (const backend of BACKENDS) {
           assert.equal(Number(await rowsWithId(id)), 0);
           await assertDerivedRowsExact();
         });
+
+        it(
+          "a delete that waited for a share committed meanwhile takes the plant off the grantee's page on its instance at once",
+          { skip: backend.name !== 'postgres' && 'SQLite writers run one at a time' },
+          async () => {
+            const id = ids['shared-while-deleted']!;
+            await page('gus');
+            const share = await holdTransaction(
+              db,
+              `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('h')}, ${plantWithId(id)})`,
+            );
+            // The group's row asked for too: it waits for the share, gets the row as the share commits, and holds it,
+            // so that the delete's cascade waits for it in turn while gus reads.
+            const holdingGroup = holdTransaction(db, `SELECT 1 FROM groups WHERE name = 'h' FOR NO KEY UPDATE`);
+            const deleting = as('alice', 'DELETE', `/plants/${id}`);
+            await sleep(OVERLAP_MS);
+            await share.commit();
+            const group = await holdingGroup;
+            await eventually('gus sees the plant shared, its delete not committed', async () =>
+              (await page('gus')).includes('shared-while-deleted'),
+            );
+            await group.commit();
+            assert.equal((await deleting).status, 204);
+            // Read your writes: the deleting instance's next answer, not the next read of the change log.
+            assert.ok(!(await page('gus')).includes('shared-while-deleted'), "the deleted plant stayed on gus's cached page");
+            await assertDerivedRowsExact();
+          },
+        );
 
         it('a share of a plant whose change is held open waits for it and gives the grantees the changed plant', async () => {
           const id = ids['to-share-changed']!;

@@ -21,6 +21,7 @@ import { grantTagsFirst } from './0019-grant-tags-first.js';
 import { webhookEventIds } from './0020-webhook-event-ids.js';
 import { groupSizesByRow } from './0021-group-sizes-by-row.js';
 import { webhookClockFloored } from './0022-webhook-clock-floored.js';
+import { deletedPlantShared } from './0023-deleted-plant-shared.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -49,6 +50,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0020-webhook-event-ids': webhookEventIds(dialect),
     '0021-group-sizes-by-row': groupSizesByRow(dialect),
     '0022-webhook-clock-floored': webhookClockFloored(dialect),
+    '0023-deleted-plant-shared': deletedPlantShared(dialect),
   };
 }
 

@@ -102,6 +102,7 @@ class PostgresSeam implements DatabaseSeam {
   ) {
     this.statements = {
       transactionIdSql: 'pg_current_xact_id()::text',
+      deletedPlantSharedSql: 'plantstore_plant_shared(plants.id)',
       manyRows: true,
       rowLocks: { change: 'FOR UPDATE', keep: 'FOR KEY SHARE' },
       claimDeliveries: claimDeliveriesPostgres,

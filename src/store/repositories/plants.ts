@@ -84,7 +84,7 @@ function insertOperatorPlant(db: Db, id: PlantId, owner: string, row: PlantRow) 
 
 /**
  * The change-log row of a plant added or deleted, as its triggers write it (migration 0003), for its writer's own
- * caches (DatabaseSeam.writeStatement). A deleted plant's grants are logged as rows of their own (see SHARED).
+ * caches (DatabaseSeam.writeStatement). A deleted plant's grants are logged as rows of their own (see `shared`).
  */
 const plantChanged = (row: { id: Position; owner_id: number; is_public: number }): Change => ({
   table: 'plants',
@@ -96,12 +96,11 @@ const plantChanged = (row: { id: Position; owner_id: number; is_public: number }
   isPublic: Number(row.is_public) === 1,
 });
 
-/** A row a batched create or delete returns; a delete also says whether the plant was shared (SHARED). */
+/** A row a batched create or delete returns; a delete also says whether the plant was shared (`shared`). */
 type WrittenRow = { id: Position; api_id: number; owner_id: number; is_public: number; tx: string | null; shared?: boolean | number };
 
-/** Whether a deleted plant had grants, read in the delete's own snapshot (a boolean on PostgreSQL, 0 or 1 on SQLite). */
-const SHARED = sql<boolean | number>`(EXISTS (SELECT 1 FROM plant_user_grants g WHERE g.plant_id = plants.id)
-  OR EXISTS (SELECT 1 FROM plant_group_grants g WHERE g.plant_id = plants.id))`.as('shared');
+/** Whether a deleted plant had grants (a boolean on PostgreSQL, 0 or 1 on SQLite): see WritingStatements. */
+const shared = (d: DatabaseSeam) => sql.raw<boolean | number>(d.statements.deletedPlantSharedSql).as('shared');
 
 /**
  * The SQL text of each shape of batched statement (creates of n plants; deletes, each with or without an owner),
@@ -211,7 +210,7 @@ export function plantRepository(d: DatabaseSeam) {
                   ),
                 ),
               )
-              .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d), SHARED]),
+              .returning(['id', 'api_id', 'owner_id', 'is_public', transaction(d), shared(d)]),
         ),
       ownChanges,
     );

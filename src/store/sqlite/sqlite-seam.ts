@@ -53,6 +53,10 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
   }
 }
 
+/** Whether a plant a delete removes had grants: in the statement, as SQLite's writers run one at a time. */
+const PLANT_SHARED_SQL =
+  '(EXISTS (SELECT 1 FROM plant_user_grants g WHERE g.plant_id = plants.id) OR EXISTS (SELECT 1 FROM plant_group_grants g WHERE g.plant_id = plants.id))';
+
 /**
  * SQLite's side of the store (see seam.ts): writes go through Kysely on one connection, in writing transactions
  * (writing-transactions.ts); the request path and the change feed read on a connection of their own
@@ -62,6 +66,7 @@ class SqliteSeam implements DatabaseSeam {
   readonly backend = 'sqlite' as const;
   readonly statements: WritingStatements = {
     transactionIdSql: 'NULL',
+    deletedPlantSharedSql: PLANT_SHARED_SQL,
     manyRows: false,
     rowLocks: { change: '', keep: '' },
     // Nothing to do: every statement is prepared, and the writer thread keeps its statements by text.
