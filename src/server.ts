@@ -195,12 +195,13 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     if (!stopping && !served) {
       stopping = true;
       exitCode = 1;
-      log.error({ pid: worker.process.pid, code, signal }, 'a worker exited before any could listen; stopping (its error is above)');
+      log.error({ workerPid: worker.process.pid, code, signal }, 'a worker exited before any could listen; stopping (its error is above)');
       for (const other of Object.values(cluster.workers ?? {})) if (other !== worker) other?.process.kill('SIGTERM');
     }
     if (stopping) {
       // A worker that could not drain in its grace period exits 1, as `serve` without workers does; so does the primary.
-      if (code !== 0) exitCode = 1;
+      // One ended by the SIGTERM this primary sent had no handler in place yet: it was still starting, serving nothing.
+      if (code !== 0 && signal !== 'SIGTERM') exitCode = 1;
       // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can
       // come first, so the last worker may still be listed here. Dead is what counts.
       if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {
@@ -212,7 +213,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     }
     // A worker that dies at once (the database down) is restarted after a pause, not in a tight loop.
     const delay = lived < 2_000 ? 1_000 : 0;
-    log.warn({ pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
+    log.warn({ workerPid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
     setTimeout(fork, delay);
   });
   for (let i = 0; i < config.server.workers; i++) fork();

@@ -92,6 +92,13 @@ describe('serve --workers', () => {
     process.kill(first!, 'SIGKILL');
     while (workerPids().length < 3 && Date.now() < deadline + 5_000) await new Promise((r) => setTimeout(r, 100));
     assert.equal(workerPids().length, 3, 'a replacement worker started');
+    // The primary's line names the worker beside its own pid, not a second "pid" key that log tools read one way or other.
+    const replaced = server
+      .output()
+      .split('\n')
+      .find((line) => line.includes('starting a replacement'))!;
+    assert.equal(JSON.parse(replaced).workerPid, first);
+    assert.equal(replaced.match(/"pid":/g)?.length, 1, replaced);
     for (let i = 0; i < 20; i++) {
       const res = await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
       assert.equal(res.status, 200);

@@ -72,10 +72,14 @@ function slowFullListing(url: string, token: string): Promise<{ status: number; 
 }
 
 /**
- * Starts `serve` on a demo catalogue at `db`, sends SIGTERM as soon as it logs its listening line (reading no
- * further, which closes our end of its stdout), and resolves with how it exited.
+ * Starts `serve` on a demo catalogue at `db`, sends SIGTERM as soon as it logs `line` (its listening line unless
+ * said; reading no further, which closes our end of its stdout), and resolves with how it exited.
  */
-async function exitOnSigtermWhenListening(db: string, extraArgs: string[] = []): Promise<{ code: number | null; signal: string | null }> {
+async function exitOnSigtermWhenListening(
+  db: string,
+  extraArgs: string[] = [],
+  line = 'Server listening at',
+): Promise<{ code: number | null; signal: string | null }> {
   assert.equal((await runCli(db, ['demo'])).code, 0);
   const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', ...extraArgs], {
     stdio: ['ignore', 'pipe', 'ignore'],
@@ -85,7 +89,7 @@ async function exitOnSigtermWhenListening(db: string, extraArgs: string[] = []):
   let out = '';
   for await (const chunk of child.stdout) {
     out += String(chunk);
-    if (out.includes('Server listening at')) break; // leaving the loop closes our end of the pipe
+    if (out.includes(line)) break; // leaving the loop closes our end of the pipe
   }
   assert.ok(child.stdout.destroyed);
   child.kill('SIGTERM');
@@ -174,6 +178,15 @@ describe('SIGTERM under load', () => {
     // Fastify logs its listening line before the start is over (here the metrics listener starts after it);
     // signal handlers installed only after the start left a moment in which SIGTERM killed the process.
     assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'early-signal.db'), ['--metrics-port', '0']), { code: 0, signal: null });
+  });
+
+  it('exits 0 on a SIGTERM sent while its workers start', { timeout: 30_000 }, async () => {
+    // A worker killed by the signal before its own handlers were in place ended with no code, which the primary
+    // took for a failed drain: exit 1, with nothing served.
+    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'early-workers.db'), ['--workers', '2'], 'started workers'), {
+      code: 0,
+      signal: null,
+    });
   });
 
   it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
