@@ -200,17 +200,38 @@ export class Metrics {
       registers,
     });
     const outcomes = new Map<string, Inc>(WEBHOOK_OUTCOMES.map((outcome) => [outcome, attempts.labels({ outcome })]));
+    const readFailures = new Counter({
+      name: 'plantstore_webhook_backlog_read_failures_total',
+      help: 'Scrapes by this process that could not read the webhook backlog (its two gauges then have no sample)',
+      registers,
+      // Waits for this scrape's read, so that its failure shows in the same scrape as the gauges it leaves out.
+      async collect() {
+        await readBacklog();
+      },
+    });
     const { store } = this;
-    let backlog: Promise<{ pending: number; oldestCreatedAt?: number }> | undefined;
-    // One query per scrape for both gauges.
-    const read = () => (backlog ??= store.webhooks.backlog().finally(() => setTimeout(() => (backlog = undefined), 0)));
+    let reading: Promise<{ pending: number; oldestCreatedAt?: number } | undefined> | undefined;
+    // One query per scrape for both gauges. A failed read fails only them, and is counted once: a rejection would
+    // fail the whole scrape, every other series with it, for as long as the database is away.
+    const readBacklog = () =>
+      (reading ??= store.webhooks
+        .backlog()
+        .catch(() => {
+          readFailures.inc();
+          return undefined;
+        })
+        .finally(() => setTimeout(() => (reading = undefined), 0)));
+    // Without a fresh read a gauge has no sample, not its last value: that backlog is no longer known to hold, that
+    // age would stand still, and a missing series is what Prometheus (and an alert on it) takes for unknown.
     new Gauge({
       name: 'plantstore_webhook_backlog',
       help: 'Webhook deliveries waiting to be sent or retried (all processes)',
       aggregator: 'max',
       registers,
       async collect() {
-        this.set((await read()).pending);
+        const backlog = await readBacklog();
+        if (backlog === undefined) this.remove();
+        else this.set(backlog.pending);
       },
     });
     new Gauge({
@@ -219,8 +240,9 @@ export class Metrics {
       aggregator: 'max',
       registers,
       async collect() {
-        const { oldestCreatedAt } = await read();
-        this.set(oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - oldestCreatedAt) / 1000));
+        const backlog = await readBacklog();
+        if (backlog === undefined) this.remove();
+        else this.set(backlog.oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - backlog.oldestCreatedAt) / 1000));
       },
     });
     return outcomes;

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/open-store.js';
@@ -17,6 +17,11 @@ export interface Backend {
   open(): Promise<Store>;
   /** The `--db` value of a fresh, empty database, for tests that run the CLI or a server process. */
   freshDb(): Promise<string>;
+  /**
+   * Takes the database at `db` (a `freshDb()`) away from under the stores that have it open, as in an outage: the
+   * SQLite file is moved aside, the PostgreSQL schema dropped. Opening a store at `db` again makes a fresh one.
+   */
+  takeAway(db: string): Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -52,6 +57,11 @@ function sqliteBackend(): Backend {
     name: 'sqlite',
     skip: false,
     freshDb,
+    async takeAway(db) {
+      // Its write-ahead log and index go too: SQLite would take them for those of a new database at the path.
+      await rename(db, `${db}.away`);
+      for (const suffix of ['-wal', '-shm']) await rm(`${db}${suffix}`, { force: true });
+    },
     async open() {
       const store = await openStore({ db: await freshDb() });
       // close() is idempotent, so closing here after a test already closed the store is fine.
@@ -74,6 +84,7 @@ function postgresBackend(skip: string | false): Backend {
     name: 'postgres',
     skip,
     freshDb,
+    takeAway: (db) => dropSchema(new URL(db).searchParams.get('schema')!),
     async open() {
       const store = await openStore({ db: await freshDb() });
       created.add(() => store.close());

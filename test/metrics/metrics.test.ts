@@ -8,8 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { generateToken } from '../../src/catalogue/tokens.js';
 import { loadConfig, type ConfigInput } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
-import { assertError, settleChangeFeed } from '../helpers/assertions.js';
+import { assertError, eventually, settleChangeFeed } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant, type AddedPlant } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
@@ -270,6 +271,47 @@ for (const backend of BACKENDS) {
         for (const endpoint of endpoints) await store.webhooks.removeEndpoint(endpoint.id);
         await receiver.close();
       }
+    });
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`Prometheus metrics while the database is away [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
+    let server: RunningServer;
+
+    before(async () => {
+      db = await backend.freshDb();
+      server = await serve(await openStore({ db }), { metricsPort: 0 });
+    });
+
+    after(() => server?.stop());
+
+    it('serves every other series with 200, leaves the backlog gauges out and counts the failed read', async () => {
+      assert.equal((await rawRequest(server.url, '/plants')).status, 401);
+      const up = await scrape(server.metricsUrl!);
+      assert.equal(sampleValue(up, 'plantstore_webhook_backlog'), 0);
+
+      await backend.takeAway(db);
+      await eventually('not ready once the database is away', async () => (await fetch(`${server.url}/readyz`)).status === 503);
+      const away = await scrape(server.metricsUrl!);
+      assert.equal(sampleValue(away, 'plantstore_info', { backend: backend.name }), 1);
+      assert.equal(sampleValue(away, 'plantstore_http_requests_total', { method: 'GET', route: '/plants', status: '401' }), 1);
+      assert.ok((sampleValue(away, 'plantstore_http_requests_total', { method: 'GET', route: '/readyz', status: '503' }) ?? 0) >= 1);
+      assert.ok((sampleValue(away, 'process_cpu_user_seconds_total') ?? 0) > 0);
+      // No value rather than the last one: a backlog read before the outage is no longer known to hold.
+      assert.equal(sampleValue(away, 'plantstore_webhook_backlog'), undefined);
+      assert.equal(sampleValue(away, 'plantstore_webhook_oldest_pending_seconds'), undefined);
+      assert.equal(sampleValue(up, 'plantstore_webhook_backlog_read_failures_total'), 0, 'exported from the start');
+      assert.equal(sampleValue(away, 'plantstore_webhook_backlog_read_failures_total'), 1, 'one read for both gauges');
+
+      // A database at the path again: the gauges are back at the next scrape.
+      await (await openStore({ db })).close();
+      await eventually('ready again', async () => (await fetch(`${server.url}/readyz`)).status === 200);
+      const back = await scrape(server.metricsUrl!);
+      assert.equal(sampleValue(back, 'plantstore_webhook_backlog'), 0);
+      assert.equal(sampleValue(back, 'plantstore_webhook_oldest_pending_seconds'), 0);
+      assert.equal(delta(away, back, 'plantstore_webhook_backlog_read_failures_total'), 0);
     });
   });
 }
