@@ -6,7 +6,13 @@ import { createJwtVerifier } from './auth/jwt.js';
 import type { DestinationStream } from 'pino';
 import type { AppConfig } from './config.js';
 import { corsOptions } from './http/cors.js';
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandling, installServerErrorHandling } from './http/errors.js';
+import {
+  clientErrorHandler,
+  frameworkErrorHandler,
+  installErrorHandling,
+  installServerErrorHandling,
+  type AnsweredWithoutHooks,
+} from './http/errors.js';
 import { COMMON_HEADERS } from './http/common-headers.js';
 import { AUTH_REFUSALS, bearerAuthentication, rightsNow } from './http/auth.js';
 import { registerOpenApi } from './http/openapi.js';
@@ -50,13 +56,15 @@ export interface AppOptions {
  * the store: it opens it before and closes it after the app.
  */
 export async function buildApp({ config, store, logStream, webhooks }: AppOptions): Promise<FastifyInstance> {
-  const app = createFastify(config, logStream);
+  // Off by default: then the metrics library is not even loaded and no hook is added.
+  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store, AUTH_REFUSALS) : null;
+  const app = createFastify(config, logStream, metrics?.answeredWithoutHooks);
+  installMetrics(app, metrics);
   installRequestChecks(app, config.http, installErrorHandling(app));
-  installServerErrorHandling(app.server);
+  installServerErrorHandling(app.server, metrics?.answeredWithoutHooks);
   installHeadAnswerLengths(app);
   // Off unless configured: without it a browser page from another origin cannot read any answer.
   if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
-  const metrics = await installMetrics(app, config, store);
   await registerOpenApi(app);
   await app.register(healthRoutes, { health: store.health });
   await registerPlantRoutes(app, config, store, metrics);
@@ -86,14 +94,15 @@ function deliverWebhooks(app: FastifyInstance, store: Store, options: Partial<Di
   app.addHook('onClose', async () => dispatcher.stop());
 }
 
-function createFastify(config: AppConfig, logStream: DestinationStream | undefined): FastifyInstance {
+/** `answered`: told of the answers that Fastify's hooks never see (errors.ts), when metrics count them. */
+function createFastify(config: AppConfig, logStream: DestinationStream | undefined, answered?: AnsweredWithoutHooks): FastifyInstance {
   const limits = config.http;
   const app = Fastify({
     logger: loggerOptions(config.logLevel, logStream),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
     childLoggerFactory: lazyChildLogger,
-    clientErrorHandler,
-    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(answered),
+    frameworkErrors: frameworkErrorHandler(answered),
     // Draining on SIGTERM: in-flight and already-arrived requests complete (with Connection: close);
     // Fastify's own closing reply would not be the contract's Error body.
     return503OnClosing: false,
@@ -170,9 +179,8 @@ function hostLines(rawHeaders: string[]): number {
   return lines;
 }
 
-/** Off by default: then the metrics library is not even loaded and no hook is added. */
-async function installMetrics(app: FastifyInstance, config: AppConfig, store: Store): Promise<Metrics | null> {
-  const metrics = config.metrics ? new (await import('./metrics/metrics.js')).Metrics(store, AUTH_REFUSALS) : null;
+/** The metrics' one per-request hook, when they are on. */
+function installMetrics(app: FastifyInstance, metrics: Metrics | null): void {
   app.decorate('metrics', metrics);
   if (metrics) {
     app.addHook('onResponse', metrics.onResponse);
@@ -181,7 +189,6 @@ async function installMetrics(app: FastifyInstance, config: AppConfig, store: St
       done();
     });
   }
-  return metrics;
 }
 
 /** `GET`, `POST` and `DELETE /plants`, each plant's access, and what they stand on: the caches, the authenticator (tokens and JWTs), the rate limiter, the listing. */

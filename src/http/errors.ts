@@ -137,11 +137,22 @@ function segmentsPattern(url: string): RegExp {
   return new RegExp(`^${segments.join('/')}$`);
 }
 
+/**
+ * Told of each answer that no onResponse hook sees, for metrics: those written straight to the socket, and the
+ * router's own refusals. `method` is undefined when no request was read.
+ */
+export type AnsweredWithoutHooks = (method: string | undefined, status: number) => void;
+
 /** For Fastify's `frameworkErrors`: errors raised by the router before any route runs (e.g. bad URL encoding). */
-export function frameworkErrorHandler(error: FastifyError, _request: unknown, reply: FastifyReply): void {
-  // These replies skip the hooks, so the headers every response carries are set here.
-  reply.headers(COMMON_HEADERS);
-  sendError(reply, new ApiError('bad_request', error.message || 'Malformed request'));
+export function frameworkErrorHandler(
+  answered?: AnsweredWithoutHooks,
+): (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void {
+  return (error, request, reply) => {
+    // These replies skip the hooks, so the headers every response carries are set here.
+    reply.headers(COMMON_HEADERS);
+    sendError(reply, new ApiError('bad_request', error.message || 'Malformed request'));
+    answered?.(request.method, reply.statusCode);
+  };
 }
 
 /** A complete HTTP/1.1 error response with the Error body, for sockets that never become a Fastify request. */
@@ -164,31 +175,43 @@ type ServedSocket = Socket & { _httpMessage?: ServerResponse | null };
  * Not while a response has begun on it (a pipelined request after a streamed listing): an answer written there
  * would land inside that response's body, so the socket only closes, as Node's own handler does.
  */
-export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || !socket.writable || (socket as ServedSocket)._httpMessage?.headersSent) {
-    socket.destroy();
-    return;
-  }
-  const name: ErrorName =
-    err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
-  const message =
-    name === 'headers_too_large'
-      ? 'Request line or headers too large'
-      : name === 'request_timeout'
-        ? 'Request timed out'
-        : 'Malformed HTTP request';
-  socket.end(rawErrorResponse(new ApiError(name, message)));
+export function clientErrorHandler(answered?: AnsweredWithoutHooks): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  return (err, socket) => {
+    const response = (socket as ServedSocket)._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const name: ErrorName =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'headers_too_large'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'request_timeout'
+          : 'bad_request';
+    const message =
+      name === 'headers_too_large'
+        ? 'Request line or headers too large'
+        : name === 'request_timeout'
+          ? 'Request timed out'
+          : 'Malformed HTTP request';
+    const error = new ApiError(name, message);
+    socket.end(rawErrorResponse(error));
+    // A request whose body came too slowly was read, and has its unsent response here; any other was not.
+    answered?.(response?.req.method, error.status);
+  };
 }
 
 /**
  * Node hands CONNECT and unsupported `Expect` values to server events instead of requests; without these
  * listeners it drops the socket (CONNECT) or answers 417 with an empty body. Both get an Error body here.
  */
-export function installServerErrorHandling(server: Server): void {
-  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+export function installServerErrorHandling(server: Server, answered?: AnsweredWithoutHooks): void {
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
     if (!socket.writable) return void socket.destroy();
-    socket.end(rawErrorResponse(new ApiError('bad_request', 'CONNECT is not supported: this service is not a proxy')));
+    const error = new ApiError('bad_request', 'CONNECT is not supported: this service is not a proxy');
+    socket.end(rawErrorResponse(error));
+    answered?.(req.method, error.status);
     // Node hands this socket over paused: read and drop whatever the client still sends, or a client that
     // keeps sending never sees the end of the answer and the socket stays open (server.close() would wait).
     socket.resume();
@@ -205,5 +228,6 @@ export function installServerErrorHandling(server: Server): void {
     });
     // The request body (if any) is never read; closing the connection keeps it from being parsed as a request.
     res.end(req.method === 'HEAD' ? undefined : body);
+    answered?.(req.method, error.status);
   });
 }

@@ -12,7 +12,7 @@ export type Scrape = () => Promise<{ contentType: string; body: string }>;
  * never reachable through the public one. Anything else is a 404 with the usual Error body.
  */
 export async function startMetricsListener(listen: MetricsListen, scrape: Scrape): Promise<{ app: FastifyInstance; url: string }> {
-  const app = Fastify({ logger: false, clientErrorHandler, frameworkErrors: frameworkErrorHandler });
+  const app = Fastify({ logger: false, clientErrorHandler: clientErrorHandler(), frameworkErrors: frameworkErrorHandler() });
   installErrorHandling(app);
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(COMMON_HEADERS);

@@ -9,8 +9,14 @@ import { HotHistogram } from './histogram.js';
 /** Every outcome of a webhook delivery attempt, each exported from the start. */
 const WEBHOOK_OUTCOMES = ['delivered', 'retry', 'failed', 'gone'] as const satisfies ReadonlyArray<AttemptOutcome['kind']>;
 
-/** The route label of requests that matched no route (unknown paths, 405s): never the raw URL. */
+/**
+ * The route label of requests that matched no route (unknown paths, 405s) and of the answers given before routing:
+ * never the raw URL.
+ */
 export const UNMATCHED_ROUTE = '(unmatched)';
+
+/** The method label of answers to HTTP that was never read as a request (malformed, oversized or too slow). */
+const UNKNOWN_METHOD = '(unknown)';
 
 /**
  * A route's label: its pattern without the rules its parameters carry (`/plants/:id(^.+$)/access` is
@@ -76,6 +82,8 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly durations: HotHistogram<'method' | 'route'>;
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
+  /** Answers no onResponse hook sees (answeredWithoutHooks), by method and status. */
+  private readonly unhooked = new Map<string, Map<number, number>>();
   private readonly refusals: Map<string, Inc>;
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
   private readonly webhookOutcomes: Map<string, Inc>;
@@ -97,7 +105,7 @@ export class Metrics {
       aggregator: 'first',
     }).set({ version: VERSION, backend: store.health.backend }, 1);
 
-    const routes = this.routes;
+    const { routes, unhooked } = this;
     new Counter({
       name: 'plantstore_http_requests_total',
       help: 'HTTP responses sent, by method, route pattern and status code',
@@ -109,6 +117,9 @@ export class Metrics {
           for (const { route, counts } of byRoute.values()) {
             for (const [status, count] of counts) this.inc({ method, route, status: String(status) }, count);
           }
+        }
+        for (const [method, counts] of unhooked) {
+          for (const [status, count] of counts) this.inc({ method, route: UNMATCHED_ROUTE, status: String(status) }, count);
         }
       },
     });
@@ -262,6 +273,17 @@ export class Metrics {
     series.count(reply.statusCode);
     series.duration.observe(reply.elapsedTime / 1000);
     done();
+  };
+
+  /**
+   * Counts an answer no onResponse hook sees (written straight to the socket, or the router's refusal) under the
+   * unmatched route, as no route gave it. Not timed: most have no request whose start the server saw.
+   */
+  answeredWithoutHooks = (method: string | undefined, status: number): void => {
+    const label = method ?? UNKNOWN_METHOD;
+    let counts = this.unhooked.get(label);
+    if (!counts) this.unhooked.set(label, (counts = new Map<number, number>()));
+    counts.set(status, (counts.get(status) ?? 0) + 1);
   };
 
   /** The series of a method and route pattern, made once (its label worked out then, not per request). */

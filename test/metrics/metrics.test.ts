@@ -15,6 +15,7 @@ import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, mintToken, rawRequest, seed, uncheckedRequest, addPlant, type AddedPlant } from '../helpers/http-app.js';
 import { BIN, runCli } from '../helpers/processes.js';
 import { delta, parseSamples, sampleValue, type Sample } from '../helpers/prometheus.js';
+import { sendRaw } from '../helpers/raw-http.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
 
@@ -315,6 +316,74 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('answers no onResponse hook sees, counted under the unmatched route', () => {
+  let store: Store;
+  let server: RunningServer;
+  let token: string;
+  let port: number;
+
+  before(async () => {
+    const backend = BACKENDS.find((b) => b.name === 'sqlite') ?? BACKENDS[0]!;
+    store = await backend.open();
+    token = (await seed(store, { users: [{ name: 'alice' }], plants: [] })).tokens.alice!;
+    // Short timeouts, so that the 408s come within the test.
+    server = await serve(store, {
+      metricsPort: 0,
+      maxUrlBytes: '2048',
+      maxHeaderBytes: '8192',
+      headersTimeoutMs: '600',
+      requestTimeoutMs: '1200',
+    });
+    port = Number(new URL(server.url).port);
+  });
+
+  after(() => server?.stop());
+
+  it('counts the answers written straight to the socket and the router’s refusals, without timing them', async () => {
+    const before = await scrape(server.metricsUrl!);
+    // Refused by the HTTP parser or its timeouts: no request was read, so no method either.
+    assert.equal((await sendRaw(port, `GET /plants HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(9000)}\r\n\r\n`)).status, 431);
+    assert.equal((await sendRaw(port, 'GARBAGE\r\n\r\n')).status, 400);
+    assert.equal((await sendRaw(port, 'GET /plants HTTP/1.1\r\nHost: x\r\nX-Slow: a')).status, 408, 'headers never end');
+    // A request that was read, and its body not in time: its method, and still no route answered it.
+    const slowBody =
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{';
+    assert.equal((await sendRaw(port, slowBody)).status, 408, 'body never ends');
+    // Answered in the server's events, before Fastify.
+    assert.equal((await sendRaw(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')).status, 400);
+    assert.equal((await sendRaw(port, 'GET /plants HTTP/1.1\r\nHost: x\r\nExpect: nothing\r\nConnection: close\r\n\r\n')).status, 417);
+    // The router's refusal of a path it cannot decode (frameworkErrors), beside a 414 the onResponse hook counts.
+    assert.equal((await sendRaw(port, 'GET /plants/%E0%A4%A HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status, 400);
+    assert.equal((await sendRaw(port, `GET /${'x'.repeat(2100)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)).status, 414);
+    const after = await scrape(server.metricsUrl!);
+
+    const requests = (method: string, status: string) =>
+      delta(before, after, 'plantstore_http_requests_total', { method, route: '(unmatched)', status });
+    assert.deepEqual(
+      {
+        431: requests('(unknown)', '431'),
+        400: requests('(unknown)', '400'),
+        408: requests('(unknown)', '408'),
+        'POST 408': requests('POST', '408'),
+        'CONNECT 400': requests('CONNECT', '400'),
+        'GET 417': requests('GET', '417'),
+        'GET 400': requests('GET', '400'),
+        'GET 414': requests('GET', '414'),
+      },
+      { 431: 1, 400: 1, 408: 1, 'POST 408': 1, 'CONNECT 400': 1, 'GET 417': 1, 'GET 400': 1, 'GET 414': 1 },
+    );
+    const counted = (samples: Sample[]) =>
+      samples.filter((s) => s.name === 'plantstore_http_requests_total').reduce((sum, s) => sum + s.value, 0);
+    assert.equal(counted(after) - counted(before), 8, 'each answer once, under no other labels');
+    // Not timed: most have no request whose start the server saw.
+    assert.equal(
+      sampleValue(after, 'plantstore_http_request_duration_seconds_count', { method: '(unknown)', route: '(unmatched)' }),
+      undefined,
+    );
+  });
+});
 
 describe('metrics off (the default)', () => {
   it('opens no admin listener and collects nothing', async () => {
