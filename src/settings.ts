@@ -289,15 +289,10 @@ export const SETTINGS = {
     shownDefault: 'none',
     summary: 'Redis holding the rate-limit counters shared by all instances',
     meaning:
-      '`redis://` or `rediss://` URL: rate-limit counters shared by every instance and worker. Without it, each process counts on its own.',
+      '`redis://` or `rediss://` URL, `redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DATABASE]`, without query parameters: rate-limit counters shared by every instance and worker. `DATABASE` is a number, 0 to 15 on a server with the default `databases 16`; one the server refuses is logged as an error and the counters count as away (see [Limits](#limits-and-rate-limiting)). Without it, each process counts on its own.',
     table: 'service',
     into: ['app.redisUrl'],
-    parse: (text) => {
-      if (text === undefined || text.trim() === '') return undefined;
-      if (!/^rediss?:\/\/./i.test(text.trim()))
-        throw invalidInput('invalid Redis URL: PLANTSTORE_REDIS_URL / --redis-url must be a redis:// or rediss:// URL');
-      return text.trim();
-    },
+    parse: redisUrl,
   }),
   redisKeyPrefix: setting({
     flag: '--redis-key-prefix <prefix>',
@@ -655,6 +650,52 @@ export function parseRateLimit(text: string): RateLimitConfig | undefined {
     throw refuse('rate limit', text, 'expected <requests>/<window> (e.g. 30000/1m, 100/10s) or off');
   }
   return { max: Number(match[1]), windowMs };
+}
+
+/** The highest database number a Redis server can have: its `databases` setting is at most 2^31 - 1. */
+const MAX_REDIS_DATABASE = 2_147_483_646;
+
+/**
+ * A Redis URL checked whole, as ioredis will read it, so that no part of it fails later inside a connection: ioredis
+ * sends a path that is not a number as `SELECT NaN` (an uncaught error once serving), throws on a port out of range
+ * or a malformed %-escape in the password, and reads query parameters as client options over the service's own
+ * (offline queue, timeouts). Whether the server has the database is for the server to say (doctor asks it).
+ */
+function redisUrl(text: string | undefined): string | undefined {
+  const value = (text ?? '').trim();
+  if (value === '') return undefined;
+  // Everything before the last @ is hidden: it may hold a password, %-escaped or not.
+  const refused = (reason: string) => refuse('Redis URL', value.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/is, '$1***@'), reason);
+  if (!/^rediss?:\/\//i.test(value)) throw refused('expected a redis:// or rediss:// URL');
+  // Host and port are read before the URL is parsed: the URL parser refuses a missing host or a port out of range
+  // without saying which.
+  const authority = /^[a-z]+:\/\/([^/?#]*)/i.exec(value)![1]!;
+  const [, host, port] = /^(\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(authority.slice(authority.lastIndexOf('@') + 1)) ?? [];
+  if (host === '') throw refused('the host is missing');
+  if (port !== undefined && port !== '' && (!/^[0-9]{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)) {
+    throw refused('the port must be a whole number from 1 to 65535');
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw refused('expected redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DATABASE]');
+  }
+  if (url.search !== '' || url.hash !== '') throw refused('expected no ?query or #fragment: ioredis reads them as client options');
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    throw refused('the user name or password has a malformed %-escape');
+  }
+  const database = /^\/([0-9]+)$/.exec(url.pathname)?.[1];
+  if (!['', '/'].includes(url.pathname) && (database === undefined || Number(database) > MAX_REDIS_DATABASE)) {
+    throw refused(
+      `the path must be a database number: a whole number from 0 to ${MAX_REDIS_DATABASE} (0 to 15 on a server with the default "databases 16")`,
+    );
+  }
+  // ioredis turns TLS on only for "rediss://" in lower case.
+  return value.replace(/^rediss?:/i, (scheme) => scheme.toLowerCase());
 }
 
 /** Exact origins only (scheme, host, optional port; no path), so an allow-list entry cannot match more than it says. */

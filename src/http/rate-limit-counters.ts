@@ -95,13 +95,29 @@ return {count, ttl}
 type HitCommand = (numberOfKeys: number, ...args: Array<string | number>) => Promise<[number, number]>;
 
 /**
+ * The database of a SELECT that the server refused (a number past its `databases`), when `err` is that refusal.
+ * ioredis selects the URL's database on each connection and reports a refusal as an 'error' event only, then goes
+ * on in database 0.
+ */
+export function refusedDatabase(err: unknown): string | undefined {
+  const command = (err as { command?: { name?: unknown; args?: unknown[] } } | undefined)?.command;
+  return err instanceof Error && err.name === 'ReplyError' && command?.name === 'select' ? String(command.args?.[0]) : undefined;
+}
+
+/**
  * Counters in Redis, shared by every instance (and every worker). Fails open: when Redis is down or slow,
  * requests are served uncounted and a warning is logged (at most every 10 s), because refusing every
- * request would turn a Redis outage into an outage of the whole service.
+ * request would turn a Redis outage into an outage of the whole service. A connection whose SELECT of the URL's
+ * database the server refused counts as Redis away too, with one error logged: counting in database 0 instead would
+ * mix these counters with whatever else lives there.
  */
 export class RedisCounters implements RateLimitCounters {
   private readonly redis: Redis;
   private lastWarning = 0;
+  /** The refused SELECT of the current connection, if the server refused it. */
+  private selectRefused: Error | undefined;
+  /** Whether that refusal was logged: once, until a connection selects the database again. */
+  private selectRefusalLogged = false;
 
   constructor(
     url: string,
@@ -118,11 +134,29 @@ export class RedisCounters implements RateLimitCounters {
       lazyConnect: false,
     });
     this.redis.defineCommand('plantstoreHit', { lua: HIT_SCRIPT });
+    // Each connection selects the database anew, between its 'connect' and its 'ready'.
+    this.redis.on('connect', () => {
+      this.selectRefused = undefined;
+    });
     // Connection errors are reported through hit() failures; this listener keeps ioredis from printing them.
-    this.redis.on('error', () => {});
+    this.redis.on('error', (err) => {
+      const database = refusedDatabase(err);
+      if (database === undefined) return;
+      this.selectRefused = err;
+      if (this.selectRefusalLogged) return;
+      this.selectRefusalLogged = true;
+      this.log.error(
+        { err: err.message, prefix },
+        `Redis refuses to select database ${database} (the path of PLANTSTORE_REDIS_URL / --redis-url); serving requests without rate limiting`,
+      );
+    });
+    this.redis.on('ready', () => {
+      if (this.selectRefused === undefined) this.selectRefusalLogged = false;
+    });
   }
 
   async hit(key: string, guard?: string): Promise<RateLimitState | undefined> {
+    if (this.selectRefused !== undefined) return undefined;
     const command = (this.redis as unknown as { plantstoreHit: HitCommand }).plantstoreHit.bind(this.redis);
     try {
       const [count, ttl] =
@@ -142,7 +176,7 @@ export class RedisCounters implements RateLimitCounters {
   }
 
   ready(timeoutMs: number): Promise<boolean> {
-    if (this.redis.status === 'ready') return Promise.resolve(true);
+    if (this.redis.status === 'ready') return Promise.resolve(this.selectRefused === undefined);
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.redis.off('ready', onReady);
@@ -150,7 +184,7 @@ export class RedisCounters implements RateLimitCounters {
       }, timeoutMs);
       const onReady = () => {
         clearTimeout(timer);
-        resolve(true);
+        resolve(this.selectRefused === undefined);
       };
       this.redis.once('ready', onReady);
     });

@@ -200,6 +200,11 @@ for (const backend of BACKENDS)
       const fromEnv = await cli(db, ['serve'], undefined, { PLANTSTORE_CACHE: 'maybe' });
       assert.notEqual(fromEnv.code, 0);
       assert.match(fromEnv.stderr, /^plantstore: invalid PLANTSTORE_CACHE "maybe": expected true or false$/m);
+      await fails(
+        db,
+        ['serve', '--port', '0', '--redis-url', 'redis://127.0.0.1:6379/abc'],
+        /^plantstore: invalid --redis-url "redis:\/\/127\.0\.0\.1:6379\/abc": the path must be a database number: .*$/,
+      );
       await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
       if (backend.name === 'sqlite') {
         const notADb = join(dir, 'not-a-db');

@@ -11,7 +11,7 @@ import { generateToken } from '../../src/catalogue/tokens.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { AUDIENCE, ISSUER, signingKey, startJwksServer } from '../helpers/jwt.js';
 import { runCli, type CliRun } from '../helpers/processes.js';
-import { REDIS_URL, redisUnavailableReason } from '../helpers/redis.js';
+import { REDIS_URL, redisUnavailableReason, urlOfMissingDatabase } from '../helpers/redis.js';
 import { addPlant } from '../helpers/http-app.js';
 
 interface Check {
@@ -222,6 +222,29 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(failed.status, 'fail');
     assert.match(failed.detail, new RegExp(`cannot use Redis at redis://:\\*\\*\\*@127\\.0\\.0\\.1:${port}: .*ECONNREFUSED`));
     assert.match(failed.fix!, /serve runs without rate limits/);
+
+    // A database the server does not have: ioredis stays in database 0 and says so only in an event.
+    const missing = await urlOfMissingDatabase();
+    const refused = await doctor(db, ['--redis-url', missing]);
+    assert.equal(refused.code, 1);
+    const select = byName(refused.checks, 'redis');
+    assert.equal(select.status, 'fail');
+    assert.match(select.detail, /cannot use Redis at .*: it refuses database \d+ \(ERR DB index is out of range\)/);
+    assert.match(select.fix!, /a database number the server has/);
+  });
+
+  it('refuses a Redis URL that could not be used as one line naming the setting, not a stack trace', async () => {
+    const db = join(dir, 'redis-url.db');
+    for (const [url, reason] of [
+      ['redis://127.0.0.1:6379/abc', 'the path must be a database number'],
+      ['redis://127.0.0.1:99999', 'the port must be a whole number from 1 to 65535'],
+    ]) {
+      const run = await doctor(db, ['--redis-url', url!]);
+      assert.equal(run.code, 1);
+      assert.equal(run.checks.length, 1, run.stdout);
+      assert.equal(byName(run.checks, 'config').status, 'fail');
+      assert.ok(byName(run.checks, 'config').detail.startsWith(`invalid --redis-url "${url}": ${reason}`), run.stdout);
+    }
   });
 
   it('warns when the JWT user claim is one users can change themselves', async () => {

@@ -19,3 +19,23 @@ export async function redisUnavailableReason(): Promise<string | false> {
     probe.disconnect();
   }
 }
+
+/**
+ * The test Redis's URL with a database number the server does not have: its `databases` setting (the first number
+ * past the last database), or 16, the default, where CONFIG is not allowed.
+ */
+export async function urlOfMissingDatabase(): Promise<string> {
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 0 });
+  let databases = 16;
+  try {
+    const [, value] = (await redis.config('GET', 'databases')) as [string, string];
+    databases = Number(value);
+  } catch {
+    // CONFIG is refused on many managed servers: the default then.
+  } finally {
+    redis.disconnect();
+  }
+  const url = new URL(REDIS_URL);
+  url.pathname = `/${databases}`;
+  return url.toString();
+}

@@ -228,6 +228,69 @@ describe('HTTP server connection cap', () => {
 });
 
 describe('configuration of the limits', () => {
+  it('reads a Redis URL whole, so that no part of it fails later inside a connection', () => {
+    const redisUrl = (text: string | undefined, env: NodeJS.ProcessEnv = {}) => loadConfig({ redisUrl: text }, env).app.redisUrl;
+    for (const url of [
+      'redis://cache',
+      'redis://cache:6380/',
+      'redis://cache:6379/0',
+      'redis://cache:6379/15',
+      // More than the default 16 databases may be configured: the server says whether it has it.
+      'redis://cache:6379/99',
+      'redis://alice:s%40cret@cache:6379/3',
+      'redis://:s3cret@cache',
+      'rediss://cache.example:6380/1',
+      'redis://[::1]:6379',
+    ]) {
+      assert.equal(redisUrl(url), url);
+    }
+    // ioredis turns TLS on for rediss:// written in lower case only.
+    assert.equal(redisUrl('  REDISS://cache:6380/2 '), 'rediss://cache:6380/2');
+    assert.equal(redisUrl(''), undefined);
+
+    const database = /the path must be a database number: a whole number from 0 to 2147483646/;
+    for (const [text, message] of [
+      ['redis://127.0.0.1:6379/abc', database],
+      ['redis://127.0.0.1:6379/-1', database],
+      ['redis://127.0.0.1:6379/1.5', database],
+      ['redis://127.0.0.1:6379/0/1', database],
+      ['redis://127.0.0.1:6379/%31', database],
+      ['redis://127.0.0.1:6379/2147483647', database],
+      ['redis://127.0.0.1:99999', /the port must be a whole number from 1 to 65535/],
+      ['redis://127.0.0.1:0', /the port must be a whole number from 1 to 65535/],
+      ['redis://127.0.0.1:63x9', /the port must be a whole number from 1 to 65535/],
+      ['redis:///0', /the host is missing/],
+      ['redis://:pw@:6379', /the host is missing/],
+      ['redis://cache:6379/0?db=abc', /no \?query or #fragment/],
+      ['redis://cache:6379/0?enableOfflineQueue=true', /no \?query or #fragment/],
+      ['redis://cache#0', /no \?query or #fragment/],
+      ['redis://:%zz@cache', /malformed %-escape/],
+      ['redis://ca che', /expected redis\[s\]:\/\/\[\[USER\]:PASSWORD@\]HOST\[:PORT\]\[\/DATABASE\]/],
+    ] as const) {
+      assert.throws(
+        () => redisUrl(text),
+        (err: Error) => /^invalid --redis-url "/.test(err.message) && message.test(err.message),
+        text,
+      );
+    }
+    // Named as given, and never with its password.
+    assert.throws(
+      () => redisUrl(undefined, { PLANTSTORE_REDIS_URL: 'redis://alice:hunter2@cache:6379/x' }),
+      (err: Error) => {
+        assert.match(err.message, /^invalid PLANTSTORE_REDIS_URL "redis:\/\/\*\*\*@cache:6379\/x": the path must be/);
+        return true;
+      },
+    );
+    assert.throws(
+      () => redisUrl('redis://:p@ss:w@rd@cache:99999'),
+      (err: Error) => !err.message.includes('ss:w') && /\*\*\*@cache/.test(err.message),
+    );
+    assert.throws(
+      () => redisUrl('user:hunter2@cache'),
+      (err: Error) => !err.message.includes('hunter2'),
+    );
+  });
+
   it('has explicit defaults and reads flags over PLANTSTORE_* variables', () => {
     const defaults = loadConfig({}, {}).app;
     assert.deepEqual(defaults.http, {
@@ -255,7 +318,7 @@ describe('configuration of the limits', () => {
       [{ rateLimit: '0/1m' }, /invalid --rate-limit/],
       [{ rateLimit: '-5/1m' }, /invalid --rate-limit/],
       [{ rateLimit: '10/2d' }, /invalid --rate-limit/],
-      [{ redisUrl: 'http://cache:6379' }, /invalid Redis URL/],
+      [{ redisUrl: 'http://cache:6379' }, /invalid --redis-url "http:\/\/cache:6379": expected a redis:\/\/ or rediss:\/\/ URL/],
       [{ maxConnections: '0' }, /invalid --max-connections/],
       [{ maxHeaderBytes: '100' }, /invalid --max-header-bytes/],
       [{ headersTimeoutMs: '5000', requestTimeoutMs: '1000' }, /must not exceed/],

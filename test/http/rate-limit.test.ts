@@ -8,7 +8,7 @@ import { clientNetwork } from '../../src/http/client-network.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
-import { REDIS_URL, redisUnavailableReason } from '../helpers/redis.js';
+import { REDIS_URL, redisUnavailableReason, urlOfMissingDatabase } from '../helpers/redis.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { AUDIENCE, ISSUER, mintJwt, SECRET, secretKey } from '../helpers/jwt.js';
 import { bearer, rawRequest, seed, startApp, type AddedPlant, type RawResponse, type RunningApp } from '../helpers/http-app.js';
@@ -270,6 +270,43 @@ describe('rate limiting through Redis that goes away and comes back', async () =
       await proxy.stop();
       await store.close();
       const redis = new Redis(REDIS_URL);
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
+  });
+});
+
+describe('rate limiting through Redis that refuses the database of the URL', async () => {
+  const skip = await redisUnavailableReason();
+
+  it('serves uncounted, as if Redis were away, with one error, and never counts in database 0', { skip }, async () => {
+    const { store, tokens } = await freshStore();
+    const prefix = `plantstore-test:${randomUUID()}:`;
+    const server = await startApp(store, {
+      captureLogs: true,
+      logLevel: 'warn',
+      config: { rateLimit: '1/60s', writeRateLimit: 'off', redisUrl: await urlOfMissingDatabase(), redisKeyPrefix: prefix },
+    });
+    // Database 0, where ioredis goes on when the server refuses the SELECT.
+    const zero = new URL(REDIS_URL);
+    zero.pathname = '/0';
+    const redis = new Redis(zero.toString());
+    try {
+      for (let i = 0; i < 3; i++) {
+        const res = await rawRequest(server.url, '/plants', bearer(tokens.alice!));
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.headers.ratelimit, undefined, 'nothing counted');
+      }
+      assert.deepEqual(await redis.keys(`${prefix}*`), [], 'no counter in the database the URL does not name');
+      const lines = server.logs().split('\n');
+      const refusals = lines.filter((line) => line.includes('Redis refuses to select database'));
+      assert.equal(refusals.length, 1, server.logs());
+      assert.match(refusals[0]!, /"level":50.*ERR DB index is out of range/);
+      assert.ok(server.logs().includes('Redis not reachable at start'), 'at start, Redis counts as away');
+    } finally {
+      await server.close();
+      await store.close();
       const keys = await redis.keys(`${prefix}*`);
       if (keys.length > 0) await redis.del(...keys);
       redis.disconnect();

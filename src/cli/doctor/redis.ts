@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { refusedDatabase } from '../../http/rate-limit-counters.js';
 import { fail, ok, reason, skip, warn, type Check } from './check.js';
 import { withoutPassword } from './postgres.js';
 
@@ -19,20 +20,33 @@ export async function redisChecks(url: string | undefined, prefix: string, limit
     ];
   }
   const fix = 'check --redis-url / PLANTSTORE_REDIS_URL and that this host can reach Redis: serve runs without rate limits while it cannot';
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 3_000,
-    commandTimeout: 3_000,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
+  let redis: Redis | undefined;
   // connect() rejects with "Connection is closed" alone; the cause (ECONNREFUSED, WRONGPASS) comes as an event.
   let cause: unknown;
-  redis.on('error', (err) => {
-    cause ??= err;
-  });
   try {
+    // Inside the try: whatever ioredis throws on a URL is a failed check, never a crash of doctor.
+    redis = new Redis(url, {
+      lazyConnect: true,
+      connectTimeout: 3_000,
+      commandTimeout: 3_000,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    redis.on('error', (err) => {
+      cause ??= err;
+    });
     await redis.connect();
+    // A refused SELECT comes as an event only, before 'ready', and the connection goes on in database 0.
+    const database = refusedDatabase(cause);
+    if (database !== undefined) {
+      return [
+        fail(
+          'redis',
+          `cannot use Redis at ${where}: it refuses database ${database} (${reason(cause)})`,
+          'use a database number the server has (0 to 15 with the default "databases 16") in --redis-url / PLANTSTORE_REDIS_URL: serve runs without rate limits while it refuses it',
+        ),
+      ];
+    }
     const version = /^redis_version:(.+)$/m.exec(await redis.info('server'))?.[1]?.trim() ?? 'unknown version';
     // The counters are a Lua script: a server or user without EVAL could not count a request.
     await redis.eval('return 1', 0);
@@ -40,6 +54,6 @@ export async function redisChecks(url: string | undefined, prefix: string, limit
   } catch (err) {
     return [fail('redis', `cannot use Redis at ${where}: ${reason(cause ?? err)}`, fix)];
   } finally {
-    redis.disconnect();
+    redis?.disconnect();
   }
 }
