@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js';
 import { loadJwtConfig, type JwtConfig } from './auth/jwt-config.js';
 import { invalidInput } from './catalogue/errors.js';
 import {
@@ -129,10 +130,30 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
   return config as unknown as Config;
 }
 
-/** Whether two listeners on these hosts would take one address: the same host, or either on every interface. */
+/**
+ * Whether two listeners on these hosts may take one address: either on every address, or an address in common. Hosts
+ * are compared by what they stand for, without a lookup: the config is read before anything resolves.
+ */
 function sameAddress(a: string, b: string): boolean {
-  const everywhere = (host: string) => host === '0.0.0.0' || host === '::' || host === '[::]';
-  return a === b || everywhere(a) || everywhere(b);
+  const [x, y] = [listenAddresses(a), listenAddresses(b)];
+  return x === 'every' || y === 'every' || x.some((address) => y.includes(address));
+}
+
+/**
+ * The addresses a listener on `host` may take, or 'every' (`0.0.0.0`, `::` however written). An IP address in any
+ * spelling is one address (`127.1`, `::ffff:127.0.0.1` and `127.0.0.1` alike, as the resolver reads them); localhost
+ * names are loopback (RFC 6761), both addresses since the resolver gives either first; any other name is itself.
+ */
+function listenAddresses(host: string): 'every' | string[] {
+  const name = host
+    .trim()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+    .toLowerCase();
+  if (name === 'localhost' || name.endsWith('.localhost')) return ['127.0.0.1', '::1'];
+  if (!ipaddr.isValid(name)) return [name];
+  const address = ipaddr.process(name);
+  return address.range() === 'unspecified' ? 'every' : [address.toString()];
 }
 
 /** Sets the value at a dotted path, making the slices on the way. */

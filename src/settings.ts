@@ -444,7 +444,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_METRICS_HOST',
     default: '127.0.0.1',
     summary: 'address of the metrics listener',
-    meaning: 'Address of the metrics listener.',
+    meaning:
+      'Address of the metrics listener. On the HTTP port, it must not share an address with `--host`, however written: `localhost` is `127.0.0.1` and `::1`, and `0.0.0.0` or `::` shares every address.',
     table: 'service',
     into: [],
     // Checked where it is used: only with a metrics port.

@@ -144,6 +144,21 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const run = await runCli(join(dir, 'any.db'), ['doctor', '--port', '99999']);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^fail\s+config\s+invalid --port "99999": expected a whole number from 0 to 65535 -> correct the flag/m);
+    // The HTTP port again for metrics, on the same address written otherwise.
+    const shared = await runCli(join(dir, 'any.db'), [
+      'doctor',
+      '--port',
+      '18501',
+      '--metrics-port',
+      '18501',
+      '--metrics-host',
+      'localhost',
+    ]);
+    assert.equal(shared.code, 1);
+    assert.match(
+      shared.stdout,
+      /^fail\s+config\s+the metrics port \(PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 18501/m,
+    );
   });
 
   it('warns, without creating it, when the database file does not exist yet', async () => {

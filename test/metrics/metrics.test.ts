@@ -420,6 +420,38 @@ describe('metrics off (the default)', () => {
     assert.equal(loadConfig({ port: '9000', metricsPort: '9000', host: '127.0.0.2' }, {}).server.metrics?.port, 9000);
     assert.equal(loadConfig({ port: '0', metricsPort: '0' }, {}).server.metrics?.port, 0);
   });
+
+  it('compares the addresses the hosts stand for, not how they are written', () => {
+    const metricsOn = (host: string, metricsHost: string) =>
+      loadConfig({ port: '9000', metricsPort: '9000', host, metricsHost }, {}).server.metrics?.port;
+    for (const [host, metricsHost] of [
+      // localhost is loopback (RFC 6761), whichever of its addresses the resolver gives first.
+      ['127.0.0.1', 'localhost'],
+      ['localhost', '::1'],
+      ['LOCALHOST.', '127.0.0.1'],
+      ['127.0.0.1', 'api.localhost'],
+      // One address, written otherwise.
+      ['127.0.0.1', '127.1'],
+      ['127.0.0.1', '::ffff:127.0.0.1'],
+      ['::1', '0:0:0:0:0:0:0:1'],
+      ['[::1]', '::1'],
+      ['Metrics.Example', 'metrics.example.'],
+      // Every address, written otherwise.
+      ['0', '127.0.0.2'],
+      ['192.0.2.7', '0:0:0:0:0:0:0:0'],
+      ['::ffff:0.0.0.0', 'localhost'],
+    ]) {
+      assert.throws(() => metricsOn(host!, metricsHost!), /must differ from the HTTP port: both are 9000/, `${host} and ${metricsHost}`);
+    }
+    for (const [host, metricsHost] of [
+      ['127.0.0.2', 'localhost'],
+      ['::1', '127.0.0.1'],
+      ['192.0.2.7', '192.0.2.8'],
+      ['api.example', 'metrics.example'],
+    ]) {
+      assert.equal(metricsOn(host!, metricsHost!), 9000, `${host} and ${metricsHost}`);
+    }
+  });
 });
 
 describe('serve --workers N with metrics', () => {
