@@ -3,7 +3,7 @@ import { checkGroupName, checkUserName } from './names.js';
 
 /**
  * Who has access to one plant besides its owner and admins, as its owner sees and changes it (the rule itself is
- * access-rule.ts): the public flag, and the users and groups it is shared with. Names are listed in code-unit
+ * access-rule.ts): the public flag, and the users and groups it is shared with. Names are listed in code-point
  * order, so one access has one form and one version.
  */
 export interface PlantAccess {
@@ -19,7 +19,24 @@ export type Grantee = { user: string } | { group: string };
 export type AccessChange =
   { kind: 'replace'; access: PlantAccess } | { kind: 'share' | 'unshare'; grantee: Grantee } | { kind: 'public'; public: boolean };
 
-const sortedNames = (names: Iterable<string>): string[] => [...new Set(names)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+/**
+ * Code-point order, which is also the order of UTF-8's bytes and of the databases' binary collations. UTF-16 code
+ * units alone put a character beyond U+FFFF (a surrogate pair, 0xD800-0xDFFF) before U+E000-U+FFFF: at the first
+ * unit that differs, surrogates are ranked above the rest of the BMP.
+ */
+function codePointOrder(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return surrogatesLast(x) - surrogatesLast(y);
+  }
+  return a.length - b.length;
+}
+
+const surrogatesLast = (unit: number): number => (unit < 0xd800 ? unit : unit < 0xe000 ? unit + 0x2000 : unit - 0x800);
+
+const sortedNames = (names: Iterable<string>): string[] => [...new Set(names)].sort(codePointOrder);
 
 /** The access in its one form: names sorted, each once. */
 export function normalAccess(access: PlantAccess): PlantAccess {

@@ -100,6 +100,32 @@ for (const backend of BACKENDS) {
       assert.deepEqual((await access('alice', 7002)).body, body);
     });
 
+    it('lists names in code-point order, as UTF-8 bytes and the databases sort them, whichever way they were given', async () => {
+      // In UTF-16 an astral character (a surrogate pair, 0xD800-0xDFFF) sorts before U+E000-U+FFFF; by code point after.
+      const names = ['\u{1F600}', '\uFFFC', '\u{10000}', '\uE000', 'z'];
+      const sorted = ['z', '\uE000', '\uFFFC', '\u{10000}', '\u{1F600}'];
+      const utf8Order = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+      assert.deepEqual(names.toSorted(utf8Order), sorted);
+      for (const name of names) {
+        await store.users.add(name, false);
+        await store.groups.add(name);
+      }
+      await create('alice', 7017, 'Yarrow');
+      const put = await replace('alice', 7017, { public: false, users: names, groups: names.toReversed() });
+      assert.equal(put.status, 200, put.text);
+      assert.deepEqual(put.body, { public: false, users: sorted, groups: sorted });
+      assert.deepEqual((await access('alice', 7017)).body, put.body, 'read back from the database');
+      // Shared one at a time, in another order: the same access, so the same version.
+      await replace('alice', 7017, { public: false, users: [], groups: [] });
+      for (const name of names.toReversed()) {
+        assert.equal((await grantee('alice', 7017, 'PUT', `users/${encodeURIComponent(name)}`)).status, 204);
+        assert.equal((await grantee('alice', 7017, 'PUT', `groups/${encodeURIComponent(name)}`)).status, 204);
+      }
+      const read = await access('alice', 7017);
+      assert.deepEqual(read.body, put.body);
+      assert.equal(read.headers.etag, put.headers.etag);
+    });
+
     it('takes an empty JSON body on a share or unshare, which take none, as clients send one', async () => {
       await create('alice', 7016, 'Reed');
       for (const method of ['PUT', 'DELETE'] as const) {
