@@ -198,7 +198,9 @@ export async function setPlantAccess(
 
 /**
  * Shares the plant with one user or group (`share: true`), or stops sharing it (`false`); idempotent. Throws
- * PlantStoreError: 404 also for a name of no user or group (codes 40403, 40404).
+ * PlantStoreError: 404 also for a name of no user or group (codes 40403, 40404). Throws RangeError, sending
+ * nothing, for the name `.` or `..`, which no URL path can carry: the service gives them to no new user or group,
+ * and one named so before is shared with by setPlantAccess, whose body carries names.
  */
 export async function sharePlant(
   client: PlantStoreClient,
@@ -207,6 +209,11 @@ export async function sharePlant(
   share: boolean,
   { signal }: { signal?: AbortSignal } = {},
 ): Promise<void> {
+  const [kind, name] = 'user' in grantee ? ['user', grantee.user] : ['group', grantee.group];
+  // fetch's URL parser removes a `.` or `..` segment (escaped or not): the request would go to another path.
+  if (name === '.' || name === '..') {
+    throw new RangeError(`a ${kind} named "${name}" cannot be in a URL path: change the access with setPlantAccess instead`);
+  }
   const init = { ...(signal ? { signal } : {}) };
   const user = 'user' in grantee ? { params: { path: { id, name: grantee.user } }, ...init } : undefined;
   const group = 'group' in grantee ? { params: { path: { id, name: grantee.group } }, ...init } : undefined;

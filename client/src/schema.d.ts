@@ -1597,7 +1597,7 @@ export interface operations {
             path: {
                 /** @description ID of the plant */
                 id: number;
-                /** @description Name of the user */
+                /** @description Name of the user. URL clients remove a `.` or `..` segment, so no new user is given either name; share with one named so before through `PUT /plants/{id}/access`. */
                 name: string;
             };
             cookie?: never;
@@ -1764,7 +1764,7 @@ export interface operations {
             path: {
                 /** @description ID of the plant */
                 id: number;
-                /** @description Name of the user */
+                /** @description Name of the user. URL clients remove a `.` or `..` segment, so no new user is given either name; share with one named so before through `PUT /plants/{id}/access`. */
                 name: string;
             };
             cookie?: never;
@@ -1931,7 +1931,7 @@ export interface operations {
             path: {
                 /** @description ID of the plant */
                 id: number;
-                /** @description Name of the group */
+                /** @description Name of the group. URL clients remove a `.` or `..` segment, so no new group is given either name; share with one named so before through `PUT /plants/{id}/access`. */
                 name: string;
             };
             cookie?: never;
@@ -2098,7 +2098,7 @@ export interface operations {
             path: {
                 /** @description ID of the plant */
                 id: number;
-                /** @description Name of the group */
+                /** @description Name of the group. URL clients remove a `.` or `..` segment, so no new group is given either name; share with one named so before through `PUT /plants/{id}/access`. */
                 name: string;
             };
             cookie?: never;

@@ -1,6 +1,6 @@
 import { then, type Awaitable } from '../awaitable.js';
 import type { CacheCounter } from '../cache/scoped-cache.js';
-import { checkUserName } from '../catalogue/names.js';
+import { checkNewUserName } from '../catalogue/names.js';
 import { DomainError } from '../catalogue/errors.js';
 import type { Credentials, TokenCredential, TokenPageRequest, UserCredential, VisiblePage } from '../store/store.js';
 import type { AnswerCaches } from '../cache/answer-caches.js';
@@ -151,7 +151,7 @@ async function provisionedUser(
   if (jwt.config.unknownUsers === 'reject') return { ok: false, reason: 'unknown_user' };
   const claim = jwt.config.userClaim;
   try {
-    checkUserName(name);
+    checkNewUserName(name);
   } catch (err) {
     if (err instanceof DomainError)
       return { ok: false, reason: 'invalid_claims', detail: `the '${claim}' claim is not a usable user name` };

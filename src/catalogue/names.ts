@@ -125,6 +125,30 @@ export function checkGroupName(name: string): void {
 }
 
 /**
+ * `.` and `..`, escaped (`%2E`) or not, are dot segments: a URL parser (WHATWG's, in fetch and browsers) removes them
+ * from `/plants/{id}/access/users/{name}` before the request is sent, so no standard client can share a plant with
+ * such a user or group. A new user or group is refused them; one stored before is still found by name (in a body,
+ * by the CLI, in a path sent as it is).
+ */
+function checkNotDotSegment(what: string, name: string): void {
+  if (name === '.' || name === '..') {
+    throw invalidInput(`${what} must not be "${name}": a URL path cannot carry it (clients remove "." and ".." segments)`);
+  }
+}
+
+/** A user name for a new user (`users add`, an import, a JWT's provisioned user): checkUserName's rules, and no dot segment. */
+export function checkNewUserName(name: string): void {
+  checkUserName(name);
+  checkNotDotSegment('user name', name);
+}
+
+/** A group name for a new group (`groups add`, an import): checkGroupName's rules, and no dot segment. */
+export function checkNewGroupName(name: string): void {
+  checkGroupName(name);
+  checkNotDotSegment('group name', name);
+}
+
+/**
  * What a name looks like to a person: compatibility forms folded (NFKC: fullwidth letters, ligatures), look-alike
  * letters of other scripts mapped to the Latin ones they imitate (Unicode's confusables: Cyrillic "а" is "a"),
  * invisible characters dropped, and case ignored. Two names with the same key are told apart by no reader;

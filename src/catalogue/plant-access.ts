@@ -74,7 +74,10 @@ export function accessVersion(access: PlantAccess): string {
     .slice(0, 27);
 }
 
-/** Refuses (invalid_input) a grantee's name that no user or group can have: it is never looked up. */
+/**
+ * Refuses (invalid_input) a grantee's name that no user or group can have: it is never looked up. `.` and `..` pass
+ * (checkNewUserName refuses them only to new ones): a user or group stored with either before is still shared with.
+ */
 export function checkGrantee(grantee: Grantee): void {
   if ('user' in grantee) checkUserName(grantee.user);
   else checkGroupName(grantee.group);

@@ -5,7 +5,7 @@ import { Compile } from 'typebox/schema';
 import { invalidInput } from '../catalogue/errors.js';
 import type { NumberedRecord } from './records.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
-import { checkGroupName, checkPlant, checkUserName } from '../catalogue/names.js';
+import { checkNewGroupName, checkNewUserName, checkPlant } from '../catalogue/names.js';
 
 const validators = {
   user: Compile(UserRecord),
@@ -43,10 +43,10 @@ export function toRecord(value: unknown): CatalogueRecord {
   const record = value;
   switch (record.type) {
     case 'user':
-      checkUserName(record.name);
+      checkNewUserName(record.name);
       break;
     case 'group':
-      checkGroupName(record.name);
+      checkNewGroupName(record.name);
       break;
     case 'plant':
       checkPlant(record);

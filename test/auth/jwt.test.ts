@@ -248,8 +248,11 @@ for (const backend of BACKENDS) {
       assert.equal(users.length, 2);
       assert.ok(users.every((u) => !u.admin));
       // A subject that is not a usable user name is refused, not stored.
-      const bad = await mintJwt(secretKey(), { claims: { sub: 'group:admins' } });
-      assertRejected(await rawRequest(server.url, '/plants', bearer(bad)), 40111, bad, /not a usable user name/);
+      for (const sub of ['group:admins', '.', '..']) {
+        const bad = await mintJwt(secretKey(), { claims: { sub } });
+        assertRejected(await rawRequest(server.url, '/plants', bearer(bad)), 40111, bad, /not a usable user name/);
+      }
+      assert.ok(!(await store.users.list()).some((u) => u.name === '.' || u.name === '..'), 'no user named "." or ".."');
     });
 
     it('provision mode refuses a name that looks like an existing user, or holds invisible characters, and creates nothing', async () => {

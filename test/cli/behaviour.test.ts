@@ -195,6 +195,8 @@ describe('plantstore CLI: the database named by --db', () => {
     // Commands that create data may create it, once what they would write is good.
     await fails(typo, ['users', 'add', ''], /user name must not be empty/);
     await fails(typo, ['groups', 'add', ' padded '], /group name must not start or end with white space/);
+    await fails(typo, ['users', 'add', '..'], /user name must not be "\.\.": a URL path cannot carry it/);
+    await fails(typo, ['groups', 'add', '.'], /group name must not be "\.": a URL path cannot carry it/);
     assert.ok(!existsSync(typo), 'a refused name creates nothing');
     await ok(typo, ['users', 'add', 'alice']);
     assert.ok(existsSync(typo));

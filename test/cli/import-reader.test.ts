@@ -65,6 +65,21 @@ describe('import reader', () => {
     await assert.rejects(readAll(['{"type":"user","name":"a"}\n{"type":"user","name":"b","x":1}']), /line 2: unknown field "x"/);
   });
 
+  it('refuses a user or group named "." or "..", which no URL path can carry, with its line; other dotted names pass', async () => {
+    for (const type of ['user', 'group']) {
+      for (const name of ['.', '..']) {
+        const text = `{"type":"user","name":"a"}\n${JSON.stringify({ type, name })}\n`;
+        const refused = new RegExp(`: line 2: ${type} name must not be "${name.replaceAll('.', '\\.')}": a URL path cannot carry it`);
+        await assert.rejects(readAll([text]), refused);
+      }
+    }
+    const dotted = ['...', '.a', 'a.', '%2E'].map(user);
+    assert.deepEqual(
+      await readAll([dotted.map((r) => JSON.stringify(r)).join('\n')]),
+      dotted.map((record, i) => ({ line: i + 1, record })),
+    );
+  });
+
   it('refuses a line longer than any record as soon as it is, without reading the rest', async () => {
     const piece = 'x'.repeat(1024 * 1024);
     async function* endless() {

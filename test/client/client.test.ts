@@ -18,10 +18,12 @@ import {
   type PlantStoreClient,
   type VersionedPlant,
 } from '@plantstore/client';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { CAROL_SEES, seedDemo, type DemoUser } from '../helpers/demo.js';
 import { mintToken, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { plainSql } from '../helpers/plain-sql.js';
 
 // The published client package, used as a consumer would: over a real socket against the real app. The client
 // does not depend on the backend, so one is enough.
@@ -37,6 +39,7 @@ function recordingFetch(urls: string[]): (input: Request) => Promise<Response> {
 }
 
 describe(`typed client [${backend.name}]`, () => {
+  let db: string;
   let store: Store;
   let server: RunningApp;
   let tokens: Record<DemoUser, string>;
@@ -44,7 +47,8 @@ describe(`typed client [${backend.name}]`, () => {
     createPlantStoreClient({ baseUrl: server.url, token, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
 
   before(async () => {
-    store = await backend.open();
+    db = await backend.freshDb();
+    store = await openStore({ db });
     tokens = await seedDemo(store);
     server = await startApp(store);
   });
@@ -195,6 +199,27 @@ describe(`typed client [${backend.name}]`, () => {
     const notOwner = await getPlantAccess(client(tokens.carol), 70_002).catch((e: unknown) => e);
     assert.ok(notOwner instanceof PlantStoreError && notOwner.status === 403, String(notOwner));
     await deletePlant(dave, 70_002);
+  });
+
+  it('sharePlant refuses the names "." and "..", which fetch drops from a path, sending nothing; setPlantAccess takes them', async () => {
+    // Stored before such names were refused: the service still knows them, in a body and over a raw request.
+    await plainSql(db, `INSERT INTO users (name, is_admin, created_at, name_key) VALUES ('..', 0, 0, '..')`);
+    await plainSql(db, `INSERT INTO groups (name, created_at) VALUES ('.', 0)`);
+    await createPlant(client(tokens.dave), { id: 70_004, name: 'Dotted fern' });
+    const urls: string[] = [];
+    const dave = client(tokens.dave, recordingFetch(urls));
+    for (const grantee of [{ user: '..' }, { user: '.' }, { group: '..' }, { group: '.' }]) {
+      for (const share of [true, false]) {
+        const refused = await sharePlant(dave, 70_004, grantee, share).catch((e: unknown) => e);
+        assert.ok(refused instanceof RangeError, `${JSON.stringify(grantee)}: ${String(refused)}`);
+        assert.match(refused.message, /^a (user|group) named "\.\.?" cannot be in a URL path: change the access with setPlantAccess/);
+      }
+    }
+    assert.deepEqual(urls, [], 'nothing was sent');
+    const set = await setPlantAccess(dave, 70_004, { public: false, users: ['..'], groups: ['.'] });
+    assert.deepEqual(set.access, { public: false, users: ['..'], groups: ['.'] });
+    assert.deepEqual((await getPlantAccess(dave, 70_004)).access, set.access);
+    await deletePlant(dave, 70_004);
   });
 
   it('getPlant and updatePlant read and change a plant with its version: 304 while unchanged, 412 once stale', async () => {

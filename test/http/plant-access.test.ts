@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { bearer, rawRequest, seed, startApp, type RunningApp } from '../helpers/http-app.js';
+import { plainSql } from '../helpers/plain-sql.js';
 
 // The access of one plant over a real socket, once per backend: its owner makes a plant created over HTTP public,
 // shares it with a user and a group, lists who has access and takes it back; each step is in the affected users'
@@ -16,6 +18,7 @@ const JSON_BODY = { 'content-type': 'application/json' };
 
 for (const backend of BACKENDS) {
   describe(`plant access over HTTP [${backend.name}]`, { skip: backend.skip }, () => {
+    let db: string;
     let store: Store;
     let server: RunningApp;
     let tokens: Record<string, string>;
@@ -37,7 +40,8 @@ for (const backend of BACKENDS) {
     };
 
     before(async () => {
-      store = await backend.open();
+      db = await backend.freshDb();
+      store = await openStore({ db });
       const seeded = await seed(store, {
         users: [{ name: 'alice' }, { name: 'bob' }, { name: 'carol' }, { name: 'dave' }, { name: 'root', admin: true }],
         groups: [{ name: 'friends', members: ['carol'] }, { name: 'empty' }],
@@ -180,6 +184,20 @@ for (const backend of BACKENDS) {
       // A name as long as names may be is a name, not an unknown path.
       assertError(await grantee('alice', 7003, 'PUT', `users/${'n'.repeat(1024)}`), 404, 40403);
       assertError(await replace('alice', 7003, { public: false, users: [' bob'], groups: [] }), 400, 40005);
+    });
+
+    it('gives no new user or group the name "." or "..", and still shares with one named so before, over a raw request', async () => {
+      await assert.rejects(store.users.add('..', false), /^DomainError: user name must not be "\.\.": a URL path cannot carry it/);
+      await assert.rejects(store.groups.add('.'), /^DomainError: group name must not be "\.": a URL path cannot carry it/);
+      // Stored before the rule: a raw request carries the name as it is (fetch would drop the segment).
+      await plainSql(db, `INSERT INTO users (name, is_admin, created_at, name_key) VALUES ('.', 0, 0, '.'), ('..', 0, 0, '..')`);
+      await plainSql(db, `INSERT INTO groups (name, created_at) VALUES ('.', 0), ('..', 0)`);
+      await create('alice', 7018, 'Wort');
+      const paths = ['users/.', 'users/%2E%2E', 'groups/%2e', 'groups/..'];
+      for (const path of paths) assert.equal((await grantee('alice', 7018, 'PUT', path)).status, 204, path);
+      assert.deepEqual((await access('alice', 7018)).body, { public: false, users: ['.', '..'], groups: ['.', '..'] });
+      for (const path of paths) assert.equal((await grantee('alice', 7018, 'DELETE', path)).status, 204, path);
+      assert.deepEqual((await access('alice', 7018)).body, { public: false, users: [], groups: [] });
     });
 
     it('refuses a body that is not a PlantAccess', async () => {

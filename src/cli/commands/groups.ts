@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { checkGroupName } from '../../catalogue/names.js';
+import { checkNewGroupName } from '../../catalogue/names.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { printRows, say } from '../output.js';
@@ -16,7 +16,7 @@ export function registerGroupCommands(program: Command): void {
     .addHelpText('after', examples('plantstore groups add gardeners'))
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       // Checked before the store opens, which may create the database: a refused name leaves no file behind.
-      checkGroupName(name);
+      checkNewGroupName(name);
       await withStore(cmd, ({ groups }) => groups.add(name), { create: true });
       say(`added group ${name}`);
     });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
-import { checkUserName } from '../../catalogue/names.js';
+import { checkNewUserName } from '../../catalogue/names.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
 import { isoDate, printRows, say } from '../output.js';
@@ -18,7 +18,7 @@ export function registerUserCommands(program: Command): void {
     .addHelpText('after', examples('plantstore users add alice', 'plantstore users add root --admin'))
     .action(async (name: string, opts: { admin: boolean }, cmd: Command) => {
       // Checked before the store opens, which may create the database: a refused name leaves no file behind.
-      checkUserName(name);
+      checkNewUserName(name);
       await withStore(cmd, ({ users }) => users.add(name, opts.admin), { create: true });
       say(`added user ${name}${opts.admin ? ' (admin)' : ''}`);
     });

@@ -42,7 +42,13 @@ const AccessParams = Type.Object({ id: PlantIdParam });
 const GranteeParams = (what: 'user' | 'group') =>
   Type.Object({
     id: PlantIdParam,
-    name: Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: `Name of the ${what}` }),
+    name: Type.String({
+      minLength: 1,
+      maxLength: MAX_NAME_LENGTH,
+      description:
+        `Name of the ${what}. URL clients remove a \`.\` or \`..\` segment, so no new ${what} is given either name; ` +
+        `share with one named so before through \`PUT /plants/{id}/access\`.`,
+    }),
   });
 
 const { etag, writeConditions, readConditions } = versionHeaders('the access', "The access's");

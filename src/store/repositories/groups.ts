@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { notFound } from '../../catalogue/errors.js';
-import { checkGroupName } from '../../catalogue/names.js';
+import { checkNewGroupName } from '../../catalogue/names.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { GroupInfo } from '../records.js';
@@ -44,7 +44,7 @@ export function groupRepository(d: DatabaseSeam) {
     });
   return {
     async add(name: string): Promise<GroupInfo> {
-      checkGroupName(name);
+      checkNewGroupName(name);
       const createdAt = Date.now();
       const row = await insertUnique(d, `group "${name}"`, () =>
         d.writeStatement((db) => db.insertInto('groups').values({ name, created_at: createdAt }).returning('id').executeTakeFirstOrThrow()),

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
-import { checkUserName, nameKey } from '../../catalogue/names.js';
+import { checkNewUserName, nameKey } from '../../catalogue/names.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { UserCredential, UserInfo } from '../records.js';
@@ -70,7 +70,7 @@ const credential = (row: { id: number; is_admin: number }): UserCredential => ({
  * (conflict): the provider's user would otherwise pass for the other one in every list.
  */
 export async function provisionUser(d: DatabaseSeam, name: string): Promise<UserCredential> {
-  checkUserName(name);
+  checkNewUserName(name);
   const key = nameKey(name);
   const provisioned = d.writeTransaction(async (trx) => {
     const found = await trx.selectFrom('users').select(['id', 'is_admin']).where('name', '=', name).executeTakeFirst();
@@ -104,7 +104,7 @@ export function userRepository(d: DatabaseSeam) {
      * look-alike) is refused (conflict), as it is for a user an identity provider names (provisionUser).
      */
     async add(name: string, admin: boolean): Promise<UserInfo> {
-      checkUserName(name);
+      checkNewUserName(name);
       const key = nameKey(name);
       const createdAt = Date.now();
       const row = await insertUnique(d, `user "${name}"`, () =>
