@@ -280,7 +280,7 @@ export interface components {
          *
          *     | error | status | name | meaning |
          *     |---|---|---|---|
-         *     | 40001 | 400 | `invalid_parameter` | A query parameter has an invalid value. |
+         *     | 40001 | 400 | `invalid_parameter` | A query or path parameter has an invalid value. |
          *     | 40002 | 400 | `repeated_parameter` | A query parameter that takes one value was given more than once. |
          *     | 40003 | 400 | `bad_request` | The request is malformed (bad URL encoding, bad body, bad headers). |
          *     | 40004 | 400 | `unknown_parameter` | The request has a query parameter the operation does not take (the message names it). |
@@ -1266,7 +1266,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1427,7 +1427,7 @@ export interface operations {
                     "application/json": components["schemas"]["PlantAccess"];
                 };
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 (code 40001); the body is not JSON or not a PlantAccess: a missing, mistyped or unknown field, more than 1000 names in a list, a name given twice, or one no user or group can have (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1614,7 +1614,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1781,7 +1781,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1948,7 +1948,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -2115,7 +2115,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];

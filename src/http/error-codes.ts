@@ -4,7 +4,7 @@
  * `Math.floor(error / 100)` is always the status it was sent with. Codes are never reused or renumbered.
  */
 export const errorCatalogue = {
-  invalid_parameter: { code: 40001, status: 400, summary: 'A query parameter has an invalid value.' },
+  invalid_parameter: { code: 40001, status: 400, summary: 'A query or path parameter has an invalid value.' },
   repeated_parameter: { code: 40002, status: 400, summary: 'A query parameter that takes one value was given more than once.' },
   bad_request: { code: 40003, status: 400, summary: 'The request is malformed (bad URL encoding, bad body, bad headers).' },
   unknown_parameter: {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createConfig, lintFromString, type NormalizedProblem } from '@redocly/openapi-core';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { errorCatalogue } from '../../src/http/error-codes.js';
 import { VERSION } from '../../src/version.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
@@ -168,6 +169,21 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
         `${status} has the Error body`,
       );
     }
+  });
+
+  it("names in a response's description only codes of the catalogue sent with that response's status", () => {
+    const statusOf = new Map<number, number>(Object.values(errorCatalogue).map((e) => [e.code, e.status]));
+    const wrong: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths as Json)) {
+      for (const [method, operation] of Object.entries(item as Json)) {
+        for (const [status, response] of Object.entries(((operation as Json).responses ?? {}) as Json)) {
+          for (const [, code] of String((response as Json).description).matchAll(/\bcode (\d{5})\b/g)) {
+            if (statusOf.get(Number(code)) !== Number(status)) wrong.push(`${method.toUpperCase()} ${path} ${status}: code ${code}`);
+          }
+        }
+      }
+    }
+    assert.deepEqual(wrong, []);
   });
 
   it('defines Plant (name required string, tag optional string) and Error (error int32, message string, both required)', () => {

@@ -226,6 +226,55 @@ for (const backend of BACKENDS) {
       assert.equal(assertError(shallow, 400, 40005).message, 'field "users.0" must be string');
     });
 
+    it("names in each operation's documented 400 the codes it answers for the mistakes it lists, and no other", async () => {
+      await create('alice', 7019, 'Vetch');
+      const doc = (await rawRequest(server.url, '/openapi.json')).body as {
+        components: { schemas: { Error: { description: string } } };
+        paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>>;
+      };
+      const empty = JSON.stringify({ public: false, users: [], groups: [] });
+      // The malformed requests every access operation can get, at `path` of plant 7019; `body` is a good one, if any.
+      const mistakes = (method: string, path: (id: string) => string, body?: string) => {
+        const send =
+          (target: string, headers: OutgoingHttpHeaders = {}, text = body) =>
+          () =>
+            rawRequest(server.url, target, as('alice', body === undefined ? headers : { ...JSON_BODY, ...headers }), method, text);
+        return [
+          send(path('0')),
+          send(path('x')),
+          send(`${path('7019')}?x=1`),
+          send(`${path('7019')}?x=%zz`),
+          send(path('7019'), { 'if-match': 'v1' }),
+          send(path('7019'), { 'if-none-match': 'v1' }),
+          ...(body === undefined ? [] : [send(path('7019'), {}, '{"public":false}'), send(path('7019'), {}, '{not json')]),
+        ];
+      };
+      const operations: Array<[string, string, Array<() => Promise<{ status: number; text: string }>>]> = [
+        ['get', '/plants/{id}/access', mistakes('GET', (id) => `/plants/${id}/access`)],
+        ['put', '/plants/{id}/access', mistakes('PUT', (id) => `/plants/${id}/access`, empty)],
+      ];
+      for (const what of ['users', 'groups']) {
+        for (const method of ['PUT', 'DELETE']) {
+          const path = (id: string) => `/plants/${id}/access/${what}/bob`;
+          const badName = () => rawRequest(server.url, `/plants/7019/access/${what}/a%00b`, as('alice'), method);
+          operations.push([method.toLowerCase(), `/plants/{id}/access/${what}/{name}`, [...mistakes(method, path), badName]]);
+        }
+      }
+      for (const [method, path, requests] of operations) {
+        const answered = new Set<number>();
+        for (const request of requests) {
+          const res = await request();
+          assert.equal(res.status, 400, `${method} ${path}: ${res.text}`);
+          answered.add((JSON.parse(res.text) as { error: number }).error);
+        }
+        const documented = doc.paths[path]![method]!.responses['400']!.description;
+        const named = new Set([...documented.matchAll(/\bcode (\d{5})\b/g)].map((m) => Number(m[1])));
+        assert.deepEqual([...named].sort(), [...answered].sort(), `${method.toUpperCase()} ${path}: ${documented}`);
+      }
+      // An invalid id or name is a path parameter's: the catalogue says 40001 is for those too.
+      assert.match(doc.components.schemas.Error.description, /\| 40001 \| 400 \| `invalid_parameter` \| A query or path parameter /);
+    });
+
     it('changes the access only while it is at the version If-Match names (412 otherwise, with the current ETag)', async () => {
       await create('alice', 7005, 'Thyme');
       const read = await access('alice', 7005);

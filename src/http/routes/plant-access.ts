@@ -19,7 +19,7 @@ import { etagOf, preconditionFailed, versionCondition } from '../entity-tags.js'
 import { failedCondition, type VersionCondition } from '../../catalogue/version-conditions.js';
 import { answerRefusal, plantRefusal } from '../errors.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { errorResponse, PlantAccessRef } from '../schemas.js';
+import { errorResponse, MAX_GRANTEES, PlantAccessRef } from '../schemas.js';
 import {
   commonErrors,
   NoQuery,
@@ -55,13 +55,18 @@ const { etag, writeConditions, readConditions } = versionHeaders('the access', "
 /** The unknown grantees a 422 names; it counts the rest. */
 const UNKNOWN_NAMED = 20;
 
-const accessErrors = {
-  ...commonErrors,
-  400: errorResponse(
-    'unexpected error: the id is not a whole number from 1 to 2^53 - 1, a name cannot be one of a user or group, or If-Match or If-None-Match is not `*` or entity tags (code 40003)',
-  ),
-  ...plantRefusals,
-};
+const accessErrors = { ...commonErrors, ...plantRefusals };
+
+/**
+ * The 400 of an access operation: what its path (and body) may get wrong, each with the code it answers, and then
+ * what every one of them may.
+ */
+const badRequest = (own: string) =>
+  errorResponse(
+    `unexpected error: ${own}; a query parameter, as it takes none (code 40004); or a malformed request: a bad ` +
+      'percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003)',
+  );
+const BAD_ID = 'the id is not a whole number from 1 to 2^53 - 1';
 
 const versionRefusal = {
   412: errorResponse(
@@ -114,6 +119,7 @@ export async function plantAccessRoutes(
           200: { ...PlantAccessRef, description: 'The access of the plant', headers: etag },
           304: { type: 'null', description: 'The access is at a version If-None-Match names', headers: etag },
           ...accessErrors,
+          400: badRequest(`${BAD_ID} (code 40001)`),
           406: notAcceptable,
           ...versionRefusal,
         },
@@ -155,7 +161,10 @@ export async function plantAccessRoutes(
         response: {
           200: { ...PlantAccessRef, description: 'The access of the plant, as changed', headers: etag },
           ...changeErrors,
-          400: errorResponse('unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the body is not a PlantAccess'),
+          400: badRequest(
+            `${BAD_ID} (code 40001); the body is not JSON or not a PlantAccess: a missing, mistyped or unknown field, ` +
+              `more than ${MAX_GRANTEES} names in a list, a name given twice, or one no user or group can have (code 40005)`,
+          ),
           406: notAcceptable,
           413: errorResponse(`The request body is larger than ${ACCESS_BODY_LIMIT / 1024 / 1024} MiB`),
           415: errorResponse('The request body is not application/json'),
@@ -188,6 +197,7 @@ export async function plantAccessRoutes(
     const responses = (done: string) => ({
       204: { type: 'null', description: done, headers: etag },
       ...changeErrors,
+      400: badRequest(`${BAD_ID}, or the name is one no ${what} can have (code 40001)`),
       404: errorResponse(
         `No plant with this id that the caller can see (code 40402), or no ${what} with this name (code ${what === 'user' ? 40403 : 40404})`,
       ),
