@@ -78,3 +78,50 @@ export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().rep
 export function say(line: string): void {
   process.stderr.write(`${forTerminal(line)}\n`);
 }
+
+/**
+ * Writes a secret shown only this once (a token, a webhook secret) alone on stdout; rejects when it cannot be
+ * written (a full disk, a reader gone). The program's stdout listener (main.ts) would end the process before the
+ * caller could undo anything, so it is set aside meanwhile; after a failure the stream is done, and its 'error'
+ * event, which follows the callback, only repeats it.
+ */
+function writeSecret(secret: string): Promise<void> {
+  const out = process.stdout;
+  const listeners = out.listeners('error') as Array<(err: Error) => void>;
+  const repeated = (): void => {};
+  out.removeAllListeners('error');
+  out.on('error', repeated);
+  return new Promise((resolve, reject) => {
+    out.write(`${secret}\n`, (err) => {
+      if (err) return reject(err);
+      out.off('error', repeated);
+      for (const listener of listeners) out.on('error', listener);
+      resolve();
+    });
+  });
+}
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * Prints `secret`, the only way to use what was just created; when it cannot be printed, nobody will ever have it,
+ * so what it opens is undone and the command fails, saying so in its one line (or, if undoing fails too, what to
+ * do by hand).
+ */
+export async function showSecretOrUndo(
+  secret: string,
+  what: string,
+  undo: { run: () => Promise<unknown>; done: string; byHand: string },
+): Promise<void> {
+  try {
+    await writeSecret(secret);
+  } catch (err) {
+    const failed = `could not write the ${what} to stdout (${messageOf(err)})`;
+    try {
+      await undo.run();
+    } catch (undoErr) {
+      throw new Error(`${failed}, nor undo it (${messageOf(undoErr)}): ${undo.byHand}`, { cause: err });
+    }
+    throw new Error(`${failed}; ${undo.done}`, { cause: err });
+  }
+}

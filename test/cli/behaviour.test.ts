@@ -51,8 +51,25 @@ function withStdoutClosedAfter(
         if (stdout.split('\n').length > lines) child.stdout.destroy();
       });
     }
-    child.on('exit', (code) => resolve({ code, stderr, stdout }));
+    // 'close', not 'exit': after the whole of stderr is read.
+    child.on('close', (code) => resolve({ code, stderr, stdout }));
   });
+}
+
+const skipWithoutDevFull = existsSync('/dev/full') ? false : 'needs /dev/full';
+
+/** Runs the CLI with its stdout on /dev/full, where every write fails with ENOSPC, as on a full disk. */
+async function withStdoutFull(db: string, args: string[]): Promise<CliRun> {
+  const full = openSync('/dev/full', 'w');
+  return new Promise<CliRun>((resolve) => {
+    const child = spawn(process.execPath, [BIN, '--db', db, ...args], {
+      stdio: ['ignore', full, 'pipe'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout: '', stderr }));
+  }).finally(() => closeSync(full));
 }
 
 for (const backend of BACKENDS) {
@@ -147,6 +164,38 @@ for (const backend of BACKENDS) {
       await fails(db, ['webhooks', 'deliveries', '--endpoint', '99'], /no webhook endpoint with id 99/);
       await fails(db, ['webhooks', 'retry', '--endpoint', '99'], /no webhook endpoint with id 99/);
     });
+
+    it(
+      'a token or webhook secret that cannot be written is undone, since nobody will ever have it',
+      { skip: skipWithoutDevFull },
+      async () => {
+        const db = await backend.freshDb();
+        await ok(db, ['users', 'add', 'alice']);
+        const full = await withStdoutFull(db, ['tokens', 'create', 'alice']);
+        assert.equal(full.code, 1, full.stderr);
+        assert.match(
+          full.stderr,
+          /^plantstore: could not write the token to stdout \(ENOSPC: no space left on device, write\); token 1 is revoked, as nobody has it: create another\n$/,
+        );
+        // A reader gone before the token is written: nobody has it either.
+        const gone = await withStdoutClosedAfter(db, ['tokens', 'create', 'alice'], 0);
+        assert.equal(gone.code, 1, gone.stderr);
+        assert.match(gone.stderr, /^plantstore: could not write the token to stdout \(write EPIPE\); token 2 is revoked, as nobody has it/);
+        const tokens = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout) as Array<{ state: string }>;
+        assert.deepEqual(
+          tokens.map((t) => t.state),
+          ['revoked', 'revoked'],
+        );
+
+        const webhook = await withStdoutFull(db, ['webhooks', 'add', 'http://127.0.0.1:18600/hooks', '--webhook-allow-private']);
+        assert.equal(webhook.code, 1, webhook.stderr);
+        assert.match(
+          webhook.stderr,
+          /^plantstore: could not write the secret to stdout \(ENOSPC: no space left on device, write\); webhook endpoint 1 is removed, as nobody has its secret: add it again\n$/,
+        );
+        assert.deepEqual(JSON.parse((await ok(db, ['webhooks', 'list', '--json'])).stdout), []);
+      },
+    );
 
     it('a second demo revokes the tokens of the first instead of piling them up', async () => {
       const db = await backend.freshDb();
@@ -356,29 +405,14 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.equal(help.code, 141);
   });
 
-  it(
-    'any other failure to write stdout is one line on stderr and exit 1, without a stack',
-    { skip: existsSync('/dev/full') ? false : 'needs /dev/full' },
-    async () => {
-      const db = join(dir, 'full.db');
-      await ok(db, ['users', 'add', 'alice']);
-      // Every write to /dev/full fails with ENOSPC, as on a full disk.
-      const full = openSync('/dev/full', 'w');
-      const run = await new Promise<CliRun>((resolve) => {
-        const child = spawn(process.execPath, [BIN, '--db', db, 'export'], {
-          stdio: ['ignore', full, 'pipe'],
-          env: { ...process.env, PLANTSTORE_DB: '' },
-        });
-        let stderr = '';
-        child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-        // 'close', not 'exit': after the whole of stderr is read.
-        child.on('close', (code) => resolve({ code: code ?? 1, stdout: '', stderr }));
-      }).finally(() => closeSync(full));
-      assert.equal(run.code, 1, run.stderr);
-      assert.doesNotMatch(run.stderr, /^ {4}at /m, 'no stack trace');
-      assert.match(run.stderr, /^plantstore: ENOSPC: no space left on device, write\n$/);
-    },
-  );
+  it('any other failure to write stdout is one line on stderr and exit 1, without a stack', { skip: skipWithoutDevFull }, async () => {
+    const db = join(dir, 'full.db');
+    await ok(db, ['users', 'add', 'alice']);
+    const run = await withStdoutFull(db, ['export']);
+    assert.equal(run.code, 1, run.stderr);
+    assert.doesNotMatch(run.stderr, /^ {4}at /m, 'no stack trace');
+    assert.match(run.stderr, /^plantstore: ENOSPC: no space left on device, write\n$/);
+  });
 
   it('writes wait their turn while another process writes: four imports and eight token creations at once all succeed', async () => {
     const db = join(dir, 'busy.db');

@@ -5,7 +5,7 @@ import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows, say } from '../output.js';
+import { isoDate, printRows, say, showSecretOrUndo } from '../output.js';
 import type { Credentials } from '../../store/store.js';
 
 export function registerTokenCommands(program: Command): void {
@@ -34,13 +34,22 @@ export function registerTokenCommands(program: Command): void {
         );
       const expiresAt = lifetime === undefined ? undefined : new Date(Date.now() + lifetime);
       const { token, hash } = generateToken();
-      const info = await withStore(cmd, ({ tokens }) =>
-        tokens.add({ user, hash, ...(opts.label === undefined ? {} : { label: opts.label }), ...(expiresAt ? { expiresAt } : {}) }),
-      );
-      process.stdout.write(`${token}\n`);
-      say(
-        `created token ${info.id} for ${user}${expiresAt ? `, expiring ${expiresAt.toISOString()}` : ''}; store it now, it cannot be shown again`,
-      );
+      await withStore(cmd, async ({ tokens }) => {
+        const info = await tokens.add({
+          user,
+          hash,
+          ...(opts.label === undefined ? {} : { label: opts.label }),
+          ...(expiresAt ? { expiresAt } : {}),
+        });
+        await showSecretOrUndo(token, 'token', {
+          run: () => tokens.revoke(info.id),
+          done: `token ${info.id} is revoked, as nobody has it: create another`,
+          byHand: `revoke token ${info.id} ("plantstore tokens revoke ${info.id}"), nobody has it`,
+        });
+        say(
+          `created token ${info.id} for ${user}${expiresAt ? `, expiring ${expiresAt.toISOString()}` : ''}; store it now, it cannot be shown again`,
+        );
+      });
     });
 
   tokens

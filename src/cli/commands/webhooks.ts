@@ -8,7 +8,7 @@ import { SETTINGS } from '../../settings.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows, say } from '../output.js';
+import { isoDate, printRows, say, showSecretOrUndo } from '../output.js';
 
 /**
  * Only http(s) URLs with a host: what a delivery can be sent to; and not, as written, a private or link-local address
@@ -84,11 +84,21 @@ export function registerWebhookCommands(program: Command): void {
       const url = parseEndpointUrl(text, allowed.parse(String(opts.webhookAllowPrivate ?? process.env[allowed.env] ?? allowed.default)));
       const events = opts.events === undefined ? undefined : parseEventTypes(opts.events);
       const secret = newWebhookSecret();
-      const endpoint = await withStore(cmd, ({ webhooks }) => webhooks.addEndpoint(url, secret, events), { create: true });
-      process.stdout.write(`${secret}\n`);
-      say(
-        `added webhook endpoint ${endpoint.id} for ${url} (${endpoint.types.join(',')}, as ${bodyOf(endpoint)}); ` +
-          'store the secret now, it cannot be shown again',
+      await withStore(
+        cmd,
+        async ({ webhooks }) => {
+          const endpoint = await webhooks.addEndpoint(url, secret, events);
+          await showSecretOrUndo(secret, 'secret', {
+            run: () => webhooks.removeEndpoint(endpoint.id),
+            done: `webhook endpoint ${endpoint.id} is removed, as nobody has its secret: add it again`,
+            byHand: `remove webhook endpoint ${endpoint.id} ("plantstore webhooks remove ${endpoint.id}"), nobody has its secret`,
+          });
+          say(
+            `added webhook endpoint ${endpoint.id} for ${url} (${endpoint.types.join(',')}, as ${bodyOf(endpoint)}); ` +
+              'store the secret now, it cannot be shown again',
+          );
+        },
+        { create: true },
       );
     });
 
