@@ -170,6 +170,16 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(existsSync(db), false, 'doctor must not create the database');
   });
 
+  it('fails, for the reason migrate would give, when a part of the database path is a file', async () => {
+    const file = join(dir, 'a-file.txt');
+    writeFileSync(file, 'not a folder\n');
+    const { code, checks } = await doctor(join(file, 'sub', 'x.db'));
+    assert.equal(code, 1);
+    const check = byName(checks, 'database');
+    assert.equal(check.status, 'fail');
+    assert.match(check.detail, /a-file\.txt\/sub\/x\.db: a part of its path is a file, not a folder \(.*a-file\.txt\)$/);
+  });
+
   it('fails on a file that is not a database', async () => {
     const db = join(dir, 'text.db');
     writeFileSync(db, 'just some text, long enough to look like a header to SQLite '.repeat(4));

@@ -58,6 +58,16 @@ export async function sqliteChecks(path: string, webhookAllowPrivate: boolean): 
 function missingFileChecks(file: string): Check[] {
   let parent = dirname(file);
   while (!existsSync(parent)) parent = dirname(parent);
+  // The nearest part of the path that exists is where migrate would make the folders: a file there fails it.
+  if (!statSync(parent).isDirectory()) {
+    return [
+      fail(
+        'database',
+        `cannot create ${file}: a part of its path is a file, not a folder (${parent})`,
+        'point --db / PLANTSTORE_DB at a path whose folders are folders',
+      ),
+    ];
+  }
   if (!canAccess(parent, constants.W_OK)) {
     return [
       fail(
