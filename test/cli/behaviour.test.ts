@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
 import { holdTransaction } from '../helpers/held-transaction.js';
+import { plainSql } from '../helpers/plain-sql.js';
 import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
@@ -196,6 +197,32 @@ for (const backend of BACKENDS) {
         assert.deepEqual(JSON.parse((await ok(db, ['webhooks', 'list', '--json'])).stdout), []);
       },
     );
+
+    it('retry says that a disabled endpoint is sent nothing until it is enabled, and leaves it disabled', async () => {
+      const db = await backend.freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['webhooks', 'add', 'https://gone.example/hooks']);
+      await ok(db, ['webhooks', 'add', 'https://fine.example/hooks']);
+      await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
+      // As a 410 leaves it: the endpoint disabled, the delivery that met the 410 failed.
+      await plainSql(db, "UPDATE webhook_deliveries SET status = 'failed', attempts = 1 WHERE endpoint_id = 1");
+      await plainSql(db, "UPDATE webhook_endpoints SET disabled_at = 1, disabled_reason = 'gone' WHERE id = 1");
+      const one = await ok(db, ['webhooks', 'retry', '--endpoint', '1']);
+      assert.match(
+        one.stderr,
+        /^1 delivery \(failed or waiting for a later attempt\) of webhook endpoint 1 is due again, but it is disabled \(it answered 410 Gone\): nothing is sent to it until "plantstore webhooks enable 1"$/m,
+      );
+      const all = await ok(db, ['webhooks', 'retry']);
+      assert.match(
+        all.stderr,
+        /^0 deliveries \(failed or waiting for a later attempt\) will be sent now, except to disabled webhook endpoint 1 \(answered 410 Gone\): nothing is sent to one until "plantstore webhooks enable ID"$/m,
+      );
+      const states = JSON.parse((await ok(db, ['webhooks', 'list', '--json'])).stdout) as Array<{ state: string }>;
+      assert.deepEqual(
+        states.map((e) => e.state),
+        ['disabled', 'enabled'],
+      );
+    });
 
     it('a second demo revokes the tokens of the first instead of piling them up', async () => {
       const db = await backend.freshDb();

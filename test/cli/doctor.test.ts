@@ -125,6 +125,13 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       check.detail,
       '3 endpoint(s), 1 deliveries waiting; disabled (answered 410): https://gone.example/hooks; failing: https://failing.example/hooks',
     );
+    // Retry alone sends a disabled endpoint nothing: it is enabled first.
+    assert.equal(
+      check.fix,
+      'see "plantstore webhooks deliveries"; once the receiver works: "plantstore webhooks enable ID" for disabled endpoint(s) 1 ' +
+        '(retry alone sends them nothing), then "plantstore webhooks retry --endpoint ID" for what failed; ' +
+        '"plantstore webhooks retry --endpoint ID" for failing endpoint(s) 2',
+    );
   });
 
   it('warns about an endpoint every delivery will refuse: a loopback one, unless private receivers are allowed', async () => {

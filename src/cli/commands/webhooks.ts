@@ -198,12 +198,33 @@ export function registerWebhookCommands(program: Command): void {
 
   webhooks
     .command('retry')
-    .description('send now the deliveries that failed or wait for a later attempt (all, or of one endpoint)')
+    .description(
+      'send now the deliveries that failed or wait for a later attempt (all, or of one endpoint); ' +
+        "a disabled endpoint's wait for webhooks enable",
+    )
     .addHelpText('after', examples('plantstore webhooks retry', 'plantstore webhooks retry --endpoint 3'))
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .action(async (opts: { endpoint?: string }, cmd: Command) => {
-      const filter = opts.endpoint === undefined ? {} : { endpointId: parseId('endpoint id', opts.endpoint) };
-      const count = await withStore(cmd, ({ webhooks }) => webhooks.retry(filter));
-      say(`${count} deliver${count === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt) will be sent now`);
+      const endpointId = opts.endpoint === undefined ? undefined : parseId('endpoint id', opts.endpoint);
+      const { count, disabled } = await withStore(cmd, async ({ webhooks }) => {
+        const count = await webhooks.retry(endpointId === undefined ? {} : { endpointId });
+        // A disabled endpoint's deliveries are due again, but no dispatcher claims them before `webhooks enable`.
+        const disabled = (await webhooks.listEndpoints())
+          .filter((e) => e.disabledAt !== undefined && (endpointId === undefined || e.id === endpointId))
+          .map((e) => e.id);
+        return { count, disabled };
+      });
+      const deliveries = `${count} deliver${count === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt)`;
+      if (disabled.length === 0) say(`${deliveries} will be sent now`);
+      else if (endpointId !== undefined)
+        say(
+          `${deliveries} of webhook endpoint ${endpointId} ${count === 1 ? 'is' : 'are'} due again, but it is disabled (it answered 410 Gone): ` +
+            `nothing is sent to it until "plantstore webhooks enable ${endpointId}"`,
+        );
+      else
+        say(
+          `${deliveries} will be sent now, except to disabled webhook endpoint${disabled.length === 1 ? '' : 's'} ${disabled.join(', ')} ` +
+            '(answered 410 Gone): nothing is sent to one until "plantstore webhooks enable ID"',
+        );
     });
 }

@@ -78,13 +78,13 @@ async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check
   const count = async (sql: string) => Number((await db.column(sql))[0]);
   const endpoints = await count('SELECT count(*) FROM webhook_endpoints');
   if (endpoints === 0) return ok('webhooks', 'no endpoints registered');
-  const disabled = (await db.column('SELECT url FROM webhook_endpoints WHERE disabled_at IS NOT NULL ORDER BY id')).map(String);
-  const failing = (
-    await db.column(
-      `SELECT p.url FROM webhook_endpoints p WHERE p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM webhook_deliveries d
-         WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`,
-    )
-  ).map(String);
+  const disabledWhere = 'FROM webhook_endpoints WHERE disabled_at IS NOT NULL ORDER BY id';
+  const disabled = (await db.column(`SELECT url ${disabledWhere}`)).map(String);
+  const disabledIds = (await db.column(`SELECT id ${disabledWhere}`)).map(String);
+  const failingWhere = `FROM webhook_endpoints p WHERE p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM webhook_deliveries d
+         WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`;
+  const failing = (await db.column(`SELECT p.url ${failingWhere}`)).map(String);
+  const failingIds = (await db.column(`SELECT p.id ${failingWhere}`)).map(String);
   const enabled = (await db.column('SELECT url FROM webhook_endpoints WHERE disabled_at IS NULL ORDER BY id')).map(String);
   const refused = enabled.flatMap((url) => {
     const why = urlRefusal(new URL(url), allowPrivate);
@@ -98,12 +98,22 @@ async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check
   ];
   const detail = `${endpoints} endpoint(s), ${backlog} deliveries waiting${problems.length > 0 ? `; ${problems.join('; ')}` : ''}`;
   if (problems.length === 0) return ok('webhooks', detail);
+  // Retry alone sends a disabled endpoint nothing: no dispatcher claims its deliveries before it is enabled.
+  const steps = [
+    ...(disabledIds.length > 0
+      ? [
+          `"plantstore webhooks enable ID" for disabled endpoint(s) ${disabledIds.join(', ')} (retry alone sends them nothing), ` +
+            'then "plantstore webhooks retry --endpoint ID" for what failed',
+        ]
+      : []),
+    ...(failingIds.length > 0 ? [`"plantstore webhooks retry --endpoint ID" for failing endpoint(s) ${failingIds.join(', ')}`] : []),
+  ];
   return warn(
     'webhooks',
     detail,
     refused.length > 0
       ? 'serve with --webhook-allow-private if the receiver is inside your network, or remove the endpoint ("plantstore webhooks remove ID")'
-      : 'see "plantstore webhooks deliveries"; then "webhooks enable ID" or "webhooks retry" once the receiver works',
+      : `see "plantstore webhooks deliveries"; once the receiver works: ${steps.join('; ')}`,
   );
 }
 
