@@ -457,6 +457,38 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.deepEqual(failed, [], `${failed.length} of ${runs.length} failed`);
   });
 
+  it('demo --serve --port 0 prints the port it then serves on', async () => {
+    const db = join(dir, 'demo-any-port.db');
+    const child = spawn(process.execPath, [BIN, '--db', db, 'demo', '--serve', '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PLANTSTORE_DB: '' },
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    let out = '';
+    try {
+      // The demo prints its URLs, then the server logs where it listens.
+      const [printed, listening] = await new Promise<[string, string]>((resolve, reject) => {
+        const onData = (chunk: Buffer) => {
+          out += chunk.toString();
+          const printed = /API reference: (http:\/\/127\.0\.0\.1:\d+)\/docs/.exec(out)?.[1];
+          const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+          if (printed !== undefined && listening !== undefined) resolve([printed, listening]);
+        };
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
+        void exited.then(() => reject(new Error(`demo exited before it served:\n${out}`)));
+      });
+      assert.equal(printed, listening, out);
+      assert.doesNotMatch(out, /127\.0\.0\.1:0\//, 'no URL names port 0');
+      const token = /Bearer (pst_[A-Za-z0-9_-]{43})/.exec(out)![1]!;
+      const res = await fetch(`${printed}/plants?limit=5`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(res.status, 200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  });
+
   it('doctor fails when the port serve would listen on is taken', async () => {
     const db = join(dir, 'doctor.db');
     await ok(db, ['migrate']);

@@ -88,13 +88,16 @@ export function registerServerCommands(program: Command): void {
     .option('--serve', 'then run the service', false)
     .addHelpText('after', examples('plantstore demo --db ./data/demo.db --serve', 'plantstore demo --db ./data/demo.db --port 9000'))
     .action(async (opts: ServeOptions & { serve: boolean }, cmd: Command) => {
-      const config = configFrom(cmd, opts);
+      const given = configFrom(cmd, opts);
       // Before anything is written: a demo that cannot serve must not replace the tokens of one that does.
-      const problem = opts.serve
-        ? await (await import('../doctor/listen.js')).listenProblem(config.server.host, config.server.port)
-        : undefined;
-      if (problem !== undefined)
-        throw invalidInput(`cannot serve the demo: ${problem.why}; ${problem.fix} (--port, PLANTSTORE_PORT). Nothing was changed`);
+      const listenable = opts.serve
+        ? await (await import('../doctor/listen.js')).listenablePort(given.server.host, given.server.port)
+        : given.server.port;
+      if (typeof listenable !== 'number')
+        throw invalidInput(`cannot serve the demo: ${listenable.why}; ${listenable.fix} (--port, PLANTSTORE_PORT). Nothing was changed`);
+      // Port 0 is any free port: the one found free is served, so that the URLs printed before the server starts
+      // name the port it listens on.
+      const config = { ...given, server: { ...given.server, port: listenable } };
       const store = await (await loadStore()).openStore(config.store);
       const { host: listen, port, workers } = config.server;
       const host = listen === '0.0.0.0' || listen === '::' ? '127.0.0.1' : listen;
@@ -105,7 +108,8 @@ export function registerServerCommands(program: Command): void {
         throw err;
       }
       if (!opts.serve) await store.close();
-      else if (workers > 1) await store.close().then(async () => (await loadServer()).runCluster(config, inputFrom(cmd, opts)));
+      else if (workers > 1)
+        await store.close().then(async () => (await loadServer()).runCluster(config, inputFrom(cmd, { ...opts, port })));
       else await (await loadServer()).runServer(config, store);
     });
 }

@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import type { ServerConfig } from '../../config.js';
 import { VERSION_HEADER } from '../../http/common-headers.js';
 import { fail, ok, type Check } from './check.js';
@@ -21,12 +21,18 @@ async function runningPlantStore(host: string, port: number): Promise<string | u
   }
 }
 
-/** Binds `host:port` for a moment: what `serve` will do, so its failure shows here first. */
-function tryListen(host: string, port: number): Promise<NodeJS.ErrnoException | undefined> {
+/**
+ * Binds `host:port` for a moment: what `serve` will do, so its failure shows here first. Resolves to the port bound
+ * (for 0, the one the system chose), or the error.
+ */
+function tryListen(host: string, port: number): Promise<number | NodeJS.ErrnoException> {
   return new Promise((resolve) => {
     const server = createServer();
     server.once('error', (err: NodeJS.ErrnoException) => resolve(err));
-    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
+    server.listen({ host, port, exclusive: true }, () => {
+      const bound = (server.address() as AddressInfo).port;
+      server.close(() => resolve(bound));
+    });
   });
 }
 
@@ -36,13 +42,24 @@ const FIX: Record<string, string> = {
   EADDRNOTAVAIL: 'use an address of this machine (127.0.0.1, 0.0.0.0 for all)',
 };
 
+export interface ListenProblem {
+  why: string;
+  fix: string;
+}
+
+/** The port `serve` could listen on at `host:port` now (for 0, one the system has free), or why it could not and what to do. */
+export async function listenablePort(host: string, port: number): Promise<number | ListenProblem> {
+  const bound = await tryListen(host, port);
+  if (typeof bound === 'number') return bound;
+  const why = bound.code === 'EADDRINUSE' ? 'is in use by another process' : `cannot be listened on (${bound.code ?? bound.message})`;
+  return { why: `${host}:${port} ${why}`, fix: FIX[bound.code ?? ''] ?? 'check the address' };
+}
+
 /** Why `serve` could not listen on `host:port` now, and what to do; undefined if it could. */
-export async function listenProblem(host: string, port: number): Promise<{ why: string; fix: string } | undefined> {
+export async function listenProblem(host: string, port: number): Promise<ListenProblem | undefined> {
   if (port === 0) return undefined;
-  const err = await tryListen(host, port);
-  if (err === undefined) return undefined;
-  const why = err.code === 'EADDRINUSE' ? 'is in use by another process' : `cannot be listened on (${err.code ?? err.message})`;
-  return { why: `${host}:${port} ${why}`, fix: FIX[err.code ?? ''] ?? 'check the address' };
+  const found = await listenablePort(host, port);
+  return typeof found === 'number' ? undefined : found;
 }
 
 /** Whether `serve` can listen where told, or a Plant Store already does: doctor is run beside a live service too. */
