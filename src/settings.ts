@@ -619,17 +619,23 @@ export type ConfigInput = { [K in SettingName]?: string | number | boolean | und
  */
 export function readSettings(input: ConfigInput, env: NodeJS.ProcessEnv): SettingValues {
   const values: Record<string, unknown> = {};
-  for (const [name, s] of Object.entries(SETTINGS) as Array<[SettingName, Setting<unknown>]>) {
-    const given = input[name];
-    try {
-      values[name] = s.parse(given !== undefined ? String(given) : (env[s.env] ?? s.default));
-    } catch (err) {
-      const source = given !== undefined ? s.flag?.split(' ')[0] : env[s.env] !== undefined ? s.env : undefined;
-      if (!(err instanceof RefusedSetting) || source === undefined) throw err;
-      throw refuse(source, err.text, err.reason);
-    }
-  }
+  for (const name of Object.keys(SETTINGS) as SettingName[]) values[name] = readSetting(name, input[name], env);
   return values as SettingValues;
+}
+
+/**
+ * Reads one setting as readSettings does, for a command that takes it alone (`webhooks add` its
+ * `--webhook-allow-private`): a text refused is named by the flag or the variable it came from.
+ */
+export function readSetting<K extends SettingName>(name: K, given: ConfigInput[K], env: NodeJS.ProcessEnv): SettingValues[K] {
+  const s: Setting<unknown> = SETTINGS[name];
+  try {
+    return s.parse(given !== undefined ? String(given) : (env[s.env] ?? s.default)) as SettingValues[K];
+  } catch (err) {
+    const source = given !== undefined ? s.flag?.split(' ')[0] : env[s.env] !== undefined ? s.env : undefined;
+    if (!(err instanceof RefusedSetting) || source === undefined) throw err;
+    throw refuse(source, err.text, err.reason);
+  }
 }
 
 // Readers with rules of their own.

@@ -457,6 +457,20 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.deepEqual(failed, [], `${failed.length} of ${runs.length} failed`);
   });
 
+  it('webhooks add names the private-receivers setting it refuses, by flag or variable, as serve does', async () => {
+    const db = join(dir, 'allow-private.db');
+    const url = 'http://10.0.0.7:3000/hooks';
+    const byVariable = await runCli(db, ['webhooks', 'add', url], undefined, { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'maybe' });
+    assert.equal(byVariable.code, 1);
+    assert.equal(byVariable.stderr, 'plantstore: invalid PLANTSTORE_WEBHOOK_ALLOW_PRIVATE "maybe": expected true or false\n');
+    await fails(
+      db,
+      ['webhooks', 'add', url, '--webhook-allow-private', 'maybe'],
+      /^plantstore: invalid --webhook-allow-private "maybe": expected true or false\n$/,
+    );
+    assert.ok(!existsSync(db), 'nothing was created');
+  });
+
   it('demo --serve --port 0 prints the port it then serves on', async () => {
     const db = join(dir, 'demo-any-port.db');
     const child = spawn(process.execPath, [BIN, '--db', db, 'demo', '--serve', '--port', '0'], {

@@ -4,7 +4,7 @@ import { EVENT_TYPES, isEventType, type EventType } from '../../catalogue/plant-
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
-import { SETTINGS } from '../../settings.js';
+import { readSetting, SETTINGS } from '../../settings.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
@@ -80,8 +80,7 @@ export function registerWebhookCommands(program: Command): void {
     )
     .option(SETTINGS.webhookAllowPrivate.flag!, `${SETTINGS.webhookAllowPrivate.summary} (env ${SETTINGS.webhookAllowPrivate.env})`)
     .action(async (text: string, opts: { events?: string; webhookAllowPrivate?: string | boolean }, cmd: Command) => {
-      const allowed = SETTINGS.webhookAllowPrivate;
-      const url = parseEndpointUrl(text, allowed.parse(String(opts.webhookAllowPrivate ?? process.env[allowed.env] ?? allowed.default)));
+      const url = parseEndpointUrl(text, readSetting('webhookAllowPrivate', opts.webhookAllowPrivate, process.env));
       const events = opts.events === undefined ? undefined : parseEventTypes(opts.events);
       const secret = newWebhookSecret();
       await withStore(
