@@ -224,6 +224,23 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('plants add repeated exits 0; on a stored plant that differs, even only in being public, it says what differs', async () => {
+      const db = await backend.freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      await ok(db, ['users', 'add', 'bob']);
+      const add = ['plants', 'add', '--name', 'Rose', '--owner', 'alice', '--id', '2', '--tag', 'flower'];
+      await ok(db, add);
+      assert.match((await ok(db, add)).stderr, /^plant 2 \(Rose\) of alice was already there$/m);
+      // Not a repeat: the add asks for a private plant. Neither "already there" nor a silent change of its flag.
+      await ok(db, ['plants', 'set-public', '2']);
+      await fails(db, add, /^plantstore: plant id 2 is taken by another plant: it is public, not private\n$/);
+      await fails(
+        db,
+        ['plants', 'add', '--name', 'Rosa', '--owner', 'bob', '--id', '2', '--public'],
+        /^plantstore: plant id 2 is taken by another plant: its owner is "alice", not "bob"; its name is "Rose", not "Rosa"; its tag is "flower", not none\n$/,
+      );
+    });
+
     it('a second demo revokes the tokens of the first instead of piling them up', async () => {
       const db = await backend.freshDb();
       await ok(db, ['demo']);

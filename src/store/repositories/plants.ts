@@ -13,6 +13,7 @@ import {
   sameFields,
   type FieldColumns,
   type PlantChange,
+  type PlantFields,
 } from '../../catalogue/plant-fields.js';
 import { nextAutomaticId, plantId, position, type PlantId, type Position } from '../../catalogue/plant-ids.js';
 import type { Change } from '../change-log.js';
@@ -325,7 +326,25 @@ async function create(
     sameFields(fieldsOfRow(taken), draft) &&
     (!isOperator(actor) || Number(taken.is_public) === row.is_public);
   if (same) return { outcome: 'existing', id: id! };
-  throw conflict(`plant id ${id} is taken by another plant`);
+  // The operator sees every plant, so learns what makes this create no repeat; a user learns only that the id is
+  // taken, whoever holds it (docs/security.md).
+  const unlike =
+    isOperator(actor) && 'name' in owner && taken !== undefined
+      ? `: ${differences({ ...fieldsOfRow(taken), owner: taken.owner, public: Number(taken.is_public) === 1 }, { ...draft, owner: owner.name }).join('; ')}`
+      : '';
+  throw conflict(`plant id ${id} is taken by another plant${unlike}`);
+}
+
+/** How the stored plant differs from the one asked for, each difference as "its tag is "x", not "y"". */
+function differences(stored: PlantFields & { owner: string; public: boolean }, asked: PlantDraft & { owner: string }): string[] {
+  const shown = (value: string | undefined) => (value === undefined ? 'none' : JSON.stringify(value));
+  return [
+    ...(stored.owner === asked.owner ? [] : [`its owner is ${shown(stored.owner)}, not ${shown(asked.owner)}`]),
+    ...FIELD_NAMES.filter((name) => stored[name] !== asked[name]).map(
+      (name) => `its ${name} is ${shown(stored[name])}, not ${shown(asked[name])}`,
+    ),
+    ...(stored.public === (asked.public === true) ? [] : [`it is ${stored.public ? 'public, not private' : 'private, not public'}`]),
+  ];
 }
 
 /**
