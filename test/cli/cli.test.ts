@@ -209,7 +209,11 @@ for (const backend of BACKENDS)
       if (backend.name === 'sqlite') {
         const notADb = join(dir, 'not-a-db');
         writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));
-        await fails(notADb, ['users', 'list'], /not a database/);
+        for (const args of [
+          ['users', 'list'],
+          ['serve', '--port', '18600'],
+        ])
+          await fails(notADb, args, /^plantstore: cannot open the database .*not-a-db: the file is not a SQLite database$/);
       }
       const unknown = await cli(db, ['frobnicate']);
       assert.notEqual(unknown.code, 0);

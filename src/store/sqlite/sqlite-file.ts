@@ -12,10 +12,11 @@ import { WritingTransactionsDialect } from './writing-transactions.js';
 
 /**
  * Why the file at `path` cannot be opened, with its path, where SQLite says only `unable to open database file`
- * and a folder that cannot be made says `EACCES` with the system's call.
+ * or `file is not a database`, and a folder that cannot be made says `EACCES` with the system's call.
  */
 function cannotOpen(path: string, err: unknown): unknown {
   const code = (err as { code?: string }).code;
+  if (code === 'SQLITE_NOTADB') return invalidInput(`cannot open the database ${path}: the file is not a SQLite database`);
   const notFolder = code === 'ENOTDIR' || code === 'EEXIST';
   if (code !== 'SQLITE_CANTOPEN' && code !== 'EACCES' && code !== 'EPERM' && !notFolder) return err;
   let found: Stats | undefined;
