@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -206,6 +206,10 @@ for (const backend of BACKENDS)
         /^plantstore: invalid --redis-url "redis:\/\/127\.0\.0\.1:6379\/abc": the path must be a database number: .*$/,
       );
       await fails(db, ['import', join(dir, 'missing.ndjson')], /^plantstore: cannot read .*missing\.ndjson: no such file$/);
+      // A folder opens for reading; it is named before the import begins, not met as a raw EISDIR in its first read.
+      const folder = join(dir, `catalogue-folder-${backend.name}`);
+      mkdirSync(folder);
+      await fails(db, ['import', folder], /^plantstore: cannot read .*catalogue-folder-\w+: is a directory$/);
       if (backend.name === 'sqlite') {
         const notADb = join(dir, 'not-a-db');
         writeFileSync(notADb, 'this is not sqlite, just text that is long enough to be a header '.repeat(4));

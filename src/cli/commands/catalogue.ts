@@ -1,5 +1,5 @@
 import { closeSync, fsyncSync, openSync, rmSync, statSync } from 'node:fs';
-import { open, rename } from 'node:fs/promises';
+import { open, rename, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
@@ -16,15 +16,21 @@ const loadProgress = () => import('../progress.js');
 
 /** Opens the file first, so a missing or unreadable file is one clear error before anything starts. */
 async function openForReading(file: string): Promise<Readable> {
+  let handle: FileHandle;
   try {
-    const handle = await open(file, 'r');
-    return handle.createReadStream();
+    handle = await open(file, 'r');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const why =
       code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'is a directory' : String(code);
     throw invalidInput(`cannot read ${file}: ${why}`);
   }
+  // Linux opens a directory for reading; only the first read fails (EISDIR), once the import has begun.
+  if ((await handle.stat()).isDirectory()) {
+    await handle.close();
+    throw invalidInput(`cannot read ${file}: is a directory`);
+  }
+  return handle.createReadStream();
 }
 
 /** Writes one line, waiting when the destination is full so memory stays flat on big exports. */
