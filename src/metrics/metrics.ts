@@ -48,18 +48,23 @@ type Observe = { observe(value: number): void };
  * Per-request counts are plain numbers, handed to prom-client only when scraped (its `collect`): a labelled
  * prom-client increment builds a label-hash string every time, which the hot path should not pay for.
  */
-class RouteSeries {
+class StatusCounts {
   /** Responses by status code. */
   readonly counts = new Map<number, number>();
 
+  count(status: number): void {
+    this.counts.set(status, (this.counts.get(status) ?? 0) + 1);
+  }
+}
+
+/** The counts of one method and route pattern, with its duration series. */
+class RouteSeries extends StatusCounts {
   constructor(
     /** The route label (routeLabel). */
     readonly route: string,
     readonly duration: Observe,
-  ) {}
-
-  count(status: number): void {
-    this.counts.set(status, (this.counts.get(status) ?? 0) + 1);
+  ) {
+    super();
   }
 }
 
@@ -83,7 +88,7 @@ export class Metrics {
   private readonly durations: HotHistogram<'method' | 'route'>;
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
   /** Answers no onResponse hook sees (answeredWithoutHooks), by method and status. */
-  private readonly unhooked = new Map<string, Map<number, number>>();
+  private readonly unhooked = new Map<string, StatusCounts>();
   private readonly refusals: Map<string, Inc>;
   readonly caches = { tokens: new CacheTally(), users: new CacheTally(), pages: new CacheTally() };
   private readonly webhookOutcomes: Map<string, Inc>;
@@ -118,7 +123,7 @@ export class Metrics {
             for (const [status, count] of counts) this.inc({ method, route, status: String(status) }, count);
           }
         }
-        for (const [method, counts] of unhooked) {
+        for (const [method, { counts }] of unhooked) {
           for (const [status, count] of counts) this.inc({ method, route: UNMATCHED_ROUTE, status: String(status) }, count);
         }
       },
@@ -282,8 +287,8 @@ export class Metrics {
   answeredWithoutHooks = (method: string | undefined, status: number): void => {
     const label = method ?? UNKNOWN_METHOD;
     let counts = this.unhooked.get(label);
-    if (!counts) this.unhooked.set(label, (counts = new Map<number, number>()));
-    counts.set(status, (counts.get(status) ?? 0) + 1);
+    if (!counts) this.unhooked.set(label, (counts = new StatusCounts()));
+    counts.count(status);
   };
 
   /** The series of a method and route pattern, made once (its label worked out then, not per request). */
