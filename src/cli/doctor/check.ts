@@ -23,9 +23,12 @@ export const skip = (check: string, detail: string): Check => ({ check, status: 
 /** The few read-only queries the schema and count checks need, whichever the backend. */
 export interface Inspector {
   tableExists(name: string): Promise<boolean>;
-  /** First column of every row. */
-  column(sql: string): Promise<unknown[]>;
+  /** Every row, its columns in order. */
+  rows(sql: string): Promise<unknown[][]>;
 }
+
+/** The first column of every row. */
+const column = async (db: Inspector, sql: string): Promise<unknown[]> => (await db.rows(sql)).map((row) => row[0]);
 
 /** Compares the migrations a database records with the ones this version knows; never migrates. */
 export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean): Promise<Check[]> {
@@ -40,7 +43,7 @@ export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean):
     ];
   }
   const known = knownMigrationNames();
-  const applied = (await db.column(`SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`)).map(String);
+  const applied = (await column(db, `SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`)).map(String);
   const unknown = applied.filter((name) => !known.includes(name));
   const pending = known.filter((name) => !applied.includes(name));
   if (unknown.length > 0) {
@@ -75,17 +78,20 @@ export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean):
  * (a loopback or private one without private receivers allowed): a receiver someone should look at.
  */
 async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check> {
-  const count = async (sql: string) => Number((await db.column(sql))[0]);
+  const count = async (sql: string) => Number((await column(db, sql))[0]);
   const endpoints = await count('SELECT count(*) FROM webhook_endpoints');
   if (endpoints === 0) return ok('webhooks', 'no endpoints registered');
-  const disabledWhere = 'FROM webhook_endpoints WHERE disabled_at IS NOT NULL ORDER BY id';
-  const disabled = (await db.column(`SELECT url ${disabledWhere}`)).map(String);
-  const disabledIds = (await db.column(`SELECT id ${disabledWhere}`)).map(String);
-  const failingWhere = `FROM webhook_endpoints p WHERE p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM webhook_deliveries d
-         WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0))) ORDER BY p.id`;
-  const failing = (await db.column(`SELECT p.url ${failingWhere}`)).map(String);
-  const failingIds = (await db.column(`SELECT p.id ${failingWhere}`)).map(String);
-  const enabled = (await db.column('SELECT url FROM webhook_endpoints WHERE disabled_at IS NULL ORDER BY id')).map(String);
+  const endpointsWhere = async (where: string) =>
+    (await db.rows(`SELECT p.id, p.url FROM webhook_endpoints p WHERE ${where} ORDER BY p.id`)).map(([id, url]) => ({
+      id: String(id),
+      url: String(url),
+    }));
+  const disabledEndpoints = await endpointsWhere('p.disabled_at IS NOT NULL');
+  const failingEndpoints = await endpointsWhere(`p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM webhook_deliveries d
+         WHERE d.endpoint_id = p.id AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0)))`);
+  const [disabled, disabledIds] = [disabledEndpoints.map((e) => e.url), disabledEndpoints.map((e) => e.id)];
+  const [failing, failingIds] = [failingEndpoints.map((e) => e.url), failingEndpoints.map((e) => e.id)];
+  const enabled = (await endpointsWhere('p.disabled_at IS NULL')).map((e) => e.url);
   const refused = enabled.flatMap((url) => {
     const why = urlRefusal(new URL(url), allowPrivate);
     return why === undefined ? [] : [`${url} (${why})`];
@@ -119,7 +125,7 @@ async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check
 
 async function countCheck(db: Inspector): Promise<Check> {
   // One query at a time: the PostgreSQL inspector is a single connection.
-  const count = async (sql: string) => Number((await db.column(sql))[0]);
+  const count = async (sql: string) => Number((await column(db, sql))[0]);
   const users = await count('SELECT count(*) FROM users');
   const admins = await count('SELECT count(*) FROM users WHERE is_admin = 1');
   const plants = await count('SELECT count(*) FROM plants');

@@ -87,7 +87,7 @@ export async function postgresChecks(config: StoreConfig, workers: number, webho
             // to_regclass follows the search_path, so this finds the table in the URL's schema.
             tableExists: async (name) =>
               (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,
-            column: async (sql) => (await client.query({ text: sql, rowMode: 'array' })).rows.map((row: unknown[]) => row[0]),
+            rows: async (sql) => (await client.query<unknown[]>({ text: sql, rowMode: 'array' })).rows,
           },
           webhookAllowPrivate,
         )),

@@ -130,7 +130,7 @@ async function openDatabaseChecks(sqlite: BetterSqlite3.Database, file: string, 
       {
         tableExists: async (name) =>
           sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
-        column: async (sql) => sqlite.prepare(sql).pluck().all(),
+        rows: async (sql) => sqlite.prepare(sql).raw().all() as unknown[][],
       },
       webhookAllowPrivate,
     )),
