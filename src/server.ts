@@ -161,6 +161,24 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   const { loggerOptions } = await import('./logger.js');
   const { stream, ...options } = loggerOptions(config.server.logLevel);
   const log = pino(options, stream);
+  let stopping = false;
+  let exitCode = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining workers');
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    setTimeout(
+      () => {
+        log.error('shutdown grace period ran out');
+        process.exit(1);
+      },
+      (config.server.shutdownGraceSeconds + 1) * 1000,
+    ).unref();
+  };
+  // In place before anything starts: until a process listens for a signal, the signal kills it, and the line
+  // saying the workers started is read (and answered with SIGTERM) a moment before the code after it runs.
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
 
   await (await openStore(config.store)).close();
 
@@ -175,8 +193,6 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   // The flags, not the validated result: each worker reads them (with the environment it inherits) and
   // validates them again, as the primary did.
   const workerEnv = { PLANTSTORE_WORKER_INPUT: JSON.stringify({ ...input, workers: 1 }) };
-  let stopping = false;
-  let exitCode = 0;
   // Until a worker has listened, a worker's death is the configuration's (a port taken or refused), which a
   // replacement would meet again: the primary stops, as `serve` without workers does. After that, workers are
   // replaced.
@@ -216,21 +232,12 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     log.warn({ workerPid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; starting a replacement');
     setTimeout(fork, delay);
   });
+  if (stopping) {
+    // Signalled while the schema was migrated or the metrics listener started: no worker to drain.
+    log.info('stopped before any worker started');
+    log.flush(() => process.exit(0));
+    return;
+  }
   for (let i = 0; i < config.server.workers; i++) fork();
   log.info({ workers: config.server.workers }, 'started workers');
-
-  const onSignal = (signal: NodeJS.Signals) => {
-    stopping = true;
-    log.info({ signal }, 'shutting down: draining workers');
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
-    setTimeout(
-      () => {
-        log.error('shutdown grace period ran out');
-        process.exit(1);
-      },
-      (config.server.shutdownGraceSeconds + 1) * 1000,
-    ).unref();
-  };
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
 }
