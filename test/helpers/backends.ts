@@ -2,6 +2,7 @@ import { mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/open-store.js';
+import { releaseHeldTransactions } from './held-transaction.js';
 import { dropSchema, freshSchema, requirePostgres } from './postgres.js';
 import type { Store } from '../../src/store/store.js';
 
@@ -120,5 +121,6 @@ export const BACKENDS: readonly Backend[] = selectBackends(process.env.PLANTSTOR
 
 /** Disposes of everything every backend opened in this process; call from a top-level `after`. */
 export async function cleanupBackends(): Promise<void> {
+  await releaseHeldTransactions();
   for (const backend of BACKENDS) await backend.cleanup();
 }

@@ -7,6 +7,29 @@ export interface HeldTransaction {
   rollback(): Promise<void>;
 }
 
+/** Held transactions not ended yet: a test that fails before its commit leaves its transaction here. */
+const open = new Set<HeldTransaction>();
+
+/**
+ * Rolls back every held transaction a failed test left open, so that its locks do not hold the cleanup's
+ * DROP SCHEMA (and the test process) for good.
+ */
+export async function releaseHeldTransactions(): Promise<void> {
+  await Promise.allSettled([...open].map((held) => held.rollback()));
+}
+
+/** `held`, counted open until it commits or rolls back. */
+function tracked(held: HeldTransaction): HeldTransaction {
+  let ended: Promise<void> | undefined;
+  const end = (how: () => Promise<void>) => () => {
+    open.delete(tracked);
+    return (ended ??= how());
+  };
+  const tracked: HeldTransaction = { commit: end(() => held.commit()), rollback: end(() => held.rollback()) };
+  open.add(tracked);
+  return tracked;
+}
+
 /**
  * Runs `statements` in a transaction of its own session, as an operator in psql or sqlite3 would type
  * `begin; …;` and leave it open, and resolves once they ran. PostgreSQL: a connection of its own at the default
@@ -33,7 +56,7 @@ export async function holdTransaction(db: string, statements: string): Promise<H
         await client.end();
       }
     };
-    return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
+    return tracked({ commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') });
   }
   const child = spawn('sqlite3', ['-batch', db], { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
@@ -56,7 +79,7 @@ export async function holdTransaction(db: string, statements: string): Promise<H
     child.stdin.end(`${how};\n`);
     if ((await exited) !== 0 || err !== '') throw new Error(`sqlite3 ${how} failed: ${err}`);
   };
-  return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
+  return tracked({ commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') });
 }
 
 /**

@@ -61,7 +61,21 @@ export async function dropSchema(schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
-    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    // A session that a failed test left open in the schema would hold the drop, and the test process, for good:
+    // after a wait, the sessions holding locks in the schema are ended and the drop runs again.
+    await client.query(`SET lock_timeout = '10s'`);
+    try {
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55P03') throw err;
+      await client.query(
+        `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()`,
+        [schema],
+      );
+      await client.query(`SET lock_timeout = 0`);
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    }
   } finally {
     await client.end();
   }
