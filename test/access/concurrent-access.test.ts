@@ -435,7 +435,7 @@ for (const backend of BACKENDS) {
 
         it(
           "a delete that waited for a share committed meanwhile takes the plant off the grantee's page on its instance at once",
-          { skip: backend.name !== 'postgres' && 'SQLite writers run one at a time' },
+          { skip: backend.name !== 'postgres' && 'SQLite writers run one at a time', timeout: 60_000 },
           async () => {
             const id = ids['shared-while-deleted']!;
             await page('gus');
@@ -443,17 +443,28 @@ for (const backend of BACKENDS) {
               db,
               `INSERT INTO plant_group_grants (group_id, plant_id) VALUES (${groupId('h')}, ${plantWithId(id)})`,
             );
-            // The group's row asked for too: it waits for the share, gets the row as the share commits, and holds it,
-            // so that the delete's cascade waits for it in turn while gus reads.
-            const holdingGroup = holdTransaction(db, `SELECT 1 FROM groups WHERE name = 'h' FOR NO KEY UPDATE`);
-            const deleting = as('alice', 'DELETE', `/plants/${id}`);
-            await sleep(OVERLAP_MS);
-            await share.commit();
-            const group = await holdingGroup;
-            await eventually('gus sees the plant shared, its delete not committed', async () =>
-              (await page('gus')).includes('shared-while-deleted'),
-            );
-            await group.commit();
+            // The plant's row held too, with the lock the share's trigger takes on it, which a delete waits for: the
+            // delete takes its snapshot and waits for both, so it still waits, the share committed, while gus reads.
+            // A row the delete reaches only after the share commits (its group's) would race it for the lock.
+            const holdingPlant = await holdTransaction(db, `SELECT 1 FROM plants WHERE api_id = ${id} FOR SHARE`);
+            let deleting: Promise<RawResponse> | undefined;
+            try {
+              deleting = as('alice', 'DELETE', `/plants/${id}`);
+              deleting.catch(() => {});
+              await eventually('the delete waits for the held row', async () => {
+                const [row] = await plainQuery<{ n: number | string }>(
+                  db,
+                  "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'tuple' AND relation = 'plants'::regclass",
+                );
+                return Number(row!.n) > 0;
+              });
+              await share.commit();
+              await eventually('gus sees the plant shared, its delete not committed', async () =>
+                (await page('gus')).includes('shared-while-deleted'),
+              );
+            } finally {
+              await holdingPlant.commit();
+            }
             assert.equal((await deleting).status, 204);
             // Read your writes: the deleting instance's next answer, not the next read of the change log.
             assert.ok(!(await page('gus')).includes('shared-while-deleted'), "the deleted plant stayed on gus's cached page");
