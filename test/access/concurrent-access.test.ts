@@ -128,6 +128,15 @@ for (const backend of BACKENDS) {
         /** How many plants plain SQL finds with public id `id`. */
         const rowsWithId = async (id: number) =>
           (await plainQuery<{ n: number | string }>(db, `SELECT count(*) AS n FROM plants WHERE api_id = ${id}`))[0]!.n;
+        /** Resolves once a statement waits for a row of this schema's plants that a held session locks. */
+        const untilAPlantRowIsWaitedFor = (what: string) =>
+          eventually(what, async () => {
+            const [row] = await plainQuery<{ n: number | string }>(
+              db,
+              "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'tuple' AND relation = 'plants'::regclass",
+            );
+            return Number(row!.n) > 0;
+          });
         const as = (user: string, method: string, path: string, body?: unknown): Promise<RawResponse> =>
           rawRequest(
             server.url,
@@ -451,13 +460,7 @@ for (const backend of BACKENDS) {
             try {
               deleting = as('alice', 'DELETE', `/plants/${id}`);
               deleting.catch(() => {});
-              await eventually('the delete waits for the held row', async () => {
-                const [row] = await plainQuery<{ n: number | string }>(
-                  db,
-                  "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'tuple' AND relation = 'plants'::regclass",
-                );
-                return Number(row!.n) > 0;
-              });
+              await untilAPlantRowIsWaitedFor('the delete waits for the held row');
               await share.commit();
               await eventually('gus sees the plant shared, its delete not committed', async () =>
                 (await page('gus')).includes('shared-while-deleted'),
@@ -653,13 +656,7 @@ for (const backend of BACKENDS) {
               waiting = as('alice', 'DELETE', `/plants/${heldId}`);
               waiting.catch(() => {});
               // The service's statement of deletes waits for the row (a tuple lock of this schema's plants), in flight.
-              await eventually('the delete waits for the held row', async () => {
-                const [row] = await plainQuery<{ n: number | string }>(
-                  db,
-                  "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'tuple' AND relation = 'plants'::regclass",
-                );
-                return Number(row!.n) > 0;
-              });
+              await untilAPlantRowIsWaitedFor('the delete waits for the held row');
               const free = await Promise.race([as('alice', 'DELETE', `/plants/${freeId}`), sleep(3_000).then(() => undefined)]);
               assert.ok(free, 'the later delete waited for the held row too');
               assert.equal(free.status, 204, free.text);
