@@ -112,8 +112,15 @@ export async function startServer(
 }
 
 /**
- * The serving process's entry: tunes the process (serving-process.ts), starts the server and runs until SIGTERM or
- * SIGINT, then drains within the grace period and exits 0 (1 if the grace ran out). Resolves with the running server.
+ * The signals that stop a server after draining it. SIGHUP is one: a terminal that closes sends it to the demo
+ * started in it, and with no handler it killed the process with requests in flight. No configuration is read again
+ * on it, as some daemons do: the settings are flags and environment, which a running process cannot re-read.
+ */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/**
+ * The serving process's entry: tunes the process (serving-process.ts), starts the server and runs until SIGTERM,
+ * SIGINT or SIGHUP, then drains within the grace period and exits 0 (1 if the grace ran out). Resolves with the running server.
  */
 export async function runServer(config: Config, existingStore?: Store): Promise<RunningServer> {
   tuneServingProcess();
@@ -133,6 +140,9 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
     );
   };
   const onSignal = (signal: NodeJS.Signals) => {
+    // One drain, whichever signals come: a closed terminal sends SIGHUP to a cluster's workers as well as the
+    // primary's SIGTERM.
+    if (signalled !== undefined) return;
     signalled = signal;
     const timer = setTimeout(() => {
       server?.app.log.error('shutdown grace period ran out; exiting with requests still open');
@@ -143,8 +153,7 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
   };
   // In place before the start: the server listens (and says so) a moment before the start is over, and a
   // SIGTERM in that moment killed the process undrained. One that comes during the start stops it once started.
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
   server = await startServer(config, existingStore);
   if (signalled) drain(server, signalled);
   return server;
@@ -152,7 +161,7 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
 
 /**
  * `serve --workers N`: a primary process that forks N HTTP workers sharing the port (node:cluster),
- * replaces any that die, and on SIGTERM/SIGINT asks each to drain and waits for them. The schema is
+ * replaces any that die, and on SIGTERM, SIGINT or SIGHUP asks each to drain and waits for them. The schema is
  * migrated once here, before any worker starts, so workers never race on it.
  */
 export async function runCluster(config: Config, input: ConfigInput): Promise<void> {
@@ -164,6 +173,8 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   let stopping = false;
   let exitCode = 0;
   const onSignal = (signal: NodeJS.Signals) => {
+    // Once: a worker's SIGTERM handler takes one signal, and a second SIGTERM would kill it undrained.
+    if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: draining workers');
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
@@ -177,8 +188,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   };
   // In place before anything starts: until a process listens for a signal, the signal kills it, and the line
   // saying the workers started is read (and answered with SIGTERM) a moment before the code after it runs.
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
 
   await (await openStore(config.store)).close();
 

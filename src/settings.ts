@@ -225,9 +225,9 @@ export const SETTINGS = {
     flag: '--shutdown-grace-seconds <s>',
     env: 'PLANTSTORE_SHUTDOWN_GRACE_SECONDS',
     default: '10',
-    summary: 'time to finish in-flight requests on SIGTERM/SIGINT',
+    summary: 'time to finish in-flight requests on SIGTERM, SIGINT or SIGHUP',
     meaning:
-      'On SIGTERM/SIGINT: time to finish in-flight requests before exiting (with status 0; 1 when requests were still open at its end, with `--workers` too).',
+      'On SIGTERM, SIGINT or SIGHUP: time to finish in-flight requests before exiting (with status 0; 1 when requests were still open at its end, with `--workers` too).',
     table: 'service',
     into: ['server.shutdownGraceSeconds'],
     parse: wholeNumber('shutdown grace', 0, 3600),

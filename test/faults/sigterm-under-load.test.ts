@@ -73,17 +73,20 @@ function slowFullListing(url: string, token: string): Promise<{ status: number; 
 
 /**
  * Starts `serve` on a demo catalogue at `db`, sends SIGTERM as soon as it logs `line` (its listening line unless
- * said; reading no further, which closes our end of its stdout), and resolves with how it exited.
+ * said; reading no further, which closes our end of its stdout), and resolves with how it exited. `hangUp`: sends
+ * SIGHUP to its whole process group instead, as a terminal that closes does.
  */
-async function exitOnSigtermWhenListening(
+async function exitOnSignalWhenListening(
   db: string,
   extraArgs: string[] = [],
   line = 'Server listening at',
+  hangUp = false,
 ): Promise<{ code: number | null; signal: string | null }> {
   assert.equal((await runCli(db, ['demo'])).code, 0);
   const child = spawn(process.execPath, [BIN, '--db', db, 'serve', '--port', '0', '--log-level', 'info', ...extraArgs], {
     stdio: ['ignore', 'pipe', 'ignore'],
     env: { ...process.env, PLANTSTORE_DB: '' },
+    detached: hangUp,
   });
   const exit = once(child, 'exit');
   let out = '';
@@ -92,7 +95,8 @@ async function exitOnSigtermWhenListening(
     if (out.includes(line)) break; // leaving the loop closes our end of the pipe
   }
   assert.ok(child.stdout.destroyed);
-  child.kill('SIGTERM');
+  if (hangUp) process.kill(-child.pid!, 'SIGHUP');
+  else child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   const [code, signal] = (await exit) as [number | null, string | null];
   clearTimeout(timer);
@@ -177,21 +181,37 @@ describe('SIGTERM under load', () => {
   it('exits 0 on a SIGTERM sent the moment it says it listens, while its start is not over', { timeout: 30_000 }, async () => {
     // Fastify logs its listening line before the start is over (here the metrics listener starts after it);
     // signal handlers installed only after the start left a moment in which SIGTERM killed the process.
-    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'early-signal.db'), ['--metrics-port', '0']), { code: 0, signal: null });
+    assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'early-signal.db'), ['--metrics-port', '0']), { code: 0, signal: null });
   });
 
   it('exits 0 on a SIGTERM sent while its workers start', { timeout: 30_000 }, async () => {
     // A worker killed by the signal before its own handlers were in place ended with no code, which the primary
     // took for a failed drain: exit 1, with nothing served.
-    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'early-workers.db'), ['--workers', '2'], 'started workers'), {
+    assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'early-workers.db'), ['--workers', '2'], 'started workers'), {
       code: 0,
       signal: null,
     });
   });
 
+  it(
+    'drains and exits 0 when its terminal hangs up (SIGHUP to its process group), with workers or without',
+    { timeout: 60_000 },
+    async () => {
+      // With no handler, SIGHUP killed the process undrained.
+      assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'hang-up.db'), [], 'Server listening at', true), {
+        code: 0,
+        signal: null,
+      });
+      assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'hang-up-workers.db'), ['--workers', '2'], 'Server listening at', true), {
+        code: 0,
+        signal: null,
+      });
+    },
+  );
+
   it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
     // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
-    assert.deepEqual(await exitOnSigtermWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
+    assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
   });
 
   it('exits 1 when its grace period runs out with a listing still open, with workers or without', { timeout: 60_000 }, async () => {
