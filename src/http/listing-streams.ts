@@ -63,19 +63,26 @@ export class ListingStreams {
     this.sweeper.unref();
   }
 
+  /** The 503 or 429 that would refuse a listing of `user` now, if any. */
+  refusal(user: number): ApiError | undefined {
+    if (this.running.size >= this.limits.perProcess) {
+      return new ApiError('busy', 'Too many full listings are being served right now; retry shortly, or ask for a page with limit', {
+        'retry-after': String(RETRY_AFTER_SECONDS),
+      });
+    }
+    if ((this.byUser.get(user) ?? 0) >= this.limits.perUser) {
+      return new ApiError('too_many_listings', `At most ${this.limits.perUser} full listings at once per user; retry when one has ended`, {
+        'retry-after': String(RETRY_AFTER_SECONDS),
+      });
+    }
+    return undefined;
+  }
+
   /** Takes a slot for a listing of `user`, or throws the 503/429 that refuses it. `cutOff` closes its connection. */
   admit(user: number, cutOff: () => void): StreamHandle {
-    if (this.running.size >= this.limits.perProcess) {
-      throw new ApiError('busy', 'Too many full listings are being served right now; retry shortly, or ask for a page with limit', {
-        'retry-after': String(RETRY_AFTER_SECONDS),
-      });
-    }
+    const refusal = this.refusal(user);
+    if (refusal !== undefined) throw refusal;
     const ofUser = this.byUser.get(user) ?? 0;
-    if (ofUser >= this.limits.perUser) {
-      throw new ApiError('too_many_listings', `At most ${this.limits.perUser} full listings at once per user; retry when one has ended`, {
-        'retry-after': String(RETRY_AFTER_SECONDS),
-      });
-    }
     const entry: Running = { user, bytes: 0, since: performance.now(), cutOff };
     this.running.add(entry);
     this.byUser.set(user, ofUser + 1);

@@ -126,13 +126,11 @@ export class PlantListing {
     rightsNow: () => Promise<Viewer | undefined>,
     view: ListingView = {},
   ): Promise<Readable | string> {
-    const { store } = this;
     let remaining = limit ?? Infinity;
     const read = async (from: number, size: number, rights: Viewer) => {
-      const chunk = Math.min(remaining, size);
-      const { json, ids, more } = await store.listVisiblePlants(rights, { after: from, limit: chunk, ...view });
-      remaining -= ids.length;
-      return { json, last: ids.at(-1), done: !more || remaining <= 0 };
+      const chunk = await this.chunk(rights, from, Math.min(remaining, size), remaining, view);
+      remaining -= chunk.count;
+      return chunk;
     };
     const first = await read(after, FIRST_CHUNK, viewer);
     if (first.done) return first.json;
@@ -162,6 +160,23 @@ export class PlantListing {
     const stream = Readable.from(json(), { objectMode: false });
     stream.once('close', () => handle.release());
     return stream;
+  }
+
+  /**
+   * What `stream` would answer before its first byte, for HEAD: it throws the 503 or 429 that would refuse the
+   * listing now. A listing is read (its first chunk) only at the bounds, where whether it fits in that chunk decides.
+   */
+  async refuseAsStreamWould(viewer: Viewer, after: number, limit: number | undefined, view: ListingView = {}): Promise<void> {
+    const refusal = this.streams.refusal(viewer.userId);
+    if (refusal === undefined) return;
+    const wanted = limit ?? Infinity;
+    if (!(await this.chunk(viewer, after, Math.min(wanted, FIRST_CHUNK), wanted, view)).done) throw refusal;
+  }
+
+  /** Up to `size` plants after `from`; `done` when no more follow or the `remaining` wanted are read. */
+  private async chunk(viewer: Viewer, from: number, size: number, remaining: number, view: ListingView) {
+    const { json, ids, more } = await this.store.listVisiblePlants(viewer, { after: from, limit: size, ...view });
+    return { json, last: ids.at(-1), count: ids.length, done: !more || remaining - ids.length <= 0 };
   }
 
   close(): void {

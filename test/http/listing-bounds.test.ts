@@ -50,6 +50,12 @@ async function stalledListing(url: string, token: string): Promise<Socket> {
   return socket;
 }
 
+/** HEAD answers a refused listing as GET does, with no body. */
+async function assertHeadRefused(url: string, token: string, status: number): Promise<void> {
+  const head = await rawRequest(url, '/plants', bearer(token), 'HEAD');
+  assert.deepEqual([head.status, head.headers['retry-after'], head.text], [status, '1', '']);
+}
+
 after(() => cleanupBackends());
 
 for (const backend of BACKENDS) {
@@ -95,12 +101,19 @@ for (const backend of BACKENDS) {
         const perUser = await rawRequest(server.url, '/plants', bearer(tokens.root));
         assertError(perUser, 429, 42902);
         assert.equal(perUser.headers['retry-after'], '1');
+        await assertHeadRefused(server.url, tokens.root, 429);
         held.push(await stalledListing(server.url, tokens.root2));
         const perProcess = await rawRequest(server.url, '/plants', bearer(tokens.root3));
         assertError(perProcess, 503, 50303);
         assert.equal(perProcess.headers['retry-after'], '1');
+        await assertHeadRefused(server.url, tokens.root3, 503);
         // A page is no full listing, and a listing that fits in its first chunk takes no slot.
         assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3))).status, 200);
+        assert.equal((await rawRequest(server.url, '/plants?limit=20', bearer(tokens.root3), 'HEAD')).status, 200);
+        // No plant has a tag: that listing is empty.
+        for (const method of ['GET', 'HEAD'] as const) {
+          assert.equal((await rawRequest(server.url, '/plants?tag=none', bearer(tokens.root3), method)).status, 200, method);
+        }
         for (const socket of held.splice(0)) socket.destroy();
         await eventually(
           'the slots are free again',

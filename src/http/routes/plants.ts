@@ -102,14 +102,16 @@ export async function plantRoutes(
       return sendPage(replies, reply, listing.page(request.viewer!, after, limit, view, request.pageAhead));
     },
   );
-  // HEAD answers the headers GET would, at the cost of at most one page read: a full listing would be streamed
-  // (no length, no Link), so nothing is read for it; a page is read (or found in the cache) for its length and
-  // Link, and Node sends no body for HEAD.
+  // HEAD answers the status and headers GET would, at the cost of at most one page read: a full listing would be
+  // streamed (no length, no Link), so nothing is read for it but at the listings' bounds, where GET may refuse it;
+  // a page is read (or found in the cache) for its length and Link, and Node sends no body for HEAD.
   routes.head('/plants', { onRequest, schema: { querystring: ListPlantsQuery, hide: true }, config: { pageAhead } }, (request, reply) => {
     const { limit, cursor } = request.query;
     const after = cursor === undefined ? 0 : decodeCursor(cursor);
     reply.type(JSON_TYPE);
-    if (limit === undefined || limit > MAX_BUFFERED_LIMIT) return reply.send();
+    if (limit === undefined || limit > MAX_BUFFERED_LIMIT) {
+      return listing.refuseAsStreamWould(request.viewer!, after, limit, viewOf(request.query)).then(() => reply.send());
+    }
     return sendPage(replies, reply, listing.page(request.viewer!, after, limit, viewOf(request.query), request.pageAhead));
   });
 }
