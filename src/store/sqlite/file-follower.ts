@@ -1,9 +1,8 @@
 import { statSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { sameFile } from './file-holders.js';
 
 type FileEvent = 'gone' | 'reopened' | 'reopen_failed';
-
-const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
 
 /** What the store does when the file at its path goes, or comes back. */
 export interface FileEvents {
@@ -19,7 +18,7 @@ export interface FileEvents {
 }
 
 /**
- * Checks every `intervalMs` that the file at a SQLite store's path is still the one open (same device and inode).
+ * Checks every `intervalMs` that the file at a SQLite store's path is still the one open (same device, inode and birth time).
  * When it is removed or replaced, the store's connections are closed, so every read answers 503; when a file is
  * there again, it is opened and served. The server calls `follow`; CLI commands never do.
  */

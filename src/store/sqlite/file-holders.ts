@@ -1,6 +1,17 @@
 import type { Stats } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 
+export type FileIdentity = Pick<Stats, 'dev' | 'ino' | 'birthtimeMs'>;
+
+/**
+ * Whether two stats are of one file. A device and inode alone are not enough: once the last name and descriptor
+ * of a file are gone, the file system gives its inode number to the next file created, so the birth time is
+ * compared too where the file system keeps one (0 where it does not).
+ */
+export function sameFile(a: FileIdentity, b: FileIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino && (a.birthtimeMs === 0 || b.birthtimeMs === 0 || a.birthtimeMs === b.birthtimeMs);
+}
+
 /** Where Linux lists each process's open files, as links that `stat` follows to the file even once it is unlinked. */
 const PROCESSES = '/proc';
 
@@ -13,7 +24,7 @@ const PROCESSES = '/proc';
  * connection to the new file beside it would share them, and each would write the other's pages (SQLite's "How To
  * Corrupt", §2.4). Such a process need not hold any lock while idle: only its open descriptor tells.
  */
-export async function otherProcessesHolding(file: Pick<Stats, 'dev' | 'ino'>): Promise<number[]> {
+export async function otherProcessesHolding(file: FileIdentity): Promise<number[]> {
   let pids: string[];
   try {
     pids = (await readdir(PROCESSES)).filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid);
@@ -24,7 +35,7 @@ export async function otherProcessesHolding(file: Pick<Stats, 'dev' | 'ino'>): P
   return holders.filter((pid) => pid !== undefined);
 }
 
-async function holds(pid: string, file: Pick<Stats, 'dev' | 'ino'>): Promise<boolean> {
+async function holds(pid: string, file: FileIdentity): Promise<boolean> {
   let descriptors: string[];
   try {
     descriptors = await readdir(`${PROCESSES}/${pid}/fd`);
@@ -34,7 +45,7 @@ async function holds(pid: string, file: Pick<Stats, 'dev' | 'ino'>): Promise<boo
   }
   for (const fd of descriptors) {
     const target = await stat(`${PROCESSES}/${pid}/fd/${fd}`).catch(() => undefined);
-    if (target !== undefined && target.dev === file.dev && target.ino === file.ino) return true;
+    if (target !== undefined && sameFile(target, file)) return true;
   }
   return false;
 }
