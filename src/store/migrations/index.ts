@@ -22,6 +22,7 @@ import { webhookEventIds } from './0020-webhook-event-ids.js';
 import { groupSizesByRow } from './0021-group-sizes-by-row.js';
 import { webhookClockFloored } from './0022-webhook-clock-floored.js';
 import { deletedPlantShared } from './0023-deleted-plant-shared.js';
+import { grantTagsReadCommitted } from './0024-grant-tags-read-committed.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -51,6 +52,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0021-group-sizes-by-row': groupSizesByRow(dialect),
     '0022-webhook-clock-floored': webhookClockFloored(dialect),
     '0023-deleted-plant-shared': deletedPlantShared(dialect),
+    '0024-grant-tags-read-committed': grantTagsReadCommitted(dialect),
   };
 }
 

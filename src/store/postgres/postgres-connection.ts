@@ -52,9 +52,17 @@ const LISTING_SETTINGS = ['-c plan_cache_mode=force_generic_plan', '-c enable_ha
  */
 const LISTING_SESSIONS_KEPT = 2;
 
+/**
+ * Every session at READ COMMITTED, whatever the database's or the role's default: the triggers that keep derived
+ * rows (member grants, grants' tags, group sizes) and the writers' own reads of rows committed while they waited for a
+ * lock are right at that level, where each statement reads what committed before it (migrations 0018, 0019, 0023,
+ * 0024). Exports set their own level.
+ */
+const SESSION_SETTINGS = ['-c default_transaction_isolation=read\\ committed'];
+
 export function createPool(url: string, options: PostgresOptions, use: PoolUse = 'statements'): { pool: pg.Pool; schema?: string } {
   const { connectionString, schema, applicationName } = splitUrl(url);
-  const settings = [...(schema ? [`-c search_path=${schema}`] : []), ...(use === 'listings' ? LISTING_SETTINGS : [])];
+  const settings = [...SESSION_SETTINGS, ...(schema ? [`-c search_path=${schema}`] : []), ...(use === 'listings' ? LISTING_SETTINGS : [])];
   const size = options.poolSize ?? 10;
   const pool = new pg.Pool({
     connectionString,
@@ -64,7 +72,7 @@ export function createPool(url: string, options: PostgresOptions, use: PoolUse =
     idleTimeoutMillis: 30_000,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
     application_name: applicationName,
-    ...(settings.length > 0 ? { options: settings.join(' ') } : {}),
+    options: settings.join(' '),
     // bigint ids and epoch-millisecond times fit in a double; parse them as numbers for this pool only.
     types: {
       getTypeParser: ((oid: number, format?: string) =>
