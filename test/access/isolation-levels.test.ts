@@ -129,6 +129,7 @@ describe('the service under a role whose default isolation is REPEATABLE READ [p
   });
   after(async () => {
     await dropSchema(schema);
+    await adminQuery(`DROP ROLE IF EXISTS ${role}`);
   });
 
   it('changes a shared plant’s tag over HTTP, its sessions at READ COMMITTED', async () => {
