@@ -23,6 +23,7 @@ import { groupSizesByRow } from './0021-group-sizes-by-row.js';
 import { webhookClockFloored } from './0022-webhook-clock-floored.js';
 import { deletedPlantShared } from './0023-deleted-plant-shared.js';
 import { grantTagsReadCommitted } from './0024-grant-tags-read-committed.js';
+import { replacedRowsLogged } from './0025-replaced-rows-logged.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -53,6 +54,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0022-webhook-clock-floored': webhookClockFloored(dialect),
     '0023-deleted-plant-shared': deletedPlantShared(dialect),
     '0024-grant-tags-read-committed': grantTagsReadCommitted(dialect),
+    '0025-replaced-rows-logged': replacedRowsLogged(dialect),
   };
 }
 
