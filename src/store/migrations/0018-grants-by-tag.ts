@@ -68,6 +68,25 @@ export const rewriteTags = (plant: string, tag: string): [users: string, groups:
   `UPDATE plant_member_grants SET tag = ${tag} WHERE group_id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = ${plant}) AND plant_id = ${plant}`,
 ];
 
+/**
+ * The PostgreSQL function (`FUNCTION …`, to follow `CREATE` or `CREATE OR REPLACE`) that gives a grant row of `table`
+ * its plant's tag; `guard`, when given, runs first (migration 0024's refusal at a stricter isolation level).
+ */
+export function grantTagFunction(table: GrantTable, guard = ''): string {
+  // A member grant is written under its group's lock, which a change of tag takes too: no lock of the plant.
+  const lock = table === 'plant_member_grants' ? '' : ' FOR SHARE';
+  return `FUNCTION plantstore_${table}_tag() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  plant_tag text;
+BEGIN
+${guard === '' ? '' : `  ${guard}\n`}  SELECT tag INTO plant_tag FROM plants WHERE id = NEW.plant_id${lock};
+  IF NEW.tag IS DISTINCT FROM plant_tag THEN
+    UPDATE ${table} SET tag = plant_tag WHERE ${newRow(table)};
+  END IF;
+  RETURN NULL;
+END $$`;
+}
+
 async function run(db: Kysely<any>, statements: string[]): Promise<void> {
   for (const statement of statements) await sql.raw(statement).execute(db);
 }
@@ -112,23 +131,12 @@ async function addPostgres(db: Kysely<any>): Promise<void> {
     ...keyed('plant_group_grants', 'plant_group_grants_member_grants', 'plantstore_member_grants_plant_group_grants'),
   ]);
   for (const table of TABLES) {
-    // A member grant is written under its group's lock, which a change of tag takes too: no lock of the plant.
-    const lock = table === 'plant_member_grants' ? '' : ' FOR SHARE';
     await run(db, [
       `ALTER TABLE ${table} ADD COLUMN tag text`,
       `UPDATE ${table} g SET tag = p.tag FROM plants p WHERE p.id = g.plant_id AND p.tag IS NOT NULL`,
       // After the row, not before: a BEFORE row trigger, even one whose condition is false, makes COPY write row
       // by row instead of in batches, which made an import of 10^6 grants seconds slower.
-      `CREATE FUNCTION plantstore_${table}_tag() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  plant_tag text;
-BEGIN
-  SELECT tag INTO plant_tag FROM plants WHERE id = NEW.plant_id${lock};
-  IF NEW.tag IS DISTINCT FROM plant_tag THEN
-    UPDATE ${table} SET tag = plant_tag WHERE ${newRow(table)};
-  END IF;
-  RETURN NULL;
-END $$`,
+      `CREATE ${grantTagFunction(table)}`,
       `CREATE TRIGGER ${table}_tag AFTER INSERT OR UPDATE OF plant_id, tag ON ${table} FOR EACH ROW WHEN (${unlessBulk}) ` +
         `EXECUTE FUNCTION plantstore_${table}_tag()`,
     ]);

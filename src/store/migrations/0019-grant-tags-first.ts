@@ -33,6 +33,23 @@ type Dialect = 'sqlite' | 'postgres';
  * the grants by plant, finds none for any other insert. PostgreSQL always checks its foreign keys: a plant's grants
  * go with it.
  */
+/**
+ * The PostgreSQL function (`FUNCTION …`) that rewrites the tags of a plant's grants when its tag changes; `guard`,
+ * when given, runs first (migration 0024's refusal at a stricter isolation level). The member grants are found by
+ * the plant's groups, which the change locks first (see above).
+ */
+export function plantTagToGrantsFunction(guard = ''): string {
+  const [userGrants, groupGrants, memberGrants] = rewriteTags('NEW.id', 'NEW.tag');
+  return `FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+${guard === '' ? '' : `  ${guard}\n`}  ${userGrants};
+  ${groupGrants};
+  PERFORM 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) ORDER BY id FOR NO KEY UPDATE;
+  ${memberGrants};
+  RETURN NULL;
+END $$`;
+}
+
 export function grantTagsFirst(dialect: Dialect): Migration {
   return {
     async up(db: Kysely<any>) {
@@ -50,19 +67,7 @@ export function grantTagsFirst(dialect: Dialect): Migration {
       for (const table of ['plant_user_grants', 'plant_group_grants', 'plant_member_grants']) {
         await sql.raw(`ALTER TRIGGER ${table}_tag ON ${table} RENAME TO ${table}_inherit_tag`).execute(db);
       }
-      // The member grants are found by the plant's groups, which the change locks first (see above).
-      await sql
-        .raw(
-          `CREATE OR REPLACE FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-  ${userGrants};
-  ${groupGrants};
-  PERFORM 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) ORDER BY id FOR NO KEY UPDATE;
-  ${memberGrants};
-  RETURN NULL;
-END $$`,
-        )
-        .execute(db);
+      await sql.raw(`CREATE OR REPLACE ${plantTagToGrantsFunction()}`).execute(db);
     },
   };
 }

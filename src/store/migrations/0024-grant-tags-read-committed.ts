@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { rewriteTags } from './0018-grants-by-tag.js';
+import { grantTagFunction } from './0018-grants-by-tag.js';
+import { plantTagToGrantsFunction } from './0019-grant-tags-first.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -25,39 +26,13 @@ export function grantTagsReadCommitted(dialect: Dialect): Migration {
   return {
     async up(db: Kysely<any>) {
       if (dialect !== 'postgres') return;
-      const [userGrants, groupGrants, memberGrants] = rewriteTags('NEW.id', 'NEW.tag');
       const refuse = (what: string) => `IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION '${what.replaceAll("'", "''")} runs at READ COMMITTED only, not %: the tags of grants are kept from rows a stricter level''s snapshot may miss', upper(current_setting('transaction_isolation'))
       USING ERRCODE = 'feature_not_supported', HINT = 'Run it in a transaction at READ COMMITTED, PostgreSQL''s default.';
   END IF;`;
-      await sql
-        .raw(
-          `CREATE OR REPLACE FUNCTION plantstore_plant_tag_to_grants() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-  ${refuse("A change of a plant's tag")}
-  ${userGrants};
-  ${groupGrants};
-  PERFORM 1 FROM groups WHERE id IN (SELECT group_id FROM plant_group_grants WHERE plant_id = NEW.id) ORDER BY id FOR NO KEY UPDATE;
-  ${memberGrants};
-  RETURN NULL;
-END $$`,
-        )
-        .execute(db);
-      await sql
-        .raw(
-          `CREATE OR REPLACE FUNCTION plantstore_plant_member_grants_tag() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-  plant_tag text;
-BEGIN
-  ${refuse("A write of group access (a membership, a group's grant)")}
-  SELECT tag INTO plant_tag FROM plants WHERE id = NEW.plant_id;
-  IF NEW.tag IS DISTINCT FROM plant_tag THEN
-    UPDATE plant_member_grants SET tag = plant_tag WHERE user_id = NEW.user_id AND plant_id = NEW.plant_id AND group_id = NEW.group_id;
-  END IF;
-  RETURN NULL;
-END $$`,
-        )
-        .execute(db);
+      await sql.raw(`CREATE OR REPLACE ${plantTagToGrantsFunction(refuse("A change of a plant's tag"))}`).execute(db);
+      const group = refuse("A write of group access (a membership, a group's grant)");
+      await sql.raw(`CREATE OR REPLACE ${grantTagFunction('plant_member_grants', group)}`).execute(db);
     },
   };
 }

@@ -24,8 +24,9 @@ export function replacedRowsLogged(dialect: Dialect): Migration {
       for (const [table, { keys, log }] of Object.entries(REPLACEABLE)) {
         const holding = (extra: string) =>
           `(SELECT * FROM ${table} WHERE (${keys.map((key) => `${key} = NEW.${key}`).join(' OR ')})${extra})`;
-        // One probe of each key's index, and on an update only of a key that changes. A plant's id in the API is given NULL and numbered by an update to one more than any
-        // used (migration 0007), which no row holds: that update probes nothing.
+        // One probe of each key's index, and on an update only of a key that changes. A plant's id in the API is given
+        // NULL and numbered by an update to one more than any used (migration 0007), which no row holds: that update
+        // probes nothing.
         const onInsert = keys.map((key) => `(NEW.${key} IS NOT NULL AND EXISTS (SELECT 1 FROM ${table} WHERE ${key} = NEW.${key}))`);
         const onUpdate = keys.map(
           (key) =>
