@@ -59,13 +59,18 @@ async function sqliteTriggers(db: Kysely<any>): Promise<void> {
   for (const statement of statements) await sql.raw(statement).execute(db);
 }
 
-async function postgresTriggers(db: Kysely<any>): Promise<void> {
-  const record = (type: string, row: 'NEW' | 'OLD') => `
+/**
+ * The event of `type` for the plant in `row`, and its deliveries (a PL/pgSQL function's body with the variables
+ * `event bigint` and `now bigint`, the clock in milliseconds).
+ */
+export const postgresRecord = (type: string, row: 'NEW' | 'OLD') => `
     IF EXISTS (SELECT 1 FROM ${takingEndpoints(type)}) THEN
       INSERT INTO webhook_events (type, plant_id, name, tag, created_at) VALUES ('${type}', ${row}.api_id, ${row}.name, ${row}.tag, now)
         RETURNING id INTO event;
       INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at) SELECT event, id, now FROM ${takingEndpoints(type)};
     END IF;`;
+
+async function postgresTriggers(db: Kysely<any>): Promise<void> {
   await sql
     .raw(
       `CREATE OR REPLACE FUNCTION plantstore_webhook_event() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -73,9 +78,9 @@ DECLARE
   event bigint;
   now bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 BEGIN
-  IF TG_OP = 'INSERT' THEN ${record('plant.created', 'NEW')}
-  ELSIF TG_OP = 'UPDATE' THEN ${record('plant.updated', 'NEW')}
-  ELSE ${record('plant.deleted', 'OLD')}
+  IF TG_OP = 'INSERT' THEN ${postgresRecord('plant.created', 'NEW')}
+  ELSIF TG_OP = 'UPDATE' THEN ${postgresRecord('plant.updated', 'NEW')}
+  ELSE ${postgresRecord('plant.deleted', 'OLD')}
   END IF;
   RETURN NULL;
 END $$`,

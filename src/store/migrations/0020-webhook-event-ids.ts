@@ -27,15 +27,15 @@ export function webhookEventIds(dialect: Dialect): Migration {
 }
 
 /** The SQLite clock of migration 0009: every SQLite reads it. */
-const SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+export const SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
-/** The event of `type` for the plant in `row`, and its deliveries, each naming the event just written. */
-const record = (type: string, row: 'NEW' | 'OLD'): string => `
+/** The event of `type` for the plant in `row`, and its deliveries, each naming the event just written (SQLite). */
+export const record = (type: string, row: 'NEW' | 'OLD'): string => `
   INSERT INTO webhook_events (type, plant_id, name, tag, created_at) VALUES ('${type}', ${row}.api_id, ${row}.name, ${row}.tag, ${SQLITE_NOW});
   INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
     SELECT (SELECT max(id) FROM webhook_events), id, ${SQLITE_NOW} FROM ${takingEndpoints(type)};`;
 
-const taken = (type: string): string => `EXISTS (SELECT 1 FROM ${takingEndpoints(type)})`;
+export const taken = (type: string): string => `EXISTS (SELECT 1 FROM ${takingEndpoints(type)})`;
 
 /** 0016's four triggers, dropped and made again with `record`; their names and conditions are unchanged. */
 function sqliteTriggers(): string[] {

@@ -6,7 +6,7 @@ type Dialect = 'sqlite' | 'postgres';
 const ROUNDED_NOW = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /** The same milliseconds floored, as Node's `Date.now()` and SQLite's `CAST(… AS INTEGER)` give them. */
-const FLOORED_NOW = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
+export const FLOORED_NOW = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /**
  * PostgreSQL: a delivery the webhook trigger writes is due in the millisecond it was written, not the next one.

@@ -24,6 +24,8 @@ import { webhookClockFloored } from './0022-webhook-clock-floored.js';
 import { deletedPlantShared } from './0023-deleted-plant-shared.js';
 import { grantTagsReadCommitted } from './0024-grant-tags-read-committed.js';
 import { replacedRowsLogged } from './0025-replaced-rows-logged.js';
+import { replacedPlantsSent } from './0026-replaced-plants-sent.js';
+import { plantIdChangesSent } from './0027-plant-id-changes-sent.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -55,6 +57,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0023-deleted-plant-shared': deletedPlantShared(dialect),
     '0024-grant-tags-read-committed': grantTagsReadCommitted(dialect),
     '0025-replaced-rows-logged': replacedRowsLogged(dialect),
+    '0026-replaced-plants-sent': replacedPlantsSent(dialect),
+    '0027-plant-id-changes-sent': plantIdChangesSent(dialect),
   };
 }
 
