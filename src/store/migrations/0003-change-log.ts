@@ -6,6 +6,9 @@ type Dialect = 'sqlite' | 'postgres';
 /** The PostgreSQL setting an import turns on (SET LOCAL) so that its rows are not logged one by one. */
 export const BULK_LOAD_SETTING = 'plantstore.bulk_load';
 
+/** A PostgreSQL row trigger's condition that holds unless an import has turned BULK_LOAD_SETTING on. */
+export const UNLESS_BULK_LOAD = `current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on'`;
+
 /** The columns a change row can name, beside its table. */
 type LoggedColumn = 'user_id' | 'group_id' | 'plant_id' | 'token_id' | 'name' | 'is_public';
 
@@ -126,7 +129,7 @@ END $$`,
     await sql
       .raw(
         `CREATE TRIGGER ${table}_logged AFTER INSERT OR UPDATE OR DELETE ON ${table} FOR EACH ROW ` +
-          `WHEN (current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION ${fn}()`,
+          `WHEN (${UNLESS_BULK_LOAD}) EXECUTE FUNCTION ${fn}()`,
       )
       .execute(db);
     // TRUNCATE fires no row trigger: it says "everything".

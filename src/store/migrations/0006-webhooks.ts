@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { UNLESS_BULK_LOAD } from './0003-change-log.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -76,7 +76,7 @@ END $$`,
   // An import (bulk load) raises its events in one statement instead (see importedPlantEvents).
   await sql
     .raw(
-      `CREATE TRIGGER plants_webhook AFTER INSERT ON plants FOR EACH ROW WHEN (current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on') ` +
+      `CREATE TRIGGER plants_webhook AFTER INSERT ON plants FOR EACH ROW WHEN (${UNLESS_BULK_LOAD}) ` +
         'EXECUTE FUNCTION plantstore_webhook_event()',
     )
     .execute(db);

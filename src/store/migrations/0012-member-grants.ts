@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { UNLESS_BULK_LOAD } from './0003-change-log.js';
 import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
@@ -95,7 +95,7 @@ END $$`,
     await sql
       .raw(
         `CREATE TRIGGER ${table}_member_grants AFTER INSERT OR UPDATE OR DELETE ON ${table} FOR EACH ROW ` +
-          `WHEN (current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION ${fn}()`,
+          `WHEN (${UNLESS_BULK_LOAD}) EXECUTE FUNCTION ${fn}()`,
       )
       .execute(db);
     // TRUNCATE fires no row trigger: the member grants follow whole.

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { UNLESS_BULK_LOAD } from './0003-change-log.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -86,17 +86,16 @@ BEGIN
 END $$`,
     )
     .execute(db);
-  const unlessBulk = `current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on'`;
   await sql
     .raw(
       `CREATE TRIGGER plants_webhook_update AFTER UPDATE OF name, tag ON plants FOR EACH ROW ` +
-        `WHEN ((OLD.name IS DISTINCT FROM NEW.name OR OLD.tag IS DISTINCT FROM NEW.tag) AND ${unlessBulk}) ` +
+        `WHEN ((OLD.name IS DISTINCT FROM NEW.name OR OLD.tag IS DISTINCT FROM NEW.tag) AND ${UNLESS_BULK_LOAD}) ` +
         'EXECUTE FUNCTION plantstore_webhook_event()',
     )
     .execute(db);
   await sql
     .raw(
-      `CREATE TRIGGER plants_webhook_delete AFTER DELETE ON plants FOR EACH ROW WHEN (${unlessBulk}) EXECUTE FUNCTION plantstore_webhook_event()`,
+      `CREATE TRIGGER plants_webhook_delete AFTER DELETE ON plants FOR EACH ROW WHEN (${UNLESS_BULK_LOAD}) EXECUTE FUNCTION plantstore_webhook_event()`,
     )
     .execute(db);
 }

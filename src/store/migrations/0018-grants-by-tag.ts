@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { UNLESS_BULK_LOAD } from './0003-change-log.js';
 import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
@@ -118,12 +118,11 @@ async function addSqlite(db: Kysely<any>): Promise<void> {
 }
 
 async function addPostgres(db: Kysely<any>): Promise<void> {
-  const unlessBulk = `current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on'`;
   // Triggers of the grant tables that fire on any update fire on updates of their key columns only (see above).
   const keyed = (table: 'plant_user_grants' | 'plant_group_grants', trigger: string, fn: string) => [
     `DROP TRIGGER ${trigger} ON ${table}`,
     `CREATE TRIGGER ${trigger} AFTER INSERT OR UPDATE OF ${GRANT_TABLES[table].join(', ')} OR DELETE ON ${table} FOR EACH ROW ` +
-      `WHEN (${unlessBulk}) EXECUTE FUNCTION ${fn}()`,
+      `WHEN (${UNLESS_BULK_LOAD}) EXECUTE FUNCTION ${fn}()`,
   ];
   await run(db, [
     ...keyed('plant_user_grants', 'plant_user_grants_logged', 'plantstore_log_plant_user_grants'),
@@ -137,7 +136,7 @@ async function addPostgres(db: Kysely<any>): Promise<void> {
       // After the row, not before: a BEFORE row trigger, even one whose condition is false, makes COPY write row
       // by row instead of in batches, which made an import of 10^6 grants seconds slower.
       `CREATE ${grantTagFunction(table)}`,
-      `CREATE TRIGGER ${table}_tag AFTER INSERT OR UPDATE OF plant_id, tag ON ${table} FOR EACH ROW WHEN (${unlessBulk}) ` +
+      `CREATE TRIGGER ${table}_tag AFTER INSERT OR UPDATE OF plant_id, tag ON ${table} FOR EACH ROW WHEN (${UNLESS_BULK_LOAD}) ` +
         `EXECUTE FUNCTION plantstore_${table}_tag()`,
     ]);
   }
@@ -149,7 +148,7 @@ BEGIN
   RETURN NULL;
 END $$`,
     `CREATE TRIGGER plants_tag_to_grants AFTER UPDATE OF tag ON plants FOR EACH ROW ` +
-      `WHEN (OLD.tag IS DISTINCT FROM NEW.tag AND ${unlessBulk}) EXECUTE FUNCTION plantstore_plant_tag_to_grants()`,
+      `WHEN (OLD.tag IS DISTINCT FROM NEW.tag AND ${UNLESS_BULK_LOAD}) EXECUTE FUNCTION plantstore_plant_tag_to_grants()`,
     ...Object.entries(TAG_RANGE_INDEXES).map(([name, on]) => `CREATE INDEX ${name} ${on}`),
   ]);
 }

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { BULK_LOAD_SETTING } from './0003-change-log.js';
+import { UNLESS_BULK_LOAD } from './0003-change-log.js';
 import { postgresRecord } from './0016-webhook-event-types.js';
 import { record as sqliteRecord, taken } from './0020-webhook-event-ids.js';
 import { FLOORED_NOW } from './0022-webhook-clock-floored.js';
@@ -43,7 +43,7 @@ END $$`,
         .raw(
           `CREATE TRIGGER plants_webhook_id_changed AFTER UPDATE OF api_id ON plants FOR EACH ROW ` +
             `WHEN (OLD.api_id IS NOT NULL AND NEW.api_id IS DISTINCT FROM OLD.api_id ` +
-            `AND current_setting('${BULK_LOAD_SETTING}', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION plantstore_webhook_id_changed()`,
+            `AND ${UNLESS_BULK_LOAD}) EXECUTE FUNCTION plantstore_webhook_id_changed()`,
         )
         .execute(db);
     },
