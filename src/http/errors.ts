@@ -98,16 +98,22 @@ export function installErrorHandling(app: FastifyInstance): (request: FastifyReq
 
   // Methods by path, for 405 answers. Asking the router (hasRoute) instead would read the client's path as route
   // syntax: `/*.+` or `/a/:b(` make it throw, and `/docs/*` would match a pattern, not a path. A route with
-  // parameters (`/plants/:id`) is kept as a pattern of whole segments; wildcard routes are left out.
+  // parameters (`/plants/:id`) is kept as a pattern of whole segments, a wildcard route (`/docs/static/*`, the
+  // docs' files) as a pattern of every path under its prefix.
   const methodsByPath = new Map<string, Set<string>>();
   const methodsByPattern = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  const addMethods = (url: string, method: string | string[]) => {
+    const byPattern = url.includes(':') || url.includes('*');
+    const methods = (byPattern ? methodsByPattern.get(url)?.methods : methodsByPath.get(url)) ?? new Set<string>();
+    for (const one of [method].flat()) methods.add(one);
+    if (!byPattern) methodsByPath.set(url, methods);
+    else methodsByPattern.set(url, { pattern: segmentsPattern(url), methods });
+  };
   app.addHook('onRoute', (route) => {
-    if (route.url.includes('*')) return;
-    const parametric = route.url.includes(':');
-    const methods = (parametric ? methodsByPattern.get(route.url)?.methods : methodsByPath.get(route.url)) ?? new Set<string>();
-    for (const method of [route.method].flat()) methods.add(method);
-    if (!parametric) methodsByPath.set(route.url, methods);
-    else methodsByPattern.set(route.url, { pattern: segmentsPattern(route.url), methods });
+    addMethods(route.url, route.method);
+    // A plugin's `/` route (the docs page) is served at its prefix and at the prefix with a slash, and onRoute
+    // hears of the first only (Fastify's default prefixTrailingSlash, 'both').
+    if (route.prefix !== '' && route.routePath === '' && !route.url.endsWith('/')) addMethods(`${route.url}/`, route.method);
   });
   const knownMethods = (path: string): Set<string> | undefined =>
     methodsByPath.get(path) ?? [...methodsByPattern.values()].find(({ pattern }) => pattern.test(path))?.methods;
@@ -116,7 +122,8 @@ export function installErrorHandling(app: FastifyInstance): (request: FastifyReq
     const path = request.url.split('?', 1)[0] ?? '/';
     const known = knownMethods(path);
     const allowed = METHODS.filter((method) => known?.has(method) || (method === 'HEAD' && known?.has('GET')));
-    if (allowed.length > 0) {
+    // A route that takes the method and still finds nothing (a file of the docs that is not there) is a 404.
+    if (allowed.length > 0 && !(allowed as readonly string[]).includes(request.method)) {
       return new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}`, {
         allow: allowed.join(', '),
       });
@@ -131,9 +138,14 @@ export function installErrorHandling(app: FastifyInstance): (request: FastifyReq
   return notFound;
 }
 
-/** `/plants/:id` as a pattern that matches `/plants/` and one whole segment. */
+/**
+ * `/plants/:id` as a pattern that matches `/plants/` and one whole segment; `/docs/static/*` one that matches
+ * every path under `/docs/static/`.
+ */
 function segmentsPattern(url: string): RegExp {
-  const segments = url.split('/').map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  const segments = url
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment === '*' ? '.*' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   return new RegExp(`^${segments.join('/')}$`);
 }
 

@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import { errorCatalogueMarkdown } from './error-codes.js';
 import { VERSION } from '../version.js';
 import { sharedSchemas } from './schemas.js';
@@ -250,6 +250,9 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  app.addHook('onRoute', (route) => {
+    if (route.url === `${DOCS_FILES}*`) route.onRequest = [strongIfMatch, ...[route.onRequest ?? []].flat()];
+  });
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     uiConfig: { tryItOutEnabled: true, displayRequestDuration: true, validatorUrl: null, deepLinking: false },
@@ -261,4 +264,20 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       "img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; " +
       `style-src 'self' ${SWAGGER_UI_LOGO_STYLE}`,
   });
+  // The files' folder itself would serve Swagger UI's own index.html, a copy of the page that asks for a document
+  // at a path that has none; its file's name already leads to the page (swagger-ui's route), and so does this.
+  app.get(DOCS_FILES, { schema: { hide: true } }, (_request, reply) => reply.redirect('../'));
 }
+
+/** Where the docs page's static files are served from (by @fastify/static under swagger-ui's prefix). */
+const DOCS_FILES = '/docs/static/';
+
+/**
+ * A static file's ETag is weak (its size and time), and If-Match compares strongly (RFC 9110, 13.1.1): no list of
+ * tags is met by it, only `*`. The file server compares weakly, so such a list is put to it as one it cannot meet.
+ */
+const strongIfMatch: onRequestHookHandler = (request, _reply, done) => {
+  const ifMatch = request.headers['if-match'];
+  if (ifMatch !== undefined && ifMatch.trim() !== '*') request.headers['if-match'] = '"none"';
+  done();
+};

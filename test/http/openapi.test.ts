@@ -255,4 +255,33 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
       }
     }
   });
+
+  it("answers the docs' paths as their routes say: 405 with Allow for other methods, 404 for a missing file", async () => {
+    const css = '/docs/static/swagger-ui.css';
+    for (const path of ['/docs', '/docs/', '/docs/json', css, '/docs/static/missing.css', '/docs/static/']) {
+      for (const method of ['POST', 'PUT', 'DELETE']) {
+        const res = await uncheckedRequest(server.url, path, {}, method);
+        assertError(res, 405, 40501);
+        assert.equal(res.headers.allow, 'GET, HEAD', `${method} ${path}`);
+      }
+    }
+    assertError(await uncheckedRequest(server.url, '/docs/static/missing.css'), 404, 40401);
+    assert.equal((await uncheckedRequest(server.url, '/docs/static/missing.css', {}, 'HEAD')).status, 404);
+    assert.equal((await uncheckedRequest(server.url, css)).status, 200);
+    // The files' folder leads to the page, not to Swagger UI's own copy of it (which asks for a document not served).
+    const folder = await uncheckedRequest(server.url, '/docs/static/');
+    assert.equal(folder.status, 302);
+    assert.equal(new URL(String(folder.headers.location), `${server.url}/docs/static/`).pathname, '/docs/');
+  });
+
+  it("compares a docs file's weak ETag strongly for If-Match (never met but by *), weakly for If-None-Match", async () => {
+    const css = '/docs/static/swagger-ui.css';
+    const etag = String((await uncheckedRequest(server.url, css)).headers.etag);
+    assert.match(etag, /^W\//, "a file's ETag is weak");
+    for (const ifMatch of [etag, etag.slice(2), `"other", ${etag}`]) {
+      assertError(await uncheckedRequest(server.url, css, { 'if-match': ifMatch }), 412, 41203);
+    }
+    assert.equal((await uncheckedRequest(server.url, css, { 'if-match': '*' })).status, 200);
+    assert.equal((await uncheckedRequest(server.url, css, { 'if-none-match': etag.slice(2) })).status, 304);
+  });
 });
