@@ -54,7 +54,7 @@ export interface paths {
         put?: never;
         /**
          * Create a plant
-         * @description Creates a new plant in the store. The caller owns it; it is private and shared with nobody until its owner (or an admin) shares it or makes it public (`PUT /plants/{id}/access`), or an operator does with the CLI. The id is chosen by the client and must be unused: repeating the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant is in the caller's next `GET /plants` on any instance.
+         * @description Creates a new plant in the store. The caller owns it; it is private and shared with nobody until its owner (or an admin) shares it or makes it public (`PUT /plants/{id}/access`), or an operator does with the CLI. The id is chosen by the client and must be unused: repeating the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant is in the caller's next `GET /plants` on any instance. The plant list has no version: `If-Match` other than `*`, or `If-None-Match: *`, is a 412 (code 41204) and nothing is created.
          */
         post: operations["createPlant"];
         delete?: never;
@@ -309,6 +309,7 @@ export interface components {
          *     | 41201 | 412 | `access_changed` | The plant's access changed since the version the If-Match header names; read it again (its ETag) and retry. |
          *     | 41202 | 412 | `plant_changed` | The plant changed since the version the If-Match header names; read it again (its ETag) and retry. |
          *     | 41203 | 412 | `static_file_changed` | A static file of the `/docs` page is not at the version an If-Match or If-Unmodified-Since header names. |
+         *     | 41204 | 412 | `plant_list_unversioned` | A create asked for a version of the plant list (If-Match with entity tags, or If-None-Match: *): the list has none; nothing was created. |
          *     | 41301 | 413 | `payload_too_large` | The request body is too large. |
          *     | 41401 | 414 | `uri_too_long` | The request target (path and query) is too long. |
          *     | 41501 | 415 | `unsupported_media_type` | The request body has a media type the service does not take. |
@@ -577,7 +578,12 @@ export interface operations {
     createPlant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The plant list has no version: `*` is met (the list exists), entity tags never are (412). */
+                "if-match"?: string;
+                /** @description The plant list has no version: entity tags are always met, `*` never is (the list exists; 412). */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -597,7 +603,7 @@ export interface operations {
                     "application/json": components["schemas"]["Plant"];
                 };
             };
-            /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters) */
+            /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); or If-Match or If-None-Match is not `*` or entity tags */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -635,6 +641,16 @@ export interface operations {
             };
             /** @description The id is taken by another plant (of another user, or with another name or tag) */
             409: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description If-Match names entity tags, or If-None-Match is `*`: the plant list has no version (code 41204) */
+            412: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;

@@ -21,3 +21,13 @@ export function failedCondition(condition: VersionCondition | undefined, version
 /** Whether a version meets the condition (see failedCondition). */
 export const conditionHolds = (condition: VersionCondition | undefined, version: string): boolean =>
   failedCondition(condition, version) === undefined;
+
+/**
+ * Which of the two fails for a thing that exists and has no version (the plant list, which a create adds to):
+ * If-Match naming any tags (only `*` is met), If-None-Match `*`; undefined when neither does.
+ */
+export function failedWithoutVersion(condition: VersionCondition | undefined): 'match' | 'noneMatch' | undefined {
+  if (condition?.match !== undefined) return 'match';
+  if (condition?.noneMatch === '*') return 'noneMatch';
+  return undefined;
+}

@@ -74,6 +74,12 @@ export const errorCatalogue = {
     status: 412,
     summary: 'A static file of the `/docs` page is not at the version an If-Match or If-Unmodified-Since header names.',
   },
+  plant_list_unversioned: {
+    code: 41204,
+    status: 412,
+    summary:
+      'A create asked for a version of the plant list (If-Match with entity tags, or If-None-Match: *): the list has none; nothing was created.',
+  },
   payload_too_large: { code: 41301, status: 413, summary: 'The request body is too large.' },
   uri_too_long: { code: 41401, status: 414, summary: 'The request target (path and query) is too long.' },
   unsupported_media_type: { code: 41501, status: 415, summary: 'The request body has a media type the service does not take.' },

@@ -81,6 +81,17 @@ for (const backend of BACKENDS) {
       assertError(await create('alice', { id: bobsPrivateId, name: 'Mine now' }), 409, 40901);
     });
 
+    it('creates nothing when If-Match names tags or If-None-Match is *: the plant list has no version (412)', async () => {
+      const body = { id: 5020, name: 'Conditional' };
+      for (const conditions of [{ 'if-match': '"v1"' }, { 'if-match': 'W/"v1", "v2"' }, { 'if-none-match': '*' }]) {
+        assertError(await create('alice', body, { ...JSON_BODY, ...conditions }), 412, 41204);
+      }
+      assertError(await create('alice', body, { ...JSON_BODY, 'if-match': 'v1' }), 400, 40003);
+      assert.ok(!(await names('alice')).includes('Conditional'));
+      assert.equal((await create('alice', body, { ...JSON_BODY, 'if-match': '*', 'if-none-match': '"v1"' })).status, 200);
+      assert.ok((await names('alice')).includes('Conditional'));
+    });
+
     it('answers concurrent repeats of one create with 200 each and makes one plant', async () => {
       const body = { id: 5010, name: 'Retried', tag: 'r' };
       const answers = await Promise.all(Array.from({ length: 8 }, () => create('alice', body)));

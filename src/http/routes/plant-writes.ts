@@ -4,6 +4,8 @@ import { Type } from 'typebox';
 import { checkClientPlant } from '../../catalogue/names.js';
 import type { PlantId } from '../../catalogue/plant-ids.js';
 import type { PlantRepository } from '../../store/repositories/plants.js';
+import { failedWithoutVersion, type VersionCondition } from '../../catalogue/version-conditions.js';
+import { ApiError } from '../error-codes.js';
 import { versionCondition } from '../entity-tags.js';
 import { answerRefusal, plantRefusal, type RefusalAnswers } from '../errors.js';
 import { errorResponse, NewPlantRef, PlantRef, type NewPlant, type Plant } from '../schemas.js';
@@ -31,17 +33,27 @@ const createPlantSchema = {
     '(or an admin) shares it or makes it public (`PUT /plants/{id}/access`), or an operator does with the CLI. The id is chosen by the client and must be unused: repeating ' +
     'the same create (same caller, id, name and tag) answers 200 again, so a client may retry safely; the id of ' +
     'another plant is a 409. Fields other than `id`, `name` and `tag` are refused (400, code 40005). The plant ' +
-    "is in the caller's next `GET /plants` on any instance.",
+    "is in the caller's next `GET /plants` on any instance. The plant list has no version: `If-Match` other than " +
+    '`*`, or `If-None-Match: *`, is a 412 (code 41204) and nothing is created.',
   querystring: NoQuery,
+  headers: Type.Object({
+    'if-match': Type.Optional(
+      Type.String({ description: 'The plant list has no version: `*` is met (the list exists), entity tags never are (412).' }),
+    ),
+    'if-none-match': Type.Optional(
+      Type.String({ description: 'The plant list has no version: entity tags are always met, `*` never is (the list exists; 412).' }),
+    ),
+  }),
   body: { ...NewPlantRef, description: 'Plant to add to the store' },
   response: {
     200: { ...PlantRef, description: 'plant response' },
     400: errorResponse(
-      'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters)',
+      'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); or If-Match or If-None-Match is not `*` or entity tags',
     ),
     ...commonErrors,
     406: notAcceptable,
     409: errorResponse('The id is taken by another plant (of another user, or with another name or tag)'),
+    412: errorResponse('If-Match names entity tags, or If-None-Match is `*`: the plant list has no version (code 41204)'),
     413: errorResponse(`The request body is larger than ${PLANT_BODY_LIMIT / 1024} KiB`),
     415: errorResponse('The request body is not application/json'),
   },
@@ -89,9 +101,10 @@ export async function plantWriteRoutes(
     '/plants',
     {
       onRequest: [authenticate, requireJsonAcceptable],
-      // A name or tag the rules refuse is a 400 before the write budget is spent on it.
+      // A name or tag the rules refuse, or a malformed If-Match, is a 400 before the write budget is spent on it.
       preHandler: [
         async (request) => {
+          refuseListConditions(versionCondition(request.headers));
           try {
             checkClientPlant(request.body as NewPlant);
           } catch (err) {
@@ -141,6 +154,23 @@ export async function plantWriteRoutes(
       }
     },
   );
+}
+
+/**
+ * The 412 of a create with preconditions on the plant list, which exists and has no version (RFC 9110 §13.1.1:
+ * a method is not performed when its If-Match is not met); the same request without them would create the plant.
+ */
+function refuseListConditions(condition: VersionCondition | undefined): void {
+  switch (failedWithoutVersion(condition)) {
+    case 'match':
+      throw new ApiError(
+        'plant_list_unversioned',
+        'If-Match names versions, and the plant list has none (only `*` is met): nothing was created',
+      );
+    case 'noneMatch':
+      throw new ApiError('plant_list_unversioned', 'If-None-Match: * is never met by the plant list, which exists: nothing was created');
+    case undefined:
+  }
 }
 
 /** The store's refusals of a create, as the API names them. */
