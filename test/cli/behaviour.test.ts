@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import BetterSqlite3 from 'better-sqlite3';
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -472,6 +473,45 @@ describe('plantstore CLI: the database named by --db', () => {
     ]);
     const failed = runs.filter((r) => r.code !== 0).map((r) => r.stderr.trim());
     assert.deepEqual(failed, [], `${failed.length} of ${runs.length} failed`);
+  });
+
+  it('processes that create one new SQLite file at once all succeed, and leave the schema one process makes', async () => {
+    const schemaOf = (path: string) => {
+      const sqlite = new BetterSqlite3(path, { readonly: true });
+      try {
+        return sqlite.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all();
+      } finally {
+        sqlite.close();
+      }
+    };
+    const alone = join(dir, 'alone.db');
+    await ok(alone, ['migrate']);
+    // Run one after another, processes migrating at once each ran every migration: most failed on tables another
+    // had made, and one that was behind could make again a trigger another had already replaced.
+    for (let round = 0; round < 5; round++) {
+      const db = join(dir, `at-once-${round}.db`);
+      const runs = await Promise.all([
+        ...Array.from({ length: 3 }, () => runCli(db, ['migrate'])),
+        runCli(db, ['users', 'add', 'alice']),
+        runCli(db, ['users', 'add', 'bob']),
+      ]);
+      const failed = runs.filter((r) => r.code !== 0).map((r) => r.stderr.trim());
+      assert.deepEqual(failed, [], `round ${round}: ${failed.length} of ${runs.length} failed`);
+      assert.deepEqual(schemaOf(db), schemaOf(alone), `round ${round}`);
+    }
+  });
+
+  it('processes that create one new PostgreSQL schema at once all succeed', { skip: skipPostgres }, async () => {
+    for (let round = 0; round < 5; round++) {
+      const { schema, url } = freshSchema();
+      try {
+        const runs = await Promise.all(Array.from({ length: 8 }, () => runCli(url, ['migrate'])));
+        const failed = runs.filter((r) => r.code !== 0).map((r) => r.stderr.trim());
+        assert.deepEqual(failed, [], `round ${round}: ${failed.length} of ${runs.length} failed`);
+      } finally {
+        await dropSchema(schema);
+      }
+    }
   });
 
   it('webhooks add names the private-receivers setting it refuses, by flag or variable, as serve does', async () => {

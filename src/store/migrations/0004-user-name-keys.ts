@@ -1,6 +1,6 @@
 import { remove as withoutConfusables } from 'confusables';
 import { sql, type Kysely, type Migration } from 'kysely';
-import { inTransaction, unlogged } from './backfill.js';
+import { unlogged } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -17,7 +17,7 @@ const BATCH = 10_000;
  */
 export function userNameKeys(dialect: Dialect): Migration {
   return {
-    up: (db: Kysely<any>) => inTransaction(db, dialect, () => addKeys(db, dialect)),
+    up: (db: Kysely<any>) => addKeys(db, dialect),
   };
 }
 

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { inTransaction, unlogged } from './backfill.js';
+import { unlogged } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -18,7 +18,7 @@ const PLANT_API_ID_INDEX = 'plants_by_api_id';
 
 export function plantIds(dialect: Dialect): Migration {
   return {
-    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
+    up: (db: Kysely<any>) => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db)),
   };
 }
 

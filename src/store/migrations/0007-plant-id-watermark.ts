@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -23,7 +22,7 @@ const EXHAUSTED = `no automatic plant id is left (ids up to ${MAX_PLANT_ID} have
  */
 export function plantIdWatermark(dialect: Dialect): Migration {
   return {
-    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
+    up: (db: Kysely<any>) => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db)),
   };
 }
 

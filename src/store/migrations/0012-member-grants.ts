@@ -1,6 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
 import { UNLESS_BULK_LOAD } from './0003-change-log.js';
-import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -41,7 +40,7 @@ const memberGrantTriggerName = (table: MaintainedTable, operation: 'insert' | 'u
  */
 export function memberGrants(dialect: Dialect): Migration {
   return {
-    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
+    up: (db: Kysely<any>) => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db)),
   };
 }
 

@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -18,11 +17,10 @@ export function memberGrantsLocked(dialect: Dialect): Migration {
   return {
     up: async (db: Kysely<any>) => {
       if (dialect !== 'postgres') return;
-      await inTransaction(db, dialect, async () => {
-        for (const [table, body] of Object.entries(MAINTAINED)) {
-          await sql
-            .raw(
-              `CREATE OR REPLACE FUNCTION plantstore_member_grants_${table}() RETURNS trigger LANGUAGE plpgsql VOLATILE
+      for (const [table, body] of Object.entries(MAINTAINED)) {
+        await sql
+          .raw(
+            `CREATE OR REPLACE FUNCTION plantstore_member_grants_${table}() RETURNS trigger LANGUAGE plpgsql VOLATILE
   SET search_path FROM CURRENT AS $$
 DECLARE
   old_group bigint;
@@ -39,10 +37,9 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$`,
-            )
-            .execute(db);
-        }
-      });
+          )
+          .execute(db);
+      }
     },
   };
 }

@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import { inTransaction } from './backfill.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -18,7 +17,7 @@ type Dialect = 'sqlite' | 'postgres';
  */
 export function groupSizes(dialect: Dialect): Migration {
   return {
-    up: (db: Kysely<any>) => inTransaction(db, dialect, () => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db))),
+    up: (db: Kysely<any>) => (dialect === 'postgres' ? addPostgres(db) : addSqlite(db)),
   };
 }
 

@@ -4,22 +4,6 @@ import { BULK_LOAD_SETTING, changeTriggerName, type LoggedTable } from './0003-c
 type Dialect = 'sqlite' | 'postgres';
 
 /**
- * Runs a migration step in one transaction. PostgreSQL migrations already run in one; Kysely runs SQLite's
- * outside any, and a step that drops a trigger must not leave it dropped if it fails.
- */
-export async function inTransaction(db: Kysely<any>, dialect: Dialect, run: () => Promise<void>): Promise<void> {
-  if (dialect === 'postgres') return run();
-  await sql`BEGIN IMMEDIATE`.execute(db);
-  try {
-    await run();
-    await sql`COMMIT`.execute(db);
-  } catch (err) {
-    await sql`ROLLBACK`.execute(db);
-    throw err;
-  }
-}
-
-/**
  * Runs a backfill of `table` without its row-by-row change log (of no use to anyone: the step records one broad
  * change if readers must hear of it). SQLite drops the table's update trigger and restores it exactly;
  * PostgreSQL switches the log's triggers off for the transaction meanwhile.

@@ -69,11 +69,25 @@ async function migrateWithoutTimeout(options: PostgresOptions, schema: string | 
   const { pool } = createPool(options.url, { ...options, poolSize: 1, statementTimeoutMs: 0 });
   const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
   try {
-    if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    if (schema) await createSchema(pool, schema);
     await migrateToLatest(db, 'postgres', schema);
   } finally {
     await db.destroy();
     if (!pool.ending) await pool.end();
+  }
+}
+
+/**
+ * Creates the schema unless it is there. Two sessions creating it at once both pass IF NOT EXISTS, and the one
+ * that commits second fails on the catalogue's unique index; the schema is then there, made by the other, as
+ * Kysely allows for its own tables.
+ */
+async function createSchema(pool: pg.Pool, schema: string): Promise<void> {
+  try {
+    await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  } catch (err) {
+    const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    if (rows.length === 0) throw err;
   }
 }
 

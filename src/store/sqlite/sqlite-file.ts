@@ -3,10 +3,10 @@ import { invalidInput } from '../../catalogue/errors.js';
 import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
-import { migrateToLatest } from '../migrations/index.js';
+import { knownMigrationNames, migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { openConnection } from './sqlite-connection.js';
-import { WritingTransactionsDialect } from './writing-transactions.js';
+import { beginWriting, WritingTransactionsDialect } from './writing-transactions.js';
 
 // The SQLite file itself: opening it as Plant Store wants it.
 
@@ -46,10 +46,41 @@ export async function openDatabase(path: string, mustExist: boolean): Promise<{ 
   }
   try {
     const db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(sqlite) });
-    await migrateToLatest(db, 'sqlite');
+    await migrateAlone(sqlite, db);
     return { sqlite, db };
   } catch (err) {
     sqlite.close();
     throw err;
   }
+}
+
+/** How long a process waits for another's migrations before it gives up (an index built on a large file). */
+const MIGRATIONS_WAIT_MS = 60_000;
+
+/**
+ * Brings the schema up to date in one transaction that holds the write lock. Kysely runs SQLite's migrations
+ * without a transaction or a lock, so processes opening a new file at once each ran them: most failed (`table
+ * "users" already exists`), and one that was behind could create again a trigger that another had already
+ * replaced, leaving an old trigger under a complete list of migrations. Under the lock the next process finds them
+ * applied, and a migration that fails leaves none of its statements. A file already up to date takes no lock.
+ */
+async function migrateAlone(sqlite: BetterSqlite3.Database, db: Kysely<Database>): Promise<void> {
+  if (upToDate(sqlite)) return;
+  await beginWriting(sqlite, MIGRATIONS_WAIT_MS);
+  try {
+    await migrateToLatest(db, 'sqlite');
+    sqlite.exec('COMMIT');
+  } catch (err) {
+    if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
+    throw err;
+  }
+}
+
+/** Whether the file has exactly the migrations this version knows. */
+function upToDate(sqlite: BetterSqlite3.Database): boolean {
+  const known = knownMigrationNames();
+  const found = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kysely_migration'").get();
+  if (found === undefined) return false;
+  const applied = sqlite.prepare('SELECT name FROM kysely_migration ORDER BY name').pluck().all() as string[];
+  return applied.length === known.length && applied.every((name, i) => name === known[i]);
 }
