@@ -296,6 +296,32 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.ok(existsSync(typo));
   });
 
+  it('a command that only reads, on a SQLite file Plant Store never used, says so and leaves the file as it was', async () => {
+    const foreign = join(dir, 'invoices.db');
+    const other = new BetterSqlite3(foreign);
+    other.exec('CREATE TABLE invoices (x INTEGER)');
+    other.close();
+    const empty = join(dir, 'empty.db');
+    closeSync(openSync(empty, 'w'));
+    for (const db of [foreign, empty]) {
+      for (const args of [['users', 'list'], ['tokens', 'list'], ['export'], ['grants', 'add', '1', '--user', 'x']]) {
+        await fails(
+          db,
+          args,
+          /^plantstore: no Plant Store tables in .*: check --db \(or PLANTSTORE_DB\), or create them with "plantstore migrate"\n$/,
+        );
+      }
+    }
+    const after = new BetterSqlite3(foreign, { readonly: true });
+    try {
+      assert.deepEqual(after.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all(), ['invoices']);
+      assert.equal(after.pragma('journal_mode', { simple: true }), 'delete', 'not switched to WAL');
+    } finally {
+      after.close();
+    }
+    assert.equal(readFileSync(empty).length, 0);
+  });
+
   it('a URL of another scheme is refused as --db, not created as a SQLite file of that name', async () => {
     for (const [db, args] of [
       ['mysql://root:secret@127.0.0.1:3306/plants', ['users', 'add', 'bob']],

@@ -1,7 +1,7 @@
 import { mkdirSync, statSync, type Stats } from 'node:fs';
 import { invalidInput } from '../../catalogue/errors.js';
 import { dirname } from 'node:path';
-import type BetterSqlite3 from 'better-sqlite3';
+import BetterSqlite3 from 'better-sqlite3';
 import { Kysely } from 'kysely';
 import { knownMigrationNames, migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
@@ -33,6 +33,27 @@ function cannotOpen(path: string, err: unknown): unknown {
         ? `SQLite cannot open it: ${found ? 'the file' : 'its folder'} must be readable and writable by this user`
         : `permission denied (${(err as Error).message})`;
   return invalidInput(`cannot open the database ${path}: ${why}`);
+}
+
+/**
+ * Whether the file at `path` holds Plant Store's tables, read without changing it: opening it as Plant Store does
+ * would switch it to WAL and migrate it, which a command that only reads must not do to another program's file
+ * (a mistyped --db). A file that cannot be read here is left to openDatabase, which says why.
+ */
+export function holdsPlantStore(path: string): boolean {
+  let sqlite: BetterSqlite3.Database;
+  try {
+    sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });
+  } catch {
+    return true;
+  }
+  try {
+    return sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kysely_migration'").get() !== undefined;
+  } catch {
+    return true;
+  } finally {
+    sqlite.close();
+  }
 }
 
 /** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */

@@ -12,7 +12,7 @@ import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
 import { classifySqliteError } from './sqlite-errors.js';
 import { FileFollower } from './file-follower.js';
-import { openDatabase } from './sqlite-file.js';
+import { holdsPlantStore, openDatabase } from './sqlite-file.js';
 import { pruneChangeLog } from './change-log-pruning.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
@@ -41,8 +41,13 @@ const readerClosed = (): never => {
 
 /** The embedded default backend: one SQLite file in WAL mode, durable on commit. */
 export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
-  if (options.create === false && options.path !== ':memory:' && !existsSync(options.path)) {
-    throw notFound(`no database at ${options.path}: check --db (or PLANTSTORE_DB), or create one with "plantstore migrate"`);
+  if (options.create === false && options.path !== ':memory:') {
+    if (!existsSync(options.path)) {
+      throw notFound(`no database at ${options.path}: check --db (or PLANTSTORE_DB), or create one with "plantstore migrate"`);
+    }
+    if (!holdsPlantStore(options.path)) {
+      throw notFound(`no Plant Store tables in ${options.path}: check --db (or PLANTSTORE_DB), or create them with "plantstore migrate"`);
+    }
   }
   const { sqlite, db } = await openDatabase(options.path, false);
   try {
