@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { DomainError } from '../catalogue/errors.js';
+import { forTerminal } from './output.js';
 import { sqliteWriteFailure } from '../store/sqlite/sqlite-errors.js';
 import { postgresWaitFailure } from '../store/postgres/postgres-errors.js';
 import { registerCatalogueCommands } from './commands/catalogue.js';
@@ -78,7 +79,9 @@ function reportFailure(err: unknown): void {
     sqliteWriteFailure((err as { cause?: unknown }).cause) ??
     postgresWaitFailure(err) ??
     (err instanceof DomainError || err instanceof Error ? err.message : String(err));
-  process.stderr.write(`plantstore: ${message.split('\n')[0]}\n`);
+  // The message may echo what was given (a name, a line of a file): shown whole on its one line, never
+  // interpreted by the terminal.
+  process.stderr.write(`plantstore: ${forTerminal(message)}\n`);
   process.exitCode = 1;
 }
 

@@ -20,16 +20,17 @@ const escaped = (c: string): string =>
 
 // Control characters could move the cursor or recolour the terminal; a name is shown, never interpreted, and
 // shown whole: ESC as `\x1b`, not lost.
-const forTerminal = (text: string): string => text.replace(CONTROL_CHARACTER, escaped);
+export const forTerminal = (text: string): string => text.replace(CONTROL_CHARACTER, escaped);
 
 // PostgreSQL COPY text escaping: every row stays one line and every value one field, whatever the names hold, and
-// COPY FROM (or any reader of the format) gives back the exact text.
+// COPY FROM (or any reader of the format) gives back the exact text. Tables show values so too: with the backslash
+// left as it is, a name holding a tab and one holding a backslash and a `t` would look the same.
 const forTsv = (text: string): string => text.replace(/\\/g, '\\\\').replace(CONTROL_CHARACTER, escaped);
 
 /** Aligned columns under an upper-case header; widths count what the terminal shows (wide and combining characters). */
 export function formatTable<T>(rows: T[], columns: Column<T>[]): string {
   const header = columns.map((c) => c.header.toUpperCase());
-  const cells = rows.map((row) => columns.map((c) => forTerminal(c.value(row))));
+  const cells = rows.map((row) => columns.map((c) => forTsv(c.value(row))));
   const widths = columns.map((_, i) => Math.max(stringWidth(header[i]!), ...cells.map((r) => stringWidth(r[i]!))));
   const line = (values: string[]) =>
     values

@@ -126,6 +126,12 @@ describe('plantstore list output, progress and summaries', () => {
     );
   });
 
+  it('an error that echoes what was given shows it whole on one line, its control characters escaped', async () => {
+    const run = await runCli(db, ['users', 'remove', '\u001b[2Jx\nsecond']);
+    assert.equal(run.code, 1);
+    assert.equal(run.stderr, 'plantstore: no user named "\\x1b[2Jx\\nsecond"\n');
+  });
+
   it('on a terminal lists are aligned tables with control characters escaped', { skip: NO_PTY }, async () => {
     const { code, screen } = await onTerminal(db, ['plants', 'list']);
     assert.equal(code, 0, screen);
@@ -142,7 +148,7 @@ describe('plantstore list output, progress and summaries', () => {
       assert.equal(stringWidth(row.slice(0, row.indexOf(owner))), ownerAt, `misaligned row: ${row}`);
     }
     // Shown whole, as the piped output escapes them: ESC or U+0001 would otherwise be lost as a `?`.
-    assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\ back\\x01slash'), rows[0]);
+    assert.ok(rows[0]!.includes('Fern 🌿 "quoted" \\\\ back\\x01slash'), rows[0]);
     assert.ok(rows[0]!.includes('tab\\there\\nnewline\\x07\\xc2\\x9b'), rows[0]);
   });
 
