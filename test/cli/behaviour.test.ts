@@ -1,10 +1,21 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
@@ -338,6 +349,14 @@ describe('plantstore CLI: the database named by --db', () => {
     assert.ok(!existsSync('mysql:') && !existsSync('http:'), 'nothing was created');
   });
 
+  it('a PostgreSQL URL naming two schemas is refused, not read as one of them', async () => {
+    await fails(
+      `${PG_URL}?schema=one&schema=two`,
+      ['users', 'list'],
+      /^plantstore: the URL names \?schema= more than once: give one schema\n$/,
+    );
+  });
+
   it('a SQLite path that cannot be a database says why, with the path, in one line', async () => {
     const folder = mkdtempSync(join(dir, 'not-a-db-'));
     const file = join(folder, 'a-file');
@@ -423,6 +442,35 @@ describe('plantstore CLI: the database named by --db', () => {
       await fails(db, ['export', '-o', target], /cannot write .*: it is the database the export reads/);
     }
     assert.match((await ok(db, ['users', 'list'])).stdout, /alice/);
+  });
+
+  it('export interrupted leaves the file it replaces whole and nothing of its own; -o - is stdout', async () => {
+    const db = join(dir, 'export-stopped.db');
+    const file = join(dir, 'stopped-records.ndjson');
+    const plants = Array.from({ length: 30_000 }, (_, i) => JSON.stringify({ type: 'plant', name: `p${i}`, owner: 'alice' }));
+    writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'alice' })}\n${plants.join('\n')}\n`);
+    await ok(db, ['import', file]);
+    const target = join(dir, 'stopped', 'out.ndjson');
+    mkdirSync(dirname(target));
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      writeFileSync(target, 'earlier\n');
+      const child = spawn(process.execPath, [BIN, '--db', db, 'export', '-o', target], { stdio: 'ignore' });
+      const ended = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, by) => resolve(by)));
+      // Stopped once it writes its hidden file, which it renames over the target when complete.
+      let writing = false;
+      for (let i = 0; i < 2000 && !writing; i++) {
+        writing = readdirSync(dirname(target)).some((name) => name.includes('.partial-'));
+        if (!writing) await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      assert.ok(writing, 'the export wrote its hidden file');
+      child.kill(signal);
+      assert.equal(await ended, signal, 'it ends by the signal, as a shell expects');
+      assert.deepEqual(readdirSync(dirname(target)), ['out.ndjson'], `after ${signal}`);
+      assert.equal(readFileSync(target, 'utf8'), 'earlier\n');
+    }
+    const toStdout = await ok(db, ['export', '-o', '-']);
+    assert.equal(toStdout.stdout.split('\n').length, 30_002, 'a user and 30,000 plants, each a line');
+    assert.ok(!existsSync(join(process.cwd(), '-')));
   });
 
   it('export to a file leaves the file it replaces whole when it fails, and nothing of its own', async () => {

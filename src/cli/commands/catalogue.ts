@@ -62,7 +62,7 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
   program
     .command('export')
     .description('write the whole catalogue as newline-delimited JSON, in the format import reads')
-    .option('-o, --output <file>', 'write to a file instead of stdout')
+    .option('-o, --output <file>', 'write to a file instead of stdout (`-`: stdout)')
     .addHelpText(
       'after',
       examples('plantstore export -o backup.ndjson', 'plantstore export | gzip > backup.ndjson.gz') +
@@ -149,10 +149,18 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
   if (existing?.isDirectory()) throw invalidInput(`cannot write ${file}: EISDIR: it is a directory`);
   const direct = existing !== undefined && !existing.isFile();
   const written = direct ? file : join(dirname(file), `.${basename(file)}.partial-${process.pid}`);
+  // Stopped (Ctrl-C, a service manager), it leaves no hidden file of its own, and ends by the signal as it would have.
+  const stopped = (signal: NodeJS.Signals) => {
+    rmSync(written, { force: true });
+    process.kill(process.pid, signal);
+  };
+  const unhook = () => STOPPING.forEach((signal) => process.off(signal, stopped));
+  if (!direct) STOPPING.forEach((signal) => process.once(signal, stopped));
   let out: Writable;
   try {
     out = (await open(written, direct ? 'w' : 'wx')).createWriteStream();
   } catch (err) {
+    unhook();
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw invalidInput(`cannot write ${file}: no folder ${dirname(file)}`);
     throw cannotWrite(file, err as Error);
   }
@@ -164,14 +172,19 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
       if (direct) return;
       syncFile(written);
       await rename(written, file);
+      unhook();
       syncFile(dirname(file));
     },
     discard() {
       out.destroy();
       if (!direct) rmSync(written, { force: true });
+      unhook();
     },
   };
 }
+
+/** The signals that stop a command. */
+const STOPPING = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /** Flushes a file's data, or a folder's names, to the disk (an fsync applies to the file, whichever descriptor asks). */
 function syncFile(path: string): void {
@@ -186,7 +199,8 @@ function syncFile(path: string): void {
 /** `export`: every record, streamed to stdout or a file. */
 async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise<void> {
   const { progressBar, summaryLine } = await loadProgress();
-  const output = opts.output === undefined ? undefined : await openOutput(opts.output, configFrom(cmd).store.db);
+  // `-` is stdout, as `import -` reads stdin.
+  const output = opts.output === undefined || opts.output === '-' ? undefined : await openOutput(opts.output, configFrom(cmd).store.db);
   const out: Writable = output?.out ?? process.stdout;
   // A write that fails later (a full disk) is said as the command's error, not as a stream's unhandled 'error'.
   let failed: Error | undefined;

@@ -17,6 +17,8 @@ export interface PostgresOptions {
 /** The URL's own parameters: `schema` (Plant Store's) and `application_name`, which the change feed's connection extends. */
 function splitUrl(url: string): { connectionString: string; schema?: string; applicationName: string } {
   const parsed = new URL(url);
+  // Two would leave it to chance which schema a command reads or changes.
+  if (parsed.searchParams.getAll('schema').length > 1) throw invalidInput('the URL names ?schema= more than once: give one schema');
   const schema = parsed.searchParams.get('schema') ?? undefined;
   const applicationName = parsed.searchParams.get('application_name') ?? 'plantstore';
   parsed.searchParams.delete('schema');
