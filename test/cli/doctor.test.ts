@@ -13,6 +13,7 @@ import { AUDIENCE, ISSUER, signingKey, startJwksServer } from '../helpers/jwt.js
 import { runCli, type CliRun } from '../helpers/processes.js';
 import { REDIS_URL, redisUnavailableReason, urlOfMissingDatabase } from '../helpers/redis.js';
 import { addPlant } from '../helpers/http-app.js';
+import { plainSql } from '../helpers/plain-sql.js';
 
 interface Check {
   check: string;
@@ -76,7 +77,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     const run = await runCli(db, ['doctor', '--port', '0']);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const lines = run.stdout.trimEnd().split('\n');
-    for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts', 'webhooks']) {
+    for (const name of ['config', 'listen', 'permissions', 'database', 'journal', 'integrity', 'schema', 'counts', 'rows', 'webhooks']) {
       assert.ok(
         lines.some((l) => new RegExp(`^ok\\s+${name}\\s`).test(l)),
         `no ok line for ${name}:\n${run.stdout}`,
@@ -92,6 +93,44 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(code, 0);
     assert.match(byName(checks, 'journal').detail, /WAL/);
     assert.match(byName(checks, 'counts').detail, /^1 users \(0 admins\), 1 plants, 1 tokens \(1 active\)$/);
+  });
+
+  it('fails on rows plain SQL wrote that listings and exports cannot serve, naming the plants', async () => {
+    const db = join(dir, 'damaged.db');
+    await prepare(
+      () => openStore({ db: db }),
+      async (store) => {
+        await store.users.add('alice', false);
+        for (const name of ['Fern', 'Ivy', 'Moss', 'Sage']) await addPlant(store, { name, owner: 'alice', public: false });
+      },
+    );
+    assert.equal(byName((await doctor(db)).checks, 'rows').status, 'ok');
+    // The sqlite3 shell's connections leave foreign keys off (better-sqlite3 turns them on).
+    const sqlite = new BetterSqlite3(db);
+    try {
+      sqlite.pragma('foreign_keys = OFF');
+      sqlite.exec(`UPDATE plants SET owner_id = 999 WHERE name = 'Fern';
+        UPDATE plants SET name = x'ff00' WHERE name = 'Ivy';
+        UPDATE plants SET api_id = NULL WHERE name = 'Moss';
+        UPDATE plants SET tag = '' WHERE name = 'Sage';
+        INSERT INTO plant_user_grants (user_id, plant_id) SELECT 77, id FROM plants WHERE name = 'Sage';`);
+    } finally {
+      sqlite.close();
+    }
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 1);
+    const rows = byName(checks, 'rows');
+    assert.equal(rows.status, 'fail');
+    for (const finding of [
+      /1 plant\(s\) whose owner is no user \(id 1\)/,
+      /1 plant\(s\) whose name is empty or not text \(id 2\)/,
+      /1 plant\(s\) without an id in the API \(row \d+\)/,
+      /1 plant\(s\) whose tag is empty or not text \(id 4\)/,
+      /2 row\(s\) whose key names a row that is gone \(in plants, plant_user_grants\)/,
+    ]) {
+      assert.match(rows.detail, finding);
+    }
+    assert.match(rows.fix!, /correct or delete these rows/);
   });
 
   it('warns about webhook endpoints that are disabled or failing, naming them', async () => {
@@ -369,6 +408,18 @@ describe('plantstore doctor on PostgreSQL', { skip: postgres?.skip ?? 'PostgreSQ
     );
     assert.match(byName(ready.checks, 'schema').detail, /^up to date/);
     assert.match(byName(ready.checks, 'counts').detail, /^1 users \(1 admins\), 0 plants, 0 tokens/);
+
+    // Plain SQL can write an empty tag, which an export would write and an import refuse.
+    await prepare(
+      () => openStore({ db: db }),
+      (store) => addPlant(store, { name: 'Fern', tag: 'fern', owner: 'root', public: false }),
+    );
+    assert.equal(byName((await doctor(db)).checks, 'rows').status, 'ok');
+    await plainSql(db, "UPDATE plants SET tag = '' WHERE name = 'Fern'");
+    const damaged = await doctor(db);
+    assert.equal(damaged.code, 1);
+    assert.match(byName(damaged.checks, 'rows').detail, /^1 plant\(s\) whose tag is empty or not text \(id \d+\)$/);
+    await plainSql(db, "UPDATE plants SET tag = 'fern' WHERE name = 'Fern'");
 
     // More connections than the server can give is worth a warning, not a failure.
     const crowded = await doctor(db, ['--workers', '256']);

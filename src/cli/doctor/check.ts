@@ -22,6 +22,7 @@ export const skip = (check: string, detail: string): Check => ({ check, status: 
 
 /** The few read-only queries the schema and count checks need, whichever the backend. */
 export interface Inspector {
+  backend: 'sqlite' | 'postgres';
   tableExists(name: string): Promise<boolean>;
   /** Every row, its columns in order. */
   rows(sql: string): Promise<unknown[][]>;
@@ -69,6 +70,7 @@ export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean):
   return [
     ok('schema', `up to date (${known.length} migrations, latest ${known.at(-1)})`),
     await countCheck(db),
+    await rowsCheck(db),
     await webhookCheck(db, webhookAllowPrivate),
   ];
 }
@@ -120,6 +122,52 @@ async function webhookCheck(db: Inspector, allowPrivate: boolean): Promise<Check
     refused.length > 0
       ? 'serve with --webhook-allow-private if the receiver is inside your network, or remove the endpoint ("plantstore webhooks remove ID")'
       : `see "plantstore webhooks deliveries"; once the receiver works: ${steps.join('; ')}`,
+  );
+}
+
+/** Ids of plants shown in a finding, at most. */
+const NAMED_ROWS = 10;
+
+/**
+ * Rows that plain SQL can write and the service cannot serve as they are: a plant whose owner is no user (no
+ * listing or export shows it), without an id in the API, or with a name or tag that is empty or not text (an
+ * export writes it, and an import of that file refuses it); an empty user or group name; on SQLite, whose
+ * foreign keys hold only for connections that turn them on, any row whose key names a row that is gone.
+ */
+async function rowsCheck(db: Inspector): Promise<Check> {
+  const sqlite = db.backend === 'sqlite';
+  const notText = (column: string) => (sqlite ? ` OR typeof(${column}) <> 'text'` : '');
+  const kinds: Array<[string, string]> = [
+    ['whose owner is no user', 'NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p.owner_id)'],
+    ['without an id in the API', `p.api_id IS NULL${sqlite ? " OR typeof(p.api_id) <> 'integer'" : ''}`],
+    ['whose name is empty or not text', `p.name = ''${notText('p.name')}`],
+    ['whose tag is empty or not text', `p.tag IS NOT NULL AND (p.tag = ''${notText('p.tag')})`],
+  ];
+  const problems: string[] = [];
+  for (const [what, where] of kinds) {
+    const rows = await db.rows(`SELECT p.id, p.api_id FROM plants p WHERE ${where} ORDER BY p.id`);
+    if (rows.length === 0) continue;
+    const named = rows
+      .slice(0, NAMED_ROWS)
+      .map(([id, apiId]) => (/^[1-9][0-9]*$/.test(String(apiId)) ? `id ${String(apiId)}` : `row ${String(id)}`));
+    problems.push(`${rows.length} plant(s) ${what} (${named.join(', ')}${rows.length > NAMED_ROWS ? ', …' : ''})`);
+  }
+  for (const table of ['users', 'groups']) {
+    const [[empty]] = (await db.rows(`SELECT count(*) FROM ${table} WHERE name = ''${notText('name')}`)) as [[unknown]];
+    if (Number(empty) > 0) problems.push(`${Number(empty)} ${table === 'users' ? 'user' : 'group'}(s) whose name is empty or not text`);
+  }
+  if (sqlite) {
+    const broken = await db.rows('PRAGMA foreign_key_check');
+    if (broken.length > 0) {
+      const tables = [...new Set(broken.map(([table]) => String(table)))].join(', ');
+      problems.push(`${broken.length} row(s) whose key names a row that is gone (in ${tables})`);
+    }
+  }
+  if (problems.length === 0) return ok('rows', 'every plant has an owner, an id and a name; every key names a row');
+  return fail(
+    'rows',
+    problems.join('; '),
+    'correct or delete these rows with SQL (a backup first), then run doctor again: until then listings and exports leave them out or write what an import refuses',
   );
 }
 

@@ -84,6 +84,7 @@ export async function postgresChecks(config: StoreConfig, workers: number, webho
       checks.push(
         ...(await schemaChecks(
           {
+            backend: 'postgres',
             // to_regclass follows the search_path, so this finds the table in the URL's schema.
             tableExists: async (name) =>
               (await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [name])).rows[0]!.found,

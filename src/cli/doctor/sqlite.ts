@@ -128,6 +128,7 @@ async function openDatabaseChecks(sqlite: BetterSqlite3.Database, file: string, 
         ),
     ...(await schemaChecks(
       {
+        backend: 'sqlite',
         tableExists: async (name) =>
           sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined,
         rows: async (sql) => sqlite.prepare(sql).raw().all() as unknown[][],
