@@ -133,6 +133,21 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.match(rows.fix!, /correct or delete these rows/);
   });
 
+  it("fails on a database whose tables of Plant Store's names no migration of it made, instead of advising migrate", async () => {
+    const db = join(dir, 'foreign-users.db');
+    const sqlite = new BetterSqlite3(db);
+    sqlite.exec('CREATE TABLE users (login TEXT); CREATE TABLE kysely_migration (name TEXT, timestamp TEXT)');
+    sqlite.close();
+    const { code, checks } = await doctor(db);
+    assert.equal(code, 1);
+    const schema = byName(checks, 'schema');
+    assert.equal(schema.status, 'fail');
+    assert.match(schema.detail, /tables named as Plant Store's \(users\) that no Plant Store migration made/);
+    assert.match(schema.fix!, /a database of its own/);
+    // And migrate, which doctor no longer advises, fails on them.
+    assert.match((await runCli(db, ['migrate'])).stderr, /migration 0001-initial failed: table "users" already exists/);
+  });
+
   it('warns about webhook endpoints that are disabled or failing, naming them', async () => {
     const db = join(dir, 'webhooks.db');
     await prepare(

@@ -28,12 +28,32 @@ export interface Inspector {
   rows(sql: string): Promise<unknown[][]>;
 }
 
+/** The tables the first migration makes, which a schema of another program may hold under the same names. */
+const FIRST_TABLES = ['users', 'groups', 'group_members', 'plants', 'plant_user_grants', 'plant_group_grants', 'tokens'];
+
 /** The first column of every row. */
 const column = async (db: Inspector, sql: string): Promise<unknown[]> => (await db.rows(sql)).map((row) => row[0]);
 
 /** Compares the migrations a database records with the ones this version knows; never migrates. */
 export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean): Promise<Check[]> {
-  if (!(await db.tableExists(DEFAULT_MIGRATION_TABLE))) {
+  const recorded = await db.tableExists(DEFAULT_MIGRATION_TABLE);
+  // Tables of Plant Store's names that no migration of it made: migrate would fail on the first of them.
+  const applied = recorded ? (await column(db, `SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`)).map(String) : [];
+  if (applied.length === 0) {
+    const taken: string[] = [];
+    for (const table of FIRST_TABLES) if (await db.tableExists(table)) taken.push(table);
+    if (taken.length > 0) {
+      return [
+        fail(
+          'schema',
+          `the database holds tables named as Plant Store's (${taken.join(', ')}) that no Plant Store migration made: another program's?`,
+          'point --db / PLANTSTORE_DB at a database of its own, or on PostgreSQL a schema of its own (?schema=NAME)',
+        ),
+        skip('counts', 'not a Plant Store schema'),
+      ];
+    }
+  }
+  if (!recorded) {
     return [
       warn(
         'schema',
@@ -44,7 +64,6 @@ export async function schemaChecks(db: Inspector, webhookAllowPrivate: boolean):
     ];
   }
   const known = knownMigrationNames();
-  const applied = (await column(db, `SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`)).map(String);
   const unknown = applied.filter((name) => !known.includes(name));
   const pending = known.filter((name) => !applied.includes(name));
   if (unknown.length > 0) {
