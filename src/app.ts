@@ -15,6 +15,7 @@ import {
 } from './http/errors.js';
 import { COMMON_HEADERS } from './http/common-headers.js';
 import { AUTH_REFUSALS, bearerAuthentication, rightsNow } from './http/auth.js';
+import { installContinueOnRead } from './http/expect-continue.js';
 import { registerOpenApi } from './http/openapi.js';
 import { healthRoutes } from './http/routes/health.js';
 import { installJsonBodies } from './http/json-bodies.js';
@@ -63,6 +64,7 @@ export async function buildApp({ config, store, logStream, webhooks }: AppOption
   installRequestChecks(app, config.http, installErrorHandling(app));
   installServerErrorHandling(app.server, metrics?.answeredWithoutHooks);
   installHeadAnswerLengths(app);
+  installContinueOnRead(app);
   // Off unless configured: without it a browser page from another origin cannot read any answer.
   if (config.corsOrigins.length > 0) await app.register(cors, corsOptions(config.corsOrigins));
   await registerOpenApi(app);

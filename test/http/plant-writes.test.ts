@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { PlantId } from '../../src/catalogue/plant-ids.js';
 import type { Store } from '../../src/store/store.js';
@@ -90,6 +91,32 @@ for (const backend of BACKENDS) {
       assert.ok(!(await names('alice')).includes('Conditional'));
       assert.equal((await create('alice', body, { ...JSON_BODY, 'if-match': '*', 'if-none-match': '"v1"' })).status, 200);
       assert.ok((await names('alice')).includes('Conditional'));
+    });
+
+    it('answers Expect: 100-continue with 100 only for a body it will read: too large or unauthenticated, the refusal at once', async () => {
+      const port = Number(new URL(server.url).port);
+      /** Sends the head, then `body` once a 100 came; resolves with everything read until the socket ends. */
+      const exchange = (head: string, body = '') =>
+        new Promise<string>((resolve, reject) => {
+          const socket = connect(port, '127.0.0.1', () => socket.write(head));
+          let read = '';
+          socket.on('data', (chunk: Buffer) => {
+            const first = read === '';
+            read += chunk.toString('latin1');
+            if (first && read.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) socket.write(body);
+          });
+          socket.on('error', reject).on('close', () => resolve(read));
+        });
+      const post = (headers: string, length: number) =>
+        `POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n${headers}Connection: close\r\n\r\n`;
+      const auth = `Authorization: Bearer ${tokens.alice}\r\n`;
+      const tooLarge = await exchange(post(auth, 10_000_000));
+      assert.match(tooLarge, /^HTTP\/1\.1 413 /, 'no 100 before the refusal');
+      assert.match(await exchange(post('', 10)), /^HTTP\/1\.1 401 /);
+      const body = JSON.stringify({ id: 5030, name: 'Continued' });
+      const created = await exchange(post(auth, Buffer.byteLength(body)), body);
+      assert.match(created, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+      assert.ok((await names('alice')).includes('Continued'));
     });
 
     it('answers concurrent repeats of one create with 200 each and makes one plant', async () => {
