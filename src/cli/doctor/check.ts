@@ -155,7 +155,7 @@ const NAMED_ROWS = 10;
  */
 async function rowsCheck(db: Inspector): Promise<Check> {
   const sqlite = db.backend === 'sqlite';
-  const notText = (column: string) => (sqlite ? ` OR typeof(${column}) <> 'text'` : '');
+  const notText = (field: string) => (sqlite ? ` OR typeof(${field}) <> 'text'` : '');
   const kinds: Array<[string, string]> = [
     ['whose owner is no user', 'NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p.owner_id)'],
     ['without an id in the API', `p.api_id IS NULL${sqlite ? " OR typeof(p.api_id) <> 'integer'" : ''}`],

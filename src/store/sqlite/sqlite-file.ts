@@ -2,7 +2,7 @@ import { mkdirSync, statSync, type Stats } from 'node:fs';
 import { invalidInput } from '../../catalogue/errors.js';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely } from 'kysely';
+import { DEFAULT_MIGRATION_TABLE, Kysely } from 'kysely';
 import { knownMigrationNames, migrateToLatest } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { openConnection } from './sqlite-connection.js';
@@ -48,7 +48,7 @@ export function holdsPlantStore(path: string): boolean {
     return true;
   }
   try {
-    return sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kysely_migration'").get() !== undefined;
+    return hasMigrationsTable(sqlite);
   } catch {
     return true;
   } finally {
@@ -100,8 +100,12 @@ async function migrateAlone(sqlite: BetterSqlite3.Database, db: Kysely<Database>
 /** Whether the file has exactly the migrations this version knows. */
 function upToDate(sqlite: BetterSqlite3.Database): boolean {
   const known = knownMigrationNames();
-  const found = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kysely_migration'").get();
-  if (found === undefined) return false;
-  const applied = sqlite.prepare('SELECT name FROM kysely_migration ORDER BY name').pluck().all() as string[];
+  if (!hasMigrationsTable(sqlite)) return false;
+  const applied = sqlite.prepare(`SELECT name FROM ${DEFAULT_MIGRATION_TABLE} ORDER BY name`).pluck().all() as string[];
   return applied.length === known.length && applied.every((name, i) => name === known[i]);
+}
+
+/** Whether Kysely's table of applied migrations exists: the mark of a file Plant Store has opened. */
+function hasMigrationsTable(sqlite: BetterSqlite3.Database): boolean {
+  return sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(DEFAULT_MIGRATION_TABLE) !== undefined;
 }
