@@ -69,6 +69,23 @@ function withStdoutClosedAfter(
   });
 }
 
+/** The schema of the SQLite file at `path`: every table, index and trigger as created. */
+function schemaOf(path: string): unknown[] {
+  const sqlite = new BetterSqlite3(path, { readonly: true });
+  try {
+    return sqlite.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all();
+  } finally {
+    sqlite.close();
+  }
+}
+
+/** Runs the CLI without waiting for it: `exited()` says whether it has ended yet. */
+function runningCli(db: string, args: string[]): { run: Promise<CliRun>; exited: () => boolean } {
+  let ended = false;
+  const run = runCli(db, args).finally(() => (ended = true));
+  return { run, exited: () => ended };
+}
+
 const skipWithoutDevFull = existsSync('/dev/full') ? false : 'needs /dev/full';
 
 /** Runs the CLI with its stdout on /dev/full, where every write fails with ENOSPC, as on a full disk. */
@@ -550,14 +567,6 @@ describe('plantstore CLI: the database named by --db', () => {
   });
 
   it('processes that create one new SQLite file at once all succeed, and leave the schema one process makes', async () => {
-    const schemaOf = (path: string) => {
-      const sqlite = new BetterSqlite3(path, { readonly: true });
-      try {
-        return sqlite.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all();
-      } finally {
-        sqlite.close();
-      }
-    };
     const alone = join(dir, 'alone.db');
     await ok(alone, ['migrate']);
     // Run one after another, processes migrating at once each ran every migration: most failed on tables another
@@ -574,6 +583,56 @@ describe('plantstore CLI: the database named by --db', () => {
       assert.deepEqual(schemaOf(db), schemaOf(alone), `round ${round}`);
     }
   });
+
+  it('a new SQLite file whose write plain sqlite3 holds open is migrated once that commits', async () => {
+    const alone = join(dir, 'alone-held.db');
+    await ok(alone, ['migrate']);
+    // A new file is in rollback mode, where SQLite refuses the switch to WAL at once, without waiting, while another
+    // connection holds a write.
+    const db = join(dir, 'held-new.db');
+    const held = await holdTransaction(db, 'SELECT 1');
+    const { run, exited } = runningCli(db, ['migrate']);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.equal(exited(), false, 'migrate waits for the held write');
+    await held.commit();
+    const { code, stderr } = await run;
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(schemaOf(db), schemaOf(alone));
+  });
+
+  it('on a SQLite file up to date, reads and migrate do not wait for a write plain sqlite3 holds open', async () => {
+    const db = join(dir, 'held-up-to-date.db');
+    await ok(db, ['users', 'add', 'alice']);
+    const held = await holdTransaction(db, `INSERT INTO users (name, created_at) VALUES ('held', 0)`);
+    try {
+      // Each would otherwise wait for the lock until the test's timeout.
+      assert.match((await ok(db, ['users', 'list'])).stdout, /^alice\t/m);
+      assert.doesNotMatch((await ok(db, ['users', 'list'])).stdout, /^held\t/m);
+      assert.equal((await ok(db, ['migrate'])).stderr, 'database schema is up to date\n');
+    } finally {
+      await held.commit();
+    }
+    assert.match((await ok(db, ['users', 'list'])).stdout, /^held\t/m);
+  });
+
+  for (const end of ['commit', 'rollback'] as const) {
+    it(`migrate of a PostgreSQL schema whose creation psql holds open goes on after its ${end}`, { skip: skipPostgres }, async () => {
+      const { schema, url } = freshSchema();
+      try {
+        const held = await holdTransaction(PG_URL, `CREATE SCHEMA "${schema}"`);
+        const { run, exited } = runningCli(url, ['migrate']);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        assert.equal(exited(), false, 'migrate waits for the held creation');
+        await held[end]();
+        const { code, stderr } = await run;
+        assert.equal(code, 0, stderr);
+        await ok(url, ['users', 'add', 'alice']);
+        assert.match((await ok(url, ['users', 'list'])).stdout, /^alice\t/m);
+      } finally {
+        await dropSchema(schema);
+      }
+    });
+  }
 
   it('processes that create one new PostgreSQL schema at once all succeed', { skip: skipPostgres }, async () => {
     for (let round = 0; round < 5; round++) {

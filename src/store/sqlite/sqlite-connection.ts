@@ -13,7 +13,7 @@ const JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024;
 export function openConnection(path: string, { mustExist }: { mustExist: boolean }): BetterSqlite3.Database {
   const sqlite = new BetterSqlite3(path, { fileMustExist: mustExist });
   try {
-    sqlite.pragma('journal_mode = WAL');
+    switchToWal(sqlite);
     // FULL: a commit is on disk before it is acknowledged, so a crash or power loss loses nothing committed.
     sqlite.pragma('synchronous = FULL');
     sqlite.pragma('foreign_keys = ON');
@@ -24,6 +24,25 @@ export function openConnection(path: string, { mustExist }: { mustExist: boolean
   } catch (err) {
     sqlite.close();
     throw err;
+  }
+}
+
+/**
+ * Puts the file in WAL mode, waiting as a write does for another connection's transaction. The switch needs the
+ * file to itself, and while another connection holds a write on a file still in rollback mode (a new file an
+ * operator's sqlite3 has open), SQLite refuses it at once instead of calling the busy handler.
+ */
+function switchToWal(sqlite: BetterSqlite3.Database): void {
+  const giveUpAt = Date.now() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= giveUpAt) throw err;
+      Atomics.wait(pause, 0, 0, 20);
+    }
   }
 }
 
