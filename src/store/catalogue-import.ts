@@ -1,8 +1,9 @@
 import type { PlantFields } from '../catalogue/plant-fields.js';
 import { then, type Awaitable } from '../awaitable.js';
-import { DomainError, invalidInput } from '../catalogue/errors.js';
+import { conflict, DomainError, invalidInput } from '../catalogue/errors.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
+import { lookalikeName } from './repositories/users.js';
 import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, TAG_RANGE_INDEX_NAMES } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';
@@ -211,6 +212,19 @@ export class TakenPlantId extends Error {
 }
 
 /**
+ * A user the import adds whose name looks like a stored user's (see importedLookalikeSql): found at the commit, and
+ * reported by importCatalogue with the line that gave the name.
+ */
+export class ImportedLookalike extends Error {
+  constructor(
+    readonly user: string,
+    readonly other: string,
+  ) {
+    super(lookalikeName(user, other).message);
+  }
+}
+
+/**
  * The first plant whose public id an earlier plant (by catalogue position) already has, and that earlier plant's
  * position: what a bulk import reports when building the unique index again fails. One sort of the table, on the
  * error's path only.
@@ -271,7 +285,7 @@ export async function importCatalogue(
 ): Promise<ImportSummary> {
   const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
   let done = 0;
-  const flow: Flow = { target, summary, largestUsed: await target.begin(), lines: new PlantLines() };
+  const flow: Flow = { target, summary, largestUsed: await target.begin(), lines: new PlantLines(), userLines: new Map() };
   try {
     for await (const batch of batches) {
       for (let pending = writeRecords(flow, batch, 0); pending; pending = writeRecords(flow, batch, pending.resume)) {
@@ -283,6 +297,9 @@ export async function importCatalogue(
     await target.commit();
   } catch (err) {
     const reported = await target.rollback(err);
+    if (reported instanceof ImportedLookalike) {
+      throw conflict(`line ${flow.userLines.get(reported.user)}: ${reported.message}`);
+    }
     throw reported instanceof TakenPlantId ? takenIdError(reported, flow.lines) : reported;
   }
   progress?.(done);
@@ -312,6 +329,8 @@ interface Flow {
   largestUsed: number;
   /** The lines of the plants handed to the target so far, in the order it got them. */
   readonly lines: PlantLines;
+  /** The first line of each user name, for an error found at the commit. */
+  readonly userLines: Map<string, number>;
 }
 
 /** The id of a plant record: its own, or the next automatic one (catalogue/plant-ids.ts), counting ids given before it. */
@@ -335,6 +354,7 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
   switch (record.type) {
     case 'user': {
       summary.users++;
+      if (!flow.userLines.has(record.name)) flow.userLines.set(record.name, line);
       return target.user(record.name, record.admin);
     }
     case 'group': {

@@ -184,7 +184,11 @@ for (const backend of BACKENDS)
       // And in an import: nothing of it is written.
       const file = join(dir, `lookalike-${backend.name}.ndjson`);
       writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'carol' })}\n${JSON.stringify({ type: 'user', name: 'ALICE' })}\n`);
-      await fails(db, ['import', file], /user name "ALICE" looks like that of the user "alice"/);
+      await fails(
+        db,
+        ['import', file],
+        /^plantstore: line 2: user name "ALICE" looks like that of the user "alice"; choose a name that does not$/,
+      );
       assert.ok(!(await ok(db, ['users', 'list'])).stdout.includes('carol'), 'the import wrote nothing');
       // Users that arrive together are not compared: an export from before the rule imports back whole.
       writeFileSync(file, `${JSON.stringify({ type: 'user', name: 'Dave' })}\n${JSON.stringify({ type: 'user', name: 'dave' })}\n`);

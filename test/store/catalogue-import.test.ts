@@ -49,7 +49,7 @@ for (const backend of BACKENDS) {
             { type: 'user', name: lookalike },
           ]),
         ),
-        /looks like that of the user "alice"/,
+        { message: /^line 2: user name "\u0430lice" looks like that of the user "alice"/ },
       );
       assert.deepEqual(
         (await store.users.list()).map((u) => u.name),

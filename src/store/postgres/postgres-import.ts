@@ -8,6 +8,7 @@ import {
   KnownNames,
   type StoredName,
   TakenPlantId,
+  ImportedLookalike,
   GroupGrowth,
   grownGroupsSql,
   type ImportedPlant,
@@ -15,7 +16,7 @@ import {
 } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
-import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
+import { importedLookalikeSql, LAST_USER_SQL } from '../repositories/users.js';
 import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, writtenHere } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
@@ -168,7 +169,7 @@ export class PostgresImport implements ImportTarget {
     // Added here: an upsert of a stored user rewrites its row in this transaction too, and is no new name.
     const added = (alias: string) => `${writtenHere(alias)} AND ${alias}id > ${this.began.lastUser}`;
     const lookalike = (await this.client.query<{ name: string; other: string }>(importedLookalikeSql(added))).rows[0];
-    if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
+    if (lookalike !== undefined) throw new ImportedLookalike(lookalike.name, lookalike.other);
     if (this.firstPosition !== undefined) {
       const { rows } = await this.client.query<{ last: string }>(LAST_EVENT_SQL);
       for (const statement of importedPlantEvents(

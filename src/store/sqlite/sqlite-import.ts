@@ -5,6 +5,7 @@ import {
   KnownNames,
   type StoredName,
   TakenPlantId,
+  ImportedLookalike,
   GroupGrowth,
   grownGroupsSql,
   type ImportedPlant,
@@ -12,7 +13,7 @@ import {
 } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
 import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
-import { importedLookalikeSql, LAST_USER_SQL, lookalikeName } from '../repositories/users.js';
+import { importedLookalikeSql, LAST_USER_SQL } from '../repositories/users.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, ImportPlantWriter } from './import-plant-writer.js';
 import { beginWriting } from './writing-transactions.js';
@@ -151,7 +152,7 @@ export class SqliteImport implements ImportTarget {
     });
     const lookalike = db.prepare(importedLookalikeSql((alias) => `${alias}id > ${this.lastUserBefore}`)).get() as
       { name: string; other: string } | undefined;
-    if (lookalike !== undefined) throw lookalikeName(lookalike.name, lookalike.other);
+    if (lookalike !== undefined) throw new ImportedLookalike(lookalike.name, lookalike.other);
     const lastEvent = db.prepare(LAST_EVENT_SQL).pluck().get() as number;
     for (const statement of importedPlantEvents(
       { imported: undefined, messageId: SQLITE_MESSAGE_ID },
