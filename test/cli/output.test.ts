@@ -126,6 +126,29 @@ describe('plantstore list output, progress and summaries', () => {
     );
   });
 
+  it("groups list's members column splits back into the names --json lists", async () => {
+    const named = join(dir, 'members.db');
+    const names = ['Smith, Ann', '"Quoted" Bo', 'x', 'plain, "and", quoted', 'back\\slash, x'];
+    const store = await openStore({ db: named });
+    try {
+      await store.groups.add('gardeners');
+      for (const name of names) {
+        await store.users.add(name, false);
+        await store.groups.addMember('gardeners', name);
+      }
+    } finally {
+      await store.close();
+    }
+    const [json, plain] = await Promise.all([runCli(named, ['groups', 'list', '--json']), runCli(named, ['groups', 'list'])]);
+    const { members } = (JSON.parse(json.stdout) as { members: string[] }[])[0]!;
+    assert.deepEqual([...members].sort(), [...names].sort());
+    const column = unescapeTsv(plain.stdout.split('\n')[1]!.split('\t')[1]!);
+    const split = [...column.matchAll(/("(?:[^"\\]|\\.)*"|[^,]+)(?:, |$)/g)].map(([, member]) =>
+      member!.startsWith('"') ? (JSON.parse(member!) as string) : member,
+    );
+    assert.deepEqual(split, members, column);
+  });
+
   it('an error that echoes what was given shows it whole on one line, its control characters escaped', async () => {
     const run = await runCli(db, ['users', 'remove', '\u001b[2Jx\nsecond']);
     assert.equal(run.code, 1);

@@ -59,9 +59,15 @@ export function registerGroupCommands(program: Command): void {
         rows,
         [
           { header: 'name', value: (g) => g.name },
-          { header: 'members', value: (g) => g.members.join(', ') },
+          { header: 'members', value: (g) => g.members.map(memberInList).join(', ') },
         ],
         opts.json,
       );
     });
 }
+
+/**
+ * A member as the members column shows it: a name holding a comma, or starting with a quote, as a JSON string, so
+ * that the column splits back into the names it lists.
+ */
+const memberInList = (name: string): string => (name.includes(',') || name.startsWith('"') ? JSON.stringify(name) : name);
