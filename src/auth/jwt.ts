@@ -111,8 +111,15 @@ function remoteKeySet(config: JwtConfig, url: string): KeyFetches & { getKey: JW
     if (Date.now() - failedAt < cooldownMs) throw new TypeError('JWKS endpoint failed recently; waiting for the cooldown');
     try {
       const response = await fetch(input, init);
-      if (response.status !== 200) failedAt = Date.now();
-      return response;
+      if (response.status !== 200) {
+        failedAt = Date.now();
+        return response;
+      }
+      // jose starts its cooldown only once a set is loaded, so a 200 that is no key set (a proxy's error page)
+      // would be fetched again for every unknown kid: it counts as a failure here.
+      const body = await response.text();
+      if (!isKeySet(body)) failedAt = Date.now();
+      return new Response(body, { status: 200, headers: response.headers });
     } catch (err) {
       failedAt = Date.now();
       throw err;
@@ -132,6 +139,17 @@ function remoteKeySet(config: JwtConfig, url: string): KeyFetches & { getKey: JW
   // Retry-After counts whole seconds and a failure inside the cooldown's last second would otherwise say 0.
   const retryAfterSeconds = () => Math.max(1, Math.ceil((failedAt + cooldownMs - Date.now()) / 1000));
   return { getKey: jwks, reload: () => jwks.reload(), close: () => clearInterval(timer), retryAfterSeconds };
+}
+
+/** Whether `body` is JSON of a key set's shape, as jose checks it: an object whose `keys` is an array of objects. */
+function isKeySet(body: string): boolean {
+  try {
+    const parsed: unknown = JSON.parse(body);
+    const keys = (parsed as { keys?: unknown } | null)?.keys;
+    return Array.isArray(keys) && keys.every((key) => typeof key === 'object' && key !== null && !Array.isArray(key));
+  } catch {
+    return false;
+  }
 }
 
 export function createJwtVerifier(config: JwtConfig): JwtVerifier {

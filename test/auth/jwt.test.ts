@@ -381,6 +381,24 @@ for (const backend of BACKENDS) {
       await waitForCooldown();
       assert.deepEqual(plantNames(await get(await mintJwt(third.privateKey, { alg: 'RS256', kid: 'key-3' }))), ['Basil', 'Aloe']);
     });
+
+    it('an answer of 200 that is not a key set is a failed fetch: unknown kids refetch at most once per cooldown', async () => {
+      const stranger = await signingKey('RS256', 'stranger');
+      for (const body of ['<html>Service Unavailable</html>', '{"error":"maintenance"}', '{"keys":"none"}']) {
+        jwks.publish(body);
+        await waitForCooldown();
+        const before = jwks.fetches;
+        for (let i = 0; i < 10; i++) {
+          const res = await get(await mintJwt(stranger.privateKey, { alg: 'RS256', kid: `unknown-${i}` }));
+          assertError(res, 503, 50302);
+          assert.ok(Number(res.headers['retry-after']) >= 1, body);
+        }
+        assert.equal(jwks.fetches - before, 1, `${body}: fetched ${jwks.fetches - before} times for 10 unknown kids`);
+        // The cached keys still verify.
+        assert.deepEqual(plantNames(await get(await mintJwt(first.privateKey, { alg: 'RS256', kid: 'key-1' }))), ['Basil', 'Aloe']);
+      }
+      jwks.publish([first.publicJwk]);
+    });
   });
 }
 

@@ -48,14 +48,15 @@ export async function signingKey(alg: string, kid: string): Promise<SigningKey> 
 export interface JwksServer {
   url: string;
   fetches: number;
-  publish(keys: JWK[]): void;
+  /** The keys it answers with from now on, or a body that is not a key set (an error page answered 200). */
+  publish(keys: JWK[] | string): void;
   /** Stops answering (connection refused) until `start()`. */
   stop(): Promise<void>;
   start(): Promise<void>;
 }
 
 export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
-  let published = keys;
+  let published: JWK[] | string = keys;
   let server: Server | undefined;
   let port = 0;
   const state: JwksServer = {
@@ -68,7 +69,7 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
       server = createServer((_req, res) => {
         state.fetches++;
         res.setHeader('content-type', 'application/jwk-set+json');
-        res.end(JSON.stringify({ keys: published }));
+        res.end(typeof published === 'string' ? published : JSON.stringify({ keys: published }));
       });
       await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
       port = (server.address() as AddressInfo).port;
