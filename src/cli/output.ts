@@ -126,3 +126,17 @@ export async function showSecretOrUndo(
     throw new Error(`${failed}; ${undo.done}`, { cause: err });
   }
 }
+
+/**
+ * Prints `secret` and only then stores it with `keep`, for a secret that replaces one in use: undoing the
+ * replacement would have to bring back what it replaced, so a secret that cannot be printed is never stored, and
+ * the command fails, saying that the old one is still in use (`unchanged`).
+ */
+export async function showSecretThenKeep(secret: string, what: string, keep: () => Promise<unknown>, unchanged: string): Promise<void> {
+  try {
+    await writeSecret(secret);
+  } catch (err) {
+    throw new Error(`could not write the ${what} to stdout (${messageOf(err)}); ${unchanged}`, { cause: err });
+  }
+  await keep();
+}

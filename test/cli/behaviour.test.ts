@@ -20,7 +20,7 @@ import { after, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { adminQuery, dropSchema, freshSchema, PG_URL, requirePostgres } from '../helpers/postgres.js';
 import { holdTransaction } from '../helpers/held-transaction.js';
-import { plainSql } from '../helpers/plain-sql.js';
+import { plainQuery, plainSql } from '../helpers/plain-sql.js';
 import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // How the operator CLI behaves when things are not as expected: a mistyped --db, a closed stdout, a command
@@ -196,7 +196,7 @@ for (const backend of BACKENDS) {
     });
 
     it(
-      'a token or webhook secret that cannot be written is undone, since nobody will ever have it',
+      'a token or webhook secret that cannot be written is undone or never stored, since nobody will ever have it',
       { skip: skipWithoutDevFull },
       async () => {
         const db = await backend.freshDb();
@@ -224,6 +224,29 @@ for (const backend of BACKENDS) {
           /^plantstore: could not write the secret to stdout \(ENOSPC: no space left on device, write\); webhook endpoint 1 is removed, as nobody has its secret: add it again\n$/,
         );
         assert.deepEqual(JSON.parse((await ok(db, ['webhooks', 'list', '--json'])).stdout), []);
+
+        // A new secret that cannot be printed is not stored: the endpoint goes on signing with the one its receiver has.
+        const secret = (await ok(db, ['webhooks', 'add', 'http://127.0.0.1:18600/hooks', '--webhook-allow-private'])).stdout.trim();
+        const stored = async () =>
+          (
+            await plainQuery<{ secret: string; previous_secret: string | null }>(
+              db,
+              'SELECT secret, previous_secret FROM webhook_endpoints',
+            )
+          )[0];
+        const rotatedFull = await withStdoutFull(db, ['webhooks', 'rotate-secret', '2', '--overlap', '0']);
+        assert.equal(rotatedFull.code, 1, rotatedFull.stderr);
+        assert.match(
+          rotatedFull.stderr,
+          /^plantstore: could not write the secret to stdout \(ENOSPC: no space left on device, write\); webhook endpoint 2 keeps its secret\n$/,
+        );
+        const rotatedGone = await withStdoutClosedAfter(db, ['webhooks', 'rotate-secret', '2'], 0);
+        assert.equal(rotatedGone.code, 1, rotatedGone.stderr);
+        assert.match(rotatedGone.stderr, /could not write the secret to stdout \(write EPIPE\); webhook endpoint 2 keeps its secret/);
+        assert.deepEqual(await stored(), { secret, previous_secret: null });
+        // A mistyped id is named before any secret is printed.
+        const unknown = await withStdoutFull(db, ['webhooks', 'rotate-secret', '9']);
+        assert.equal(unknown.stderr, 'plantstore: no webhook endpoint with id 9\n');
       },
     );
 

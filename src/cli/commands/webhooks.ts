@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { invalidInput } from '../../catalogue/errors.js';
+import { invalidInput, notFound } from '../../catalogue/errors.js';
 import { EVENT_TYPES, isEventType, type EventType } from '../../catalogue/plant-events.js';
 import { newWebhookSecret } from '../../webhooks/signing.js';
 import { parseDuration } from '../duration.js';
@@ -8,7 +8,7 @@ import { readSetting, SETTINGS } from '../../settings.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows, say, showSecretOrUndo } from '../output.js';
+import { isoDate, printRows, say, showSecretOrUndo, showSecretThenKeep } from '../output.js';
 
 /**
  * Only http(s) URLs with a host: what a delivery can be sent to; and not, as written, a private or link-local address
@@ -146,11 +146,22 @@ export function registerWebhookCommands(program: Command): void {
     )
     .addOption(new Option('--overlap <duration>', 'how long the old secret signs too (0: it stops now)').default('24h', '24h'))
     .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
+      const endpointId = parseId('endpoint id', id);
       const secret = newWebhookSecret();
       const overlap = parseDuration(opts.overlap);
       const until = Date.now() + overlap;
-      await withStore(cmd, ({ webhooks }) => webhooks.rotateSecret(parseId('endpoint id', id), secret, until));
-      process.stdout.write(`${secret}\n`);
+      await withStore(cmd, async ({ webhooks }) => {
+        // Named before the secret is printed, so that a mistyped id prints no secret.
+        if (!(await webhooks.listEndpoints()).some((endpoint) => endpoint.id === endpointId)) {
+          throw notFound(`no webhook endpoint with id ${endpointId}`);
+        }
+        await showSecretThenKeep(
+          secret,
+          'secret',
+          () => webhooks.rotateSecret(endpointId, secret, until),
+          `webhook endpoint ${endpointId} keeps its secret`,
+        );
+      });
       say(
         overlap === 0
           ? `rotated the secret of webhook endpoint ${id}; the old one no longer signs`
