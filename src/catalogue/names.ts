@@ -1,5 +1,5 @@
 import { remove as withoutConfusables } from 'confusables';
-import { invalidInput } from './errors.js';
+import { conflict, invalidInput } from './errors.js';
 import { PLANT_FIELDS, type PlantChange, type PlantFields } from './plant-fields.js';
 
 /** Longest user, group, plant name or tag accepted, in characters (code points, as JSON Schema's maxLength counts). */
@@ -157,3 +157,7 @@ export function checkNewGroupName(name: string): void {
 export function nameKey(name: string): string {
   return withoutConfusables(name.normalize('NFKC')).normalize('NFKC').toLowerCase();
 }
+
+/** The refusal of a user name that looks like another's: the same words on every path that adds users. */
+export const lookalikeName = (name: string, other: string) =>
+  conflict(`user name "${name}" looks like that of the user "${other}"; choose a name that does not`);

@@ -1,9 +1,9 @@
 import type { PlantFields } from '../catalogue/plant-fields.js';
 import { then, type Awaitable } from '../awaitable.js';
 import { conflict, DomainError, invalidInput } from '../catalogue/errors.js';
+import { lookalikeName } from '../catalogue/names.js';
 import { nextAutomaticId, type PlantId } from '../catalogue/plant-ids.js';
 import { parseSharedWith, unknownName } from '../import-format/record-fields.js';
-import { lookalikeName } from './repositories/users.js';
 import { GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, TAG_RANGE_INDEX_NAMES } from './schema-names.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord } from '../import-format/records.js';
 import type { NumberedRecord } from '../import-format/records.js';

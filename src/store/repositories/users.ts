@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { conflict, notFound } from '../../catalogue/errors.js';
-import { checkNewUserName, nameKey } from '../../catalogue/names.js';
+import { checkNewUserName, lookalikeName, nameKey } from '../../catalogue/names.js';
 import type { DatabaseSeam } from '../seam.js';
 import type { Database } from '../schema.js';
 import type { UserCredential, UserInfo } from '../records.js';
@@ -37,10 +37,6 @@ async function lockedLookalike(d: DatabaseSeam, trx: Transaction<Database>, name
   const other = await trx.selectFrom('users').select('name').where('name_key', '=', key).where('name', '<>', name).executeTakeFirst();
   return other?.name;
 }
-
-/** The refusal of a user name that looks like another's: the same words on every path that adds users. */
-export const lookalikeName = (name: string, other: string) =>
-  conflict(`user name "${name}" looks like that of the user "${other}"; choose a name that does not`);
 
 /**
  * The first user an import added whose name looks like that of a user the database already had (addUser's rule),
