@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
+import { holdTransaction } from '../helpers/held-transaction.js';
 import { plainSql } from '../helpers/plain-sql.js';
 import { runCli, spawnServe, type CliRun, type ServeProcess } from '../helpers/processes.js';
 
@@ -63,6 +64,47 @@ for (const backend of BACKENDS) {
       // A client that kept the id of a plant deleted meanwhile does not remove the newer plant.
       assert.equal((await remove(3)).status, 404);
     });
+
+    it('never hands out again the largest id after plain SQL changed it away or emptied the table without row deletes', async () => {
+      const own = await backend.freshDb();
+      await ok(own, ['users', 'add', 'alice']);
+      const add = async (...id: string[]) => Number((await ok(own, ['plants', 'add', '--name', 'p', '--owner', 'alice', ...id])).stdout);
+      assert.equal(await add('--id', '50'), 50);
+      assert.equal(await add(), 51);
+      await plainSql(own, 'UPDATE plants SET api_id = 7 WHERE api_id = 51');
+      assert.equal(await add(), 52, 'the id 51 was used');
+      // PostgreSQL's TRUNCATE fires no row trigger; SQLite's DELETE without WHERE runs them.
+      await plainSql(own, backend.name === 'postgres' ? 'TRUNCATE plants CASCADE' : 'DELETE FROM plants');
+      assert.equal(await add(), 53, 'the ids up to 52 were used');
+      if (backend.name === 'postgres') await plainSql(own, 'TRUNCATE users CASCADE');
+      else for (const table of ['plants', 'users']) await plainSql(own, `DELETE FROM ${table}`);
+      await ok(own, ['users', 'add', 'alice']);
+      assert.equal(await add(), 54, 'the ids up to 53 were used');
+    });
+
+    it(
+      'a TRUNCATE and a plant added beside it, either held open in psql: no id is handed out twice',
+      { skip: backend.name === 'postgres' ? false : 'TRUNCATE is PostgreSQL’s' },
+      async () => {
+        const own = await backend.freshDb();
+        await ok(own, ['users', 'add', 'alice']);
+        await ok(own, ['plants', 'add', '--name', 'p', '--owner', 'alice', '--id', '70']);
+        const truncating = await holdTransaction(own, 'TRUNCATE plants CASCADE');
+        const adding = runCli(own, ['plants', 'add', '--name', 'q', '--owner', 'alice']);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await truncating.commit();
+        assert.equal((await adding).stdout.trim(), '71');
+        const inserting = await holdTransaction(
+          own,
+          `INSERT INTO plants (api_id, name, owner_id, is_public, created_at) VALUES (80, 'r', ${ALICE}, 0, 0)`,
+        );
+        const truncated = plainSql(own, 'TRUNCATE plants CASCADE');
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await inserting.commit();
+        await truncated;
+        assert.equal((await ok(own, ['plants', 'add', '--name', 's', '--owner', 'alice'])).stdout.trim(), '81');
+      },
+    );
 
     it('once a client took the last id, refuses to number a plant, clearly and writing nothing, and takes given ids', async () => {
       assert.equal((await post(MAX, 'the last id')).status, 200);

@@ -26,6 +26,7 @@ import { grantTagsReadCommitted } from './0024-grant-tags-read-committed.js';
 import { replacedRowsLogged } from './0025-replaced-rows-logged.js';
 import { replacedPlantsSent } from './0026-replaced-plants-sent.js';
 import { plantIdChangesSent } from './0027-plant-id-changes-sent.js';
+import { plantIdsKeptByEveryWriter } from './0028-plant-ids-kept-by-every-writer.js';
 
 type Dialect = 'sqlite' | 'postgres';
 
@@ -59,6 +60,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0025-replaced-rows-logged': replacedRowsLogged(dialect),
     '0026-replaced-plants-sent': replacedPlantsSent(dialect),
     '0027-plant-id-changes-sent': plantIdChangesSent(dialect),
+    '0028-plant-ids-kept-by-every-writer': plantIdsKeptByEveryWriter(dialect),
   };
 }
 
