@@ -176,7 +176,7 @@ export const SETTINGS = {
     default: '5000',
     summary: 'PostgreSQL statement timeout',
     meaning:
-      'PostgreSQL statement timeout; a query that runs longer fails with `503`. `import` and `export` run without it (one long statement each, by design).',
+      'PostgreSQL statement timeout; a query that runs longer fails with `503`, as does one on a connection that has not answered for 2 s past it. `import` and `export` run without it (one long statement each, by design).',
     table: 'service',
     into: ['store.statementTimeoutMs'],
     parse: wholeNumber('statement timeout', 1, 3_600_000),

@@ -105,6 +105,57 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
   });
 });
 
+describe('PostgreSQL silently out of reach: its open connections dropping traffic without closing', { skip }, () => {
+  const { schema, url } = freshSchema();
+  const target = new URL(PG_URL);
+  const proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+  let server: RunningServer;
+  let token: string;
+
+  before(async () => {
+    const direct = await openStore({ db: url });
+    await direct.users.add('alice', false);
+    const minted = generateToken();
+    token = minted.token;
+    await direct.tokens.add({ user: 'alice', hash: minted.hash });
+    await direct.close();
+    await proxy.start();
+    const viaProxy = new URL(url);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    server = await startServer(loadConfig({ db: viaProxy.toString(), port: 0, logLevel: 'silent', pgStatementTimeoutMs: '1000' }));
+  });
+
+  after(async () => {
+    await server?.stop();
+    await proxy.stop();
+    await dropSchema(schema);
+  });
+
+  const create = (id: number) =>
+    fetch(`${server.url}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id, name: `Fern ${id}` }),
+      signal: AbortSignal.timeout(30_000),
+    });
+
+  it('a request on such a connection answers 503 within the statement timeout and a grace, not when TCP gives up; then it serves', async () => {
+    assert.equal((await create(1)).status, 200);
+    assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
+    assert.ok(proxy.blackhole() > 0, 'the service had open connections');
+    const started = Date.now();
+    const [created, ready] = await Promise.all([create(2), fetch(`${server.url}/readyz`, { signal: AbortSignal.timeout(30_000) })]);
+    assert.equal(created.status, 503);
+    assert.equal(((await created.json()) as { error: number }).error, 50301);
+    assert.equal(ready.status, 503);
+    // The statement timeout (1 s) and the grace (2 s), with room for a loaded machine.
+    assert.ok(Date.now() - started < 15_000, `answered after ${Date.now() - started} ms`);
+    // New connections reach the database: the service serves again without a restart.
+    await eventually('a create succeeds again', async () => (await create(3)).status === 200, { timeoutMs: 15_000 });
+    assert.equal((await fetch(`${server.url}/readyz`)).status, 200);
+  });
+});
+
 describe('PostgreSQL refusing connections: 503 with Retry-After on every route, recovery without restart', { skip }, () => {
   // A database of its own: turning connections off applies to a whole database, and other tests share theirs.
   const database = `plantstore_refusing_${process.pid}`;

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import pg from 'pg';
 import { invalidInput } from '../../catalogue/errors.js';
 
@@ -86,7 +87,47 @@ export function createPool(url: string, options: PostgresOptions, use: PoolUse =
   // An idle connection dropped by the server (restart, pg_terminate_backend) must not crash the process;
   // the pool discards it and the next query opens a fresh one.
   pool.on('error', () => {});
+  const timeout = options.statementTimeoutMs ?? 5_000;
+  if (timeout > 0) {
+    const deadline = timeout + ANSWER_GRACE_MS;
+    pool.on('connect', (client) => awaitAnswersWithin(client, deadline));
+    pool.on('acquire', (client) => socketOf(client).setTimeout(deadline));
+  }
   return { pool, ...(schema ? { schema } : {}) };
+}
+
+/**
+ * How long past the statement timeout a statement may go without a byte of its answer before its connection is
+ * given up. The server ends a statement at the timeout itself, and says so at once; silence after that means the
+ * way to it is lost without being closed (a firewall or proxy dropping traffic), which TCP reports only after
+ * about 15 minutes of retransmissions, holding the request, and the pool's connection, that long.
+ */
+const ANSWER_GRACE_MS = 2_000;
+
+const socketOf = (client: pg.Client): Socket => (client as unknown as { connection: { stream: Socket } }).connection.stream;
+
+/**
+ * Ends `client`'s connection when a statement of it gets no answer within `deadline` ms of silence: its statements
+ * fail (a 503 for a request) and the pool opens a new connection for the next. An idle connection may be silent.
+ */
+function awaitAnswersWithin(client: pg.Client, deadline: number): void {
+  const socket = socketOf(client);
+  const internals = client as unknown as { _getActiveQuery?: () => unknown; _queryQueue?: unknown[] };
+  socket.setTimeout(deadline);
+  socket.on('timeout', () => {
+    const waiting = internals._getActiveQuery?.() != null || (internals._queryQueue?.length ?? 0) > 0;
+    if (waiting) socket.destroy(Object.assign(new Error(`PostgreSQL did not answer within ${deadline / 1000} s`), { code: 'ETIMEDOUT' }));
+  });
+}
+
+/**
+ * Lifts the statement timeout for the rest of `client`'s transaction, for a bulk command (an import, an export) whose
+ * one statement may rightly run for minutes, silent: the server's timeout and the wait for an answer both. The
+ * pool sets the wait again when the connection is next checked out.
+ */
+export async function withoutStatementTimeout(client: pg.ClientBase): Promise<void> {
+  await client.query('SET LOCAL statement_timeout = 0');
+  socketOf(client as pg.Client).setTimeout(0);
 }
 
 /**

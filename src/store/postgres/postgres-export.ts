@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import Cursor from 'pg-cursor';
 import type { ExportSnapshot } from '../catalogue-export.js';
-import { checkOut } from './postgres-connection.js';
+import { checkOut, withoutStatementTimeout } from './postgres-connection.js';
 
 /** The rows of `text`, read through a cursor a thousand at a time, so memory stays flat. */
 async function* cursorRows<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string): AsyncGenerator<R> {
@@ -24,7 +24,7 @@ export async function exportSnapshot(pool: pg.Pool): Promise<ExportSnapshot> {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     // The statement timeout bounds requests' queries; a cursor read in many fetches is one statement that lasts
     // the whole export, so an operator's bulk command goes without it.
-    await client.query('SET LOCAL statement_timeout = 0');
+    await withoutStatementTimeout(client);
   } catch (err) {
     release();
     throw err;

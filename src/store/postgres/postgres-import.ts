@@ -22,6 +22,7 @@ import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { advisoryLockSql, classifyPostgresError } from './postgres-errors.js';
 import { dropForFirstLoad } from './first-load.js';
 import { copyInto, copyText, grantRows, PlantRows } from './postgres-copy.js';
+import { withoutStatementTimeout } from './postgres-connection.js';
 
 /** Rows an import statement writes at most: plants a batch, users or groups an upsert (far from the statement timeout). */
 const IMPORT_BATCH = 20_000;
@@ -91,7 +92,7 @@ export class PostgresImport implements ImportTarget {
   async begin(): Promise<number> {
     await this.client.query('BEGIN');
     // Like export: a bulk command, whose COPY of a batch or COMMIT may outlast a request's timeout.
-    await this.client.query('SET LOCAL statement_timeout = 0');
+    await withoutStatementTimeout(this.client);
     // Row by row, the change log would double what an import writes: it records one broad change instead.
     await this.client.query(`SET LOCAL ${BULK_LOAD_SETTING} = 'on'`);
     // The indexes a first load builds again sort a million entries each per million plants or grants: in memory,
