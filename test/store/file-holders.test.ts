@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { otherProcessesHolding } from '../../src/store/sqlite/file-holders.js';
+import { openStore } from '../../src/store/open-store.js';
 
 // A server whose database file was replaced opens the new file only once no other process holds the old one. The
 // old file's inode number is free for the next file created once the old one is gone, so a process holding that new
@@ -37,6 +38,26 @@ describe('the processes holding a replaced database file', { skip: process.platf
       assert.deepEqual(await otherProcessesHolding({ dev: held.dev, ino: held.ino, birthtimeMs: held.birthtimeMs - 1000 }), []);
     } finally {
       holder.kill();
+    }
+  });
+
+  it('are not this process once its store is closed, whether it migrated the file or found it up to date', async () => {
+    // The primary of `serve --workers` opens and closes the store before its workers start: a descriptor it kept
+    // would hold off a restored file's reopen.
+    const file = join(dir, 'closed.db');
+    const descriptorsOf = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).startsWith(file);
+        } catch {
+          return false;
+        }
+      });
+    for (const round of ['new', 'up to date']) {
+      const store = await openStore({ db: file });
+      assert.ok(descriptorsOf().length > 0, round);
+      await store.close();
+      assert.deepEqual(descriptorsOf(), [], `${round}: descriptors left open`);
     }
   });
 });

@@ -158,7 +158,9 @@ class SqliteSeam implements DatabaseSeam {
     await this.follower?.stop();
     await this.commits?.close();
     this.changes.close();
-    if (this.sqlite.open) await this.kysely.destroy();
+    // Closed here: Kysely closes it only if it ever used it, and opening a file already up to date does not.
+    this.sqlite.close();
+    await this.kysely.destroy();
   }
 
   /** The reader's reads, answering "unavailable" while its connection is closed. */
@@ -242,7 +244,10 @@ class SqliteSeam implements DatabaseSeam {
           );
         }
         const { sqlite, db } = await openDatabase(path, true);
-        if (this.closed) return db.destroy();
+        if (this.closed) {
+          sqlite.close();
+          return db.destroy();
+        }
         this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
