@@ -370,8 +370,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The request target (path and query) is too long */
             414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -413,8 +433,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The request target (path and query) is too long */
             414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -515,8 +555,28 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The request target (path and query) is too long */
             414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -639,6 +699,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The id is taken by another plant (of another user, or with another name or tag) */
             409: {
                 headers: {
@@ -681,6 +751,16 @@ export interface operations {
             };
             /** @description The request body is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -824,6 +904,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
             412: {
                 headers: {
@@ -838,6 +928,16 @@ export interface operations {
             };
             /** @description The request target (path and query) is too long */
             414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -967,6 +1067,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
             412: {
                 headers: {
@@ -1001,6 +1111,16 @@ export interface operations {
             };
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1149,6 +1269,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The plant is not at a version If-Match names, or is at one If-None-Match names (code 41202); the ETag header has the current one */
             412: {
                 headers: {
@@ -1186,6 +1316,16 @@ export interface operations {
                 headers: {
                     /** @description The media types a change is taken in: `application/merge-patch+json, application/json` */
                     "Accept-Patch"?: string;
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
+                headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1338,6 +1478,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -1352,6 +1502,16 @@ export interface operations {
             };
             /** @description The request target (path and query) is too long */
             414: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1499,6 +1659,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -1533,6 +1703,16 @@ export interface operations {
             };
             /** @description The request body is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1676,6 +1856,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -1710,6 +1900,16 @@ export interface operations {
             };
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -1843,6 +2043,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -1877,6 +2087,16 @@ export interface operations {
             };
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -2010,6 +2230,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -2044,6 +2274,16 @@ export interface operations {
             };
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
@@ -2177,6 +2417,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The client took too long to send the request */
+            408: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The access is not at a version If-Match names, or is at one If-None-Match names (code 41201); the ETag header has the current one */
             412: {
                 headers: {
@@ -2211,6 +2461,16 @@ export interface operations {
             };
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
+                headers: {
+                    "Plantstore-Version": components["headers"]["Plantstore-Version"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An `Expect` header other than `100-continue` */
+            417: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;

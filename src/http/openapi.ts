@@ -54,7 +54,7 @@ const errorAnswer = (description: string) => ({
 
 /**
  * The answers the HTTP layer gives before any route runs, on every operation that does not describe them itself:
- * a request target or headers too large, and on a write that takes no body (a `DELETE`, a grantee's `PUT`) a
+ * a request sent too slowly, a request target or headers too large, an `Expect` it cannot meet, and on a write that takes no body (a `DELETE`, a grantee's `PUT`) a
  * body that is not JSON or is too large. Written once here, so that no operation's list misses one.
  */
 function withTransportAnswers<T extends object>(doc: T, bodyLimitKiB: number): T {
@@ -64,7 +64,9 @@ function withTransportAnswers<T extends object>(doc: T, bodyLimitKiB: number): T
       const described = operation as { responses?: Responses; requestBody?: unknown } | undefined;
       if (described?.responses === undefined) continue;
       const answers: Responses = {
+        408: errorAnswer('The client took too long to send the request'),
         414: errorAnswer('The request target (path and query) is too long'),
+        417: errorAnswer('An `Expect` header other than `100-continue`'),
         431: errorAnswer('The request line or headers are too large'),
       };
       if (['post', 'put', 'patch', 'delete'].includes(method) && described.requestBody === undefined) {

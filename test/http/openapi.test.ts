@@ -171,6 +171,21 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     }
   });
 
+  it('declares on every operation the answers given before any route runs: 408, 414, 417 and 431, with the Error body', () => {
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, operation] of Object.entries(item)) {
+        if ((operation as Json).responses === undefined) continue;
+        for (const status of ['408', '414', '417', '431']) {
+          assert.deepEqual(
+            (operation as Json).responses[status]?.content?.['application/json']?.schema,
+            { $ref: '#/components/schemas/Error' },
+            `${method.toUpperCase()} ${path} ${status}`,
+          );
+        }
+      }
+    }
+  });
+
   it("names in a response's description only codes of the catalogue sent with that response's status", () => {
     const statusOf = new Map<number, number>(Object.values(errorCatalogue).map((e) => [e.code, e.status]));
     const wrong: string[] = [];
