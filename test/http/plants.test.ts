@@ -407,6 +407,11 @@ for (const backend of BACKENDS) {
         'application/*',
         'text/html, application/json;q=0.5',
         'text/html;q=0.9, */*;q=0.1',
+        // Empty list elements are ignored (RFC 9110 §5.6.1): these name no type, as an empty Accept does.
+        '',
+        ',',
+        ' , ,',
+        ', application/json',
       ]) {
         it(`Accept: ${accept} gives 200`, async () => {
           assertPlants(await asUser('alice', '/plants', { accept }), ALICE);

@@ -64,7 +64,9 @@ export const unauthorized = errorResponse('Missing, unknown, expired or revoked 
  */
 export function requireJsonAcceptable(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   const accept = request.headers.accept;
-  if (accept === undefined || accept.trim() === '' || accept === '*/*' || accept === 'application/json') return done();
+  if (accept === undefined || accept === '*/*' || accept === 'application/json') return done();
+  // A list of empty elements (`Accept: ,`) names no type, as an empty header does: RFC 9110 §5.6.1 has them ignored.
+  if (/^[\s,]*$/.test(accept)) return done();
   if (new Negotiator(request.raw).mediaType(['application/json; charset=utf-8']) === undefined) {
     return done(new ApiError('not_acceptable', 'This resource is only available as application/json'));
   }
