@@ -92,7 +92,9 @@ export function toApiError(err: unknown, method?: string): ApiError {
 export function installErrorHandling(app: FastifyInstance): (request: FastifyRequest) => ApiError {
   app.setErrorHandler((err, request, reply) => {
     const apiError = toApiError(err, request.method);
-    if (apiError.status >= 500) request.log.error({ err }, 'request failed');
+    // Shedding load (too many full listings at once) is the server working as meant: a warning, with no stack.
+    if (apiError.errorName === 'busy') request.log.warn({ code: apiError.code }, 'request refused: too many full listings at once');
+    else if (apiError.status >= 500) request.log.error({ err }, 'request failed');
     return sendError(reply, apiError);
   });
 

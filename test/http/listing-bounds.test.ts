@@ -170,7 +170,12 @@ describe('slow readers of full listings', () => {
   /** Serves `db` with these listing settings and hands `run` a way to ask it and to leave listings unread. */
   async function withServer(
     env: NodeJS.ProcessEnv,
-    run: (s: { pid: number; ask: (path: string) => Promise<number>; stall: (n: number) => Promise<void> }) => Promise<void>,
+    run: (s: {
+      pid: number;
+      ask: (path: string) => Promise<number>;
+      stall: (n: number) => Promise<void>;
+      output: () => string;
+    }) => Promise<void>,
   ): Promise<void> {
     const server = await spawnServe(db, [], { PLANTSTORE_MAX_LISTINGS_PER_USER: '1000', PLANTSTORE_RATE_LIMIT: 'off', ...env });
     const sockets: Socket[] = [];
@@ -188,7 +193,7 @@ describe('slow readers of full listings', () => {
       for (let i = 0; i < n; i++) sockets.push((await stalledListing(server.url, token)).on('error', () => {}));
     };
     try {
-      await run({ pid: server.child.pid!, ask, stall });
+      await run({ pid: server.child.pid!, ask, stall, output: () => server.output() });
     } finally {
       for (const socket of sockets) socket.destroy();
       const code = await server.stop();
@@ -230,9 +235,18 @@ describe('slow readers of full listings', () => {
 
   it('readers below the minimum rate are cut off, and their slots serve others', { timeout: 120_000 }, async () => {
     // A 2 s window and 100 KB/s: a reader that takes nothing is cut off within seconds.
-    await withServer({ PLANTSTORE_LISTING_RATE_WINDOW: '2', PLANTSTORE_LISTING_MIN_RATE: '100000' }, async ({ ask, stall }) => {
+    await withServer({ PLANTSTORE_LISTING_RATE_WINDOW: '2', PLANTSTORE_LISTING_MIN_RATE: '100000' }, async ({ ask, stall, output }) => {
       await stall(20);
       assert.equal(await ask('/plants'), 503, 'the process bound (16 listings) is taken by slow readers');
+      // Shedding load is no failure of the server: logged as a warning, without a stack.
+      const refusals = output()
+        .split('\n')
+        .filter((line) => line.includes('"code":50303'));
+      assert.ok(refusals.length > 0, 'the refusal is logged');
+      for (const line of refusals) {
+        assert.match(line, /"level":40/);
+        assert.doesNotMatch(line, /"stack"/);
+      }
       await eventually('the slow readers are cut off', () => ask('/plants'), { until: (status) => status === 200, timeoutMs: 15_000 });
     });
   });
