@@ -91,6 +91,8 @@ for (const backend of BACKENDS) {
       assert.equal(atOnce.code, 0, atOnce.stderr);
       assert.match(atOnce.stdout, /^whsec_/);
       assert.match(atOnce.stderr, /the old one no longer signs/);
+      // The secret the first rotation left signing for an hour stops early; the command says so.
+      assert.match(atOnce.stderr, /^the secret replaced before, which was to sign until \S+Z, no longer signs$/m);
       assert.equal((await list())[0]!.previousSecretUntil, undefined);
       const retry = await runCli(db, ['webhooks', 'retry']);
       assert.equal(retry.code, 0);

@@ -150,18 +150,22 @@ export function registerWebhookCommands(program: Command): void {
       const secret = newWebhookSecret();
       const overlap = parseDuration(opts.overlap);
       const until = Date.now() + overlap;
-      await withStore(cmd, async ({ webhooks }) => {
+      const ended = await withStore(cmd, async ({ webhooks }) => {
         // Named before the secret is printed, so that a mistyped id prints no secret.
-        if (!(await webhooks.listEndpoints()).some((endpoint) => endpoint.id === endpointId)) {
-          throw notFound(`no webhook endpoint with id ${endpointId}`);
-        }
+        const endpoint = (await webhooks.listEndpoints()).find((e) => e.id === endpointId);
+        if (endpoint === undefined) throw notFound(`no webhook endpoint with id ${endpointId}`);
         await showSecretThenKeep(
           secret,
           'secret',
           () => webhooks.rotateSecret(endpointId, secret, until),
           `webhook endpoint ${endpointId} keeps its secret`,
         );
+        return endpoint.previousSecretUntil;
       });
+      // Two secrets sign at most: the one an earlier rotation left signing stops now, earlier than it was told.
+      if (ended !== undefined) {
+        say(`the secret replaced before, which was to sign until ${ended.toISOString()}, no longer signs`);
+      }
       say(
         overlap === 0
           ? `rotated the secret of webhook endpoint ${id}; the old one no longer signs`
