@@ -11,6 +11,27 @@ import { addPlant } from '../helpers/http-app.js';
 
 const skip = await requirePostgres();
 
+/** Adds the user alice to the database at `db`, with `plants` of hers, and returns a token of hers. */
+async function aliceWithToken(db: string, ...plants: Parameters<typeof addPlant>[1][]): Promise<string> {
+  const direct = await openStore({ db });
+  try {
+    await direct.users.add('alice', false);
+    for (const plant of plants) await addPlant(direct, plant);
+    const minted = generateToken();
+    await direct.tokens.add({ user: 'alice', hash: minted.hash });
+    return minted.token;
+  } finally {
+    await direct.close();
+  }
+}
+
+/** `url` reaching its database through `proxy`. */
+function throughProxy(url: string, proxy: TcpProxy): URL {
+  const viaProxy = new URL(url);
+  viaProxy.host = `127.0.0.1:${proxy.port}`;
+  return viaProxy;
+}
+
 describe('PostgreSQL outage: 503 while the database is away, recovery without restart', { skip }, () => {
   const { schema, url } = freshSchema();
   const target = new URL(PG_URL);
@@ -20,17 +41,9 @@ describe('PostgreSQL outage: 503 while the database is away, recovery without re
   const appName = `plantstore_outage_${process.pid}`;
 
   before(async () => {
-    const direct = await openStore({ db: url });
-    await direct.users.add('alice', false);
-    await addPlant(direct, { name: 'Fern', owner: 'alice', public: false });
-    const minted = generateToken();
-    token = minted.token;
-    await direct.tokens.add({ user: 'alice', hash: minted.hash });
-    await direct.close();
-
+    token = await aliceWithToken(url, { name: 'Fern', owner: 'alice', public: false });
     await proxy.start();
-    const viaProxy = new URL(url);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const viaProxy = throughProxy(url, proxy);
     viaProxy.searchParams.set('application_name', appName);
     server = await startServer(loadConfig({ db: viaProxy.toString(), port: 0, logLevel: 'silent' }));
   });
@@ -113,15 +126,9 @@ describe('PostgreSQL silently out of reach: its open connections dropping traffi
   let token: string;
 
   before(async () => {
-    const direct = await openStore({ db: url });
-    await direct.users.add('alice', false);
-    const minted = generateToken();
-    token = minted.token;
-    await direct.tokens.add({ user: 'alice', hash: minted.hash });
-    await direct.close();
+    token = await aliceWithToken(url);
     await proxy.start();
-    const viaProxy = new URL(url);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const viaProxy = throughProxy(url, proxy);
     server = await startServer(loadConfig({ db: viaProxy.toString(), port: 0, logLevel: 'silent', pgStatementTimeoutMs: '1000' }));
   });
 
@@ -167,13 +174,7 @@ describe('PostgreSQL refusing connections: 503 with Retry-After on every route, 
   before(async () => {
     await adminQuery(`DROP DATABASE IF EXISTS ${database}`);
     await adminQuery(`CREATE DATABASE ${database}`);
-    const direct = await openStore({ db: url.toString() });
-    await direct.users.add('alice', false);
-    await addPlant(direct, { id: 7, name: 'Fern', owner: 'alice', public: false });
-    const minted = generateToken();
-    token = minted.token;
-    await direct.tokens.add({ user: 'alice', hash: minted.hash });
-    await direct.close();
+    token = await aliceWithToken(url.toString(), { id: 7, name: 'Fern', owner: 'alice', public: false });
     server = await startServer(loadConfig({ db: url.toString(), port: 0, logLevel: 'silent' }));
   });
 
@@ -213,12 +214,7 @@ describe('PostgreSQL schema dropped under a running instance: 503 and not ready,
   let token: string;
 
   before(async () => {
-    const direct = await openStore({ db: url });
-    await direct.users.add('alice', false);
-    const minted = generateToken();
-    token = minted.token;
-    await direct.tokens.add({ user: 'alice', hash: minted.hash });
-    await direct.close();
+    token = await aliceWithToken(url);
     server = await startServer(loadConfig({ db: url, port: 0, logLevel: 'silent' }));
   });
 
