@@ -75,6 +75,15 @@ export async function openDatabase(path: string, mustExist: boolean): Promise<{ 
   }
 }
 
+/**
+ * Closes what openDatabase opened. The connection is closed here, not left to Kysely, which closes it only if it ever
+ * used it, and opening a file already up to date does not.
+ */
+export async function closeDatabase({ sqlite, db }: { sqlite: BetterSqlite3.Database; db: Kysely<Database> }): Promise<void> {
+  sqlite.close();
+  await db.destroy();
+}
+
 /** How long a process waits for another's migrations before it gives up (an index built on a large file). */
 const MIGRATIONS_WAIT_MS = 60_000;
 

@@ -12,7 +12,7 @@ import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
 import { classifySqliteError } from './sqlite-errors.js';
 import { FileFollower } from './file-follower.js';
-import { holdsPlantStore, openDatabase } from './sqlite-file.js';
+import { closeDatabase, holdsPlantStore, openDatabase } from './sqlite-file.js';
 import { pruneChangeLog } from './change-log-pruning.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
@@ -158,9 +158,7 @@ class SqliteSeam implements DatabaseSeam {
     await this.follower?.stop();
     await this.commits?.close();
     this.changes.close();
-    // Closed here: Kysely closes it only if it ever used it, and opening a file already up to date does not.
-    this.sqlite.close();
-    await this.kysely.destroy();
+    await closeDatabase({ sqlite: this.sqlite, db: this.kysely });
   }
 
   /** The reader's reads, answering "unavailable" while its connection is closed. */
@@ -227,8 +225,7 @@ class SqliteSeam implements DatabaseSeam {
         } catch {
           // Refused (another process reads the old file): reopen finds the log and refuses it.
         }
-        this.sqlite.close();
-        await this.kysely.destroy();
+        await closeDatabase({ sqlite: this.sqlite, db: this.kysely });
       },
       reopen: async (path: string, previous: Stats | undefined) => {
         const holders = previous === undefined ? [] : await otherProcessesHolding(previous);
@@ -244,10 +241,7 @@ class SqliteSeam implements DatabaseSeam {
           );
         }
         const { sqlite, db } = await openDatabase(path, true);
-        if (this.closed) {
-          sqlite.close();
-          return db.destroy();
-        }
+        if (this.closed) return closeDatabase({ sqlite, db });
         this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
