@@ -91,7 +91,10 @@ export function createPool(url: string, options: PostgresOptions, use: PoolUse =
   if (timeout > 0) {
     const deadline = timeout + ANSWER_GRACE_MS;
     pool.on('connect', (client) => awaitAnswersWithin(client, deadline));
-    pool.on('acquire', (client) => socketOf(client).setTimeout(deadline));
+    // Only a connection a bulk command had without the wait gets it back: setting it anew costs every checkout.
+    pool.on('release', (_err: unknown, client: pg.PoolClient) => {
+      if (withoutWait.delete(client)) socketOf(client).setTimeout(deadline);
+    });
   }
   return { pool, ...(schema ? { schema } : {}) };
 }
@@ -120,13 +123,17 @@ function awaitAnswersWithin(client: pg.Client, deadline: number): void {
   });
 }
 
+/** Connections checked out without the wait for an answer (withoutStatementTimeout), until they are released. */
+const withoutWait = new WeakSet<pg.ClientBase>();
+
 /**
  * Lifts the statement timeout for the rest of `client`'s transaction, for a bulk command (an import, an export) whose
  * one statement may rightly run for minutes, silent: the server's timeout and the wait for an answer both. The
- * pool sets the wait again when the connection is next checked out.
+ * pool sets the wait again when the connection is released.
  */
 export async function withoutStatementTimeout(client: pg.ClientBase): Promise<void> {
   await client.query('SET LOCAL statement_timeout = 0');
+  withoutWait.add(client);
   socketOf(client as pg.Client).setTimeout(0);
 }
 
