@@ -239,21 +239,29 @@ export class WebhookOutbox {
   }
 
   /**
-   * Deliveries that failed or wait for a later attempt (of one endpoint, or one event) are due now; resolves to how
-   * many. A failed one starts its schedule again; a waiting one keeps its count of attempts. One being sent is left
-   * alone: its outcome decides.
+   * Deliveries that failed or wait for a later attempt (of one endpoint, or one event) are due now. A failed one
+   * starts its schedule again; a waiting one keeps its count of attempts. One being sent is left alone: its outcome
+   * decides. Resolves to how many are due for enabled endpoints (`due`) and how many wait for disabled ones to be
+   * enabled (`held`), counted apart so that neither is told as the other.
    */
-  async retry(filter: { endpointId?: number; eventId?: number }): Promise<number> {
+  async retry(filter: { endpointId?: number; eventId?: number }): Promise<{ due: number; held: number }> {
     const now = Date.now();
     const endpoint = filter.endpointId === undefined ? sql`` : sql` AND endpoint_id = ${filter.endpointId}`;
     const event = filter.eventId === undefined ? sql`` : sql` AND event_id = ${filter.eventId}`;
-    const { numAffectedRows } = await sql`UPDATE webhook_deliveries
-      SET attempts = CASE WHEN status = 'failed' THEN 0 ELSE attempts END, status = 'pending', next_attempt_at = ${now}, lease_until = NULL
-      WHERE (status = 'failed' OR (status = 'pending' AND next_attempt_at > ${now} AND (lease_until IS NULL OR lease_until < ${now})))${endpoint}${event}`.execute(
-      this.db(),
-    );
-    if (Number(numAffectedRows ?? 0) === 0) await this.requireEndpoint(filter.endpointId);
-    return Number(numAffectedRows ?? 0);
+    // One `now` for both: a delivery the first statement makes due (next_attempt_at = now) is not retried again by
+    // the second, so each is counted once even when its endpoint is enabled or disabled between them.
+    const retried = async (disabled: boolean): Promise<number> => {
+      const state = disabled ? sql`IS NOT NULL` : sql`IS NULL`;
+      const { numAffectedRows } = await sql`UPDATE webhook_deliveries
+        SET attempts = CASE WHEN status = 'failed' THEN 0 ELSE attempts END, status = 'pending', next_attempt_at = ${now}, lease_until = NULL
+        WHERE (status = 'failed' OR (status = 'pending' AND next_attempt_at > ${now} AND (lease_until IS NULL OR lease_until < ${now})))${endpoint}${event}
+          AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE disabled_at ${state})`.execute(this.db());
+      return Number(numAffectedRows ?? 0);
+    };
+    const held = await retried(true);
+    const due = await retried(false);
+    if (due + held === 0) await this.requireEndpoint(filter.endpointId);
+    return { due, held };
   }
 
   /**

@@ -250,24 +250,28 @@ for (const backend of BACKENDS) {
       },
     );
 
-    it('retry says that a disabled endpoint is sent nothing until it is enabled, and leaves it disabled', async () => {
+    it('retry counts apart what it sends now and what waits for a disabled endpoint, and leaves it disabled', async () => {
       const db = await backend.freshDb();
       await ok(db, ['users', 'add', 'alice']);
-      await ok(db, ['webhooks', 'add', 'https://gone.example/hooks']);
-      await ok(db, ['webhooks', 'add', 'https://fine.example/hooks']);
+      await ok(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/gone', '--webhook-allow-private']);
+      await ok(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/fine', '--webhook-allow-private']);
       await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
-      // As a 410 leaves it: the endpoint disabled, the delivery that met the 410 failed.
+      await ok(db, ['plants', 'add', '--name', 'Moss', '--owner', 'alice']);
+      // As a 410 leaves it: the endpoint disabled, the deliveries that met the 410 failed.
       await plainSql(db, "UPDATE webhook_deliveries SET status = 'failed', attempts = 1 WHERE endpoint_id = 1");
       await plainSql(db, "UPDATE webhook_endpoints SET disabled_at = 1, disabled_reason = 'gone' WHERE id = 1");
       const one = await ok(db, ['webhooks', 'retry', '--endpoint', '1']);
       assert.match(
         one.stderr,
-        /^1 delivery \(failed or waiting for a later attempt\) of webhook endpoint 1 is due again, but it is disabled \(it answered 410 Gone\): nothing is sent to it until "plantstore webhooks enable 1"$/m,
+        /^2 deliveries \(failed or waiting for a later attempt\) of webhook endpoint 1 are due again, but it is disabled \(it answered 410 Gone\): nothing is sent to it until "plantstore webhooks enable 1"$/m,
       );
+      const none = await ok(db, ['webhooks', 'retry']);
+      assert.match(none.stderr, /^0 deliveries \(failed or waiting for a later attempt\) will be sent now$/m, 'those were due already');
+      await plainSql(db, "UPDATE webhook_deliveries SET status = 'failed', attempts = 1");
       const all = await ok(db, ['webhooks', 'retry']);
       assert.match(
         all.stderr,
-        /^0 deliveries \(failed or waiting for a later attempt\) will be sent now, except to disabled webhook endpoint 1 \(answered 410 Gone\): nothing is sent to one until "plantstore webhooks enable ID"$/m,
+        /^2 deliveries \(failed or waiting for a later attempt\) will be sent now; 2 more are due again for disabled webhook endpoint 1 \(answered 410 Gone\), sent once "plantstore webhooks enable ID" enables one$/m,
       );
       const states = JSON.parse((await ok(db, ['webhooks', 'list', '--json'])).stdout) as Array<{ state: string }>;
       assert.deepEqual(
@@ -672,7 +676,7 @@ describe('plantstore CLI: the database named by --db', () => {
 
   it('webhooks add names the private-receivers setting it refuses, by flag or variable, as serve does', async () => {
     const db = join(dir, 'allow-private.db');
-    const url = 'http://10.0.0.7:3000/hooks';
+    const url = 'http://127.0.0.1:9/hooks';
     const byVariable = await runCli(db, ['webhooks', 'add', url], undefined, { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'maybe' });
     assert.equal(byVariable.code, 1);
     assert.equal(byVariable.stderr, 'plantstore: invalid PLANTSTORE_WEBHOOK_ALLOW_PRIVATE "maybe": expected true or false\n');

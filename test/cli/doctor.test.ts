@@ -156,7 +156,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
         await store.users.add('alice', false);
         const endpoints = [];
         for (const host of ['gone', 'failing', 'fine'])
-          endpoints.push(await store.webhooks.addEndpoint(`https://${host}.example/hooks`, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'));
+          endpoints.push(await store.webhooks.addEndpoint(`http://127.0.0.1:9/hooks/${host}`, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'));
         await addPlant(store, { name: 'Fern', owner: 'alice', public: false });
         const claimed = await store.webhooks.claim(new Map(endpoints.map((e) => [e.id, 10])), 60_000);
         const outcomes = {
@@ -171,13 +171,13 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
         );
       },
     );
-    const { code, checks } = await doctor(db);
+    const { code, checks } = await doctor(db, ['--webhook-allow-private']);
     assert.equal(code, 0, 'warnings only');
     const check = byName(checks, 'webhooks');
     assert.equal(check.status, 'warn');
     assert.equal(
       check.detail,
-      '3 endpoint(s), 1 deliveries waiting; disabled (answered 410): https://gone.example/hooks; failing: https://failing.example/hooks',
+      '3 endpoint(s), 1 deliveries waiting; disabled (answered 410): http://127.0.0.1:9/hooks/gone; failing: http://127.0.0.1:9/hooks/failing',
     );
     // Retry alone sends a disabled endpoint nothing: it is enabled first.
     assert.equal(

@@ -66,11 +66,11 @@ for (const backend of BACKENDS) {
 
     it('manages endpoints from the CLI: secrets shown once, never listed; rotation, retry, enable and remove', async () => {
       const db = await backend.freshDb();
-      const secret = await cli(db, 'webhooks', 'add', 'https://example.com/hooks/plants');
+      const secret = await cli(db, 'webhooks', 'add', 'http://127.0.0.1:9/hooks/plants');
       assert.match(secret, /^whsec_[A-Za-z0-9+/]{32}$/);
       const list = async () => JSON.parse((await runCli(db, ['webhooks', 'list', '--json'])).stdout) as Array<Record<string, unknown>>;
       const [endpoint] = await list();
-      assert.equal(endpoint!.url, 'https://example.com/hooks/plants');
+      assert.equal(endpoint!.url, 'http://127.0.0.1:9/hooks/plants');
       assert.equal(endpoint!.state, 'enabled');
       // Enabling an enabled endpoint changes nothing and says so; a disabled one (as a 410 leaves it) is enabled.
       const enable = () => runCli(db, ['webhooks', 'enable', String(endpoint!.id)]);
@@ -131,11 +131,11 @@ for (const backend of BACKENDS) {
         assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
         if (bad[1]!.endsWith('/latest') || bad[1]!.includes('169.254')) assert.match(run.stderr, /link-local or cloud metadata/, bad[1]);
       }
-      const allowed = await runCli(db, ['webhooks', 'add', 'http://10.0.0.7:3000/hooks', '--webhook-allow-private']);
+      const allowed = await runCli(db, ['webhooks', 'add', 'http://[::1]:9/hooks', '--webhook-allow-private']);
       assert.equal(allowed.code, 0, allowed.stderr);
       const byEnv = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:3000/hooks'], undefined, ALLOW_PRIVATE);
       assert.equal(byEnv.code, 0, byEnv.stderr);
-      for (const e of (await list()).filter((e) => e.url !== 'https://example.com/hooks/plants'))
+      for (const e of (await list()).filter((e) => e.url !== 'http://127.0.0.1:9/hooks/plants'))
         await cli(db, 'webhooks', 'remove', String(e.id));
       await cli(db, 'webhooks', 'remove', String(endpoint!.id));
       assert.deepEqual(await list(), []);
@@ -143,22 +143,21 @@ for (const backend of BACKENDS) {
 
     it('registers an endpoint for the event types chosen with --events, and lists each endpoint with its types', async () => {
       const db = await backend.freshDb();
-      const mirror = await runCli(db, [
-        'webhooks',
-        'add',
-        'https://example.com/hooks/mirror',
-        '--events',
-        'plant.created,plant.updated,plant.deleted',
-      ]);
+      const mirror = await runCli(
+        db,
+        ['webhooks', 'add', 'http://127.0.0.1:9/hooks/mirror', '--events', 'plant.created,plant.updated,plant.deleted'],
+        undefined,
+        ALLOW_PRIVATE,
+      );
       assert.equal(mirror.code, 0, mirror.stderr);
       assert.match(mirror.stdout, /^whsec_[A-Za-z0-9+/]{32}\n$/);
       assert.match(
         mirror.stderr,
-        /^added webhook endpoint \d+ for https:\/\/example\.com\/hooks\/mirror \(plant\.created,plant\.updated,plant\.deleted, as envelope\)/,
+        /^added webhook endpoint \d+ for http:\/\/127\.0\.0\.1:9\/hooks\/mirror \(plant\.created,plant\.updated,plant\.deleted, as envelope\)/,
       );
       // In any order, spaced or repeated: stored in the document's order, each once.
-      await cli(db, 'webhooks', 'add', 'https://example.com/hooks/gone', '--events', ' plant.deleted, plant.updated,plant.deleted');
-      const original = await runCli(db, ['webhooks', 'add', 'https://example.com/hooks/plants']);
+      await cli(db, 'webhooks', 'add', 'http://127.0.0.1:9/hooks/gone', '--events', ' plant.deleted, plant.updated,plant.deleted');
+      const original = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/plants'], undefined, ALLOW_PRIVATE);
       assert.equal(original.code, 0, original.stderr);
       assert.match(original.stderr, /\(plant\.created, as NewPlant\); store the secret now/);
       for (const [events, error] of [
@@ -173,7 +172,7 @@ for (const backend of BACKENDS) {
         ['', /^plantstore: --events names no event type; the event types are plant\.created, plant\.updated, plant\.deleted\n$/],
         [' , ', /^plantstore: --events names no event type/],
       ] as const) {
-        const run = await runCli(db, ['webhooks', 'add', 'https://example.com/hooks/refused', '--events', events]);
+        const run = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/refused', '--events', events], undefined, ALLOW_PRIVATE);
         assert.equal(run.code, 1, `--events "${events}": ${run.stderr}`);
         assert.match(run.stderr, error);
         assert.equal(run.stdout, '', 'no secret for an endpoint not added');
@@ -182,9 +181,9 @@ for (const backend of BACKENDS) {
       assert.deepEqual(
         listed.map((e) => [e.url, e.types, e.envelope, e.state]),
         [
-          ['https://example.com/hooks/mirror', ['plant.created', 'plant.updated', 'plant.deleted'], true, 'enabled'],
-          ['https://example.com/hooks/gone', ['plant.updated', 'plant.deleted'], true, 'enabled'],
-          ['https://example.com/hooks/plants', ['plant.created'], false, 'enabled'],
+          ['http://127.0.0.1:9/hooks/mirror', ['plant.created', 'plant.updated', 'plant.deleted'], true, 'enabled'],
+          ['http://127.0.0.1:9/hooks/gone', ['plant.updated', 'plant.deleted'], true, 'enabled'],
+          ['http://127.0.0.1:9/hooks/plants', ['plant.created'], false, 'enabled'],
         ],
       );
       // Piped, the list is tab-separated under its header: the types and the body are columns of their own.
@@ -196,9 +195,9 @@ for (const backend of BACKENDS) {
       assert.deepEqual(
         rows.map((row) => row.slice(1, 5)),
         [
-          ['https://example.com/hooks/mirror', 'plant.created,plant.updated,plant.deleted', 'envelope', 'enabled'],
-          ['https://example.com/hooks/gone', 'plant.updated,plant.deleted', 'envelope', 'enabled'],
-          ['https://example.com/hooks/plants', 'plant.created', 'NewPlant', 'enabled'],
+          ['http://127.0.0.1:9/hooks/mirror', 'plant.created,plant.updated,plant.deleted', 'envelope', 'enabled'],
+          ['http://127.0.0.1:9/hooks/gone', 'plant.updated,plant.deleted', 'envelope', 'enabled'],
+          ['http://127.0.0.1:9/hooks/plants', 'plant.created', 'NewPlant', 'enabled'],
         ],
       );
       const help = await runCli(db, ['webhooks', 'add', '--help']);

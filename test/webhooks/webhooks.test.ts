@@ -176,11 +176,11 @@ for (const backend of BACKENDS) {
         await eventually('its outcome recorded', () => latestDelivery(endpoint.id), {
           until: (d) => d?.attempts === 1 && d.status === 'pending',
         });
-        assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 1);
+        assert.deepEqual(await store.webhooks.retry({ endpointId: endpoint.id }), { due: 1, held: 0 });
         await until(() => receiver.received.length >= 2, 'the second attempt, now', 3_000);
         assert.deepEqual(verify(secret, receiver.received[1]!), { id: 251, name: 'Waiting' });
         await eventually('delivered', () => latestDelivery(endpoint.id), { until: (d) => d?.status === 'delivered' });
-        assert.equal(await store.webhooks.retry({ endpointId: endpoint.id }), 0, 'nothing left to send');
+        assert.deepEqual(await store.webhooks.retry({ endpointId: endpoint.id }), { due: 0, held: 0 }, 'nothing left to send');
       } finally {
         await store.webhooks.removeEndpoint(endpoint.id);
         await receiver.close();

@@ -220,25 +220,26 @@ export function registerWebhookCommands(program: Command): void {
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .action(async (opts: { endpoint?: string }, cmd: Command) => {
       const endpointId = opts.endpoint === undefined ? undefined : parseId('endpoint id', opts.endpoint);
-      const { count, disabled } = await withStore(cmd, async ({ webhooks }) => {
-        const count = await webhooks.retry(endpointId === undefined ? {} : { endpointId });
+      const { due, held, disabled } = await withStore(cmd, async ({ webhooks }) => {
+        const { due, held } = await webhooks.retry(endpointId === undefined ? {} : { endpointId });
         // A disabled endpoint's deliveries are due again, but no dispatcher claims them before `webhooks enable`.
         const disabled = (await webhooks.listEndpoints())
           .filter((e) => e.disabledAt !== undefined && (endpointId === undefined || e.id === endpointId))
           .map((e) => e.id);
-        return { count, disabled };
+        return { due, held, disabled };
       });
-      const deliveries = `${count} deliver${count === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt)`;
-      if (disabled.length === 0) say(`${deliveries} will be sent now`);
-      else if (endpointId !== undefined)
+      const deliveries = (n: number) => `${n} deliver${n === 1 ? 'y' : 'ies'} (failed or waiting for a later attempt)`;
+      if (endpointId !== undefined && disabled.length > 0)
         say(
-          `${deliveries} of webhook endpoint ${endpointId} ${count === 1 ? 'is' : 'are'} due again, but it is disabled (it answered 410 Gone): ` +
+          `${deliveries(held + due)} of webhook endpoint ${endpointId} ${held + due === 1 ? 'is' : 'are'} due again, but it is disabled (it answered 410 Gone): ` +
             `nothing is sent to it until "plantstore webhooks enable ${endpointId}"`,
         );
+      else if (held === 0) say(`${deliveries(due)} will be sent now`);
       else
         say(
-          `${deliveries} will be sent now, except to disabled webhook endpoint${disabled.length === 1 ? '' : 's'} ${disabled.join(', ')} ` +
-            '(answered 410 Gone): nothing is sent to one until "plantstore webhooks enable ID"',
+          `${deliveries(due)} will be sent now; ${held} more ${held === 1 ? 'is' : 'are'} due again for disabled webhook ` +
+            `endpoint${disabled.length === 1 ? '' : 's'} ${disabled.join(', ')} (answered 410 Gone), ` +
+            'sent once "plantstore webhooks enable ID" enables one',
         );
     });
 }
