@@ -21,6 +21,8 @@ import { otherProcessesHolding } from './file-holders.js';
 import { readinessSql } from '../credential-sql.js';
 import { claimDeliveriesSqlite, pruneEventsSqlite, recordOutcomesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
+import { BUSY_TIMEOUT_MS, openConnection } from './sqlite-connection.js';
+import { WritingTransactionsDialect } from './writing-transactions.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -63,9 +65,9 @@ const PLANT_SHARED_SQL =
   '(EXISTS (SELECT 1 FROM plant_user_grants g WHERE g.plant_id = plants.id) OR EXISTS (SELECT 1 FROM plant_group_grants g WHERE g.plant_id = plants.id))';
 
 /**
- * SQLite's side of the store (see seam.ts): writes go through Kysely on one connection, in writing transactions
- * (writing-transactions.ts); the request path and the change feed read on a connection of their own
- * (sqlite-reads.ts), synchronously.
+ * SQLite's side of the store (see seam.ts): Kysely on one connection; writing transactions (writing-transactions.ts)
+ * on a connection of their own, so that one waiting its turn for the write lock holds up no read of a plant; the
+ * request path and the change feed read on a third (sqlite-reads.ts), synchronously.
  */
 class SqliteSeam implements DatabaseSeam {
   readonly backend = 'sqlite' as const;
@@ -88,6 +90,19 @@ class SqliteSeam implements DatabaseSeam {
   /** With group commit: its thread, started by the first write, and Kysely on it. */
   private commits: GroupCommit | undefined;
   private readonly grouped: Kysely<Database> | undefined;
+  /**
+   * The writing transactions' connection, opened by the first (a file's; `:memory:` has one connection). Kysely
+   * holds a connection for the whole of a transaction, the wait for the write lock included (up to 5 s while
+   * another process writes), and every query on that connection waits behind it.
+   */
+  private writing: { sqlite: BetterSqlite3.Database; db: Kysely<Database> } | undefined;
+  /**
+   * The writing transactions one at a time, in the order asked, each waiting for the write lock until its own
+   * deadline (`writingDeadline`): the wait of a write queued behind others is bounded from when it was asked, not
+   * from when those before it gave up.
+   */
+  private writeTurn: Promise<unknown> = Promise.resolve();
+  private writingDeadline = 0;
   readonly reads: RequestReads;
   readonly bulk: BulkSeam;
   readonly health: SeamHealth;
@@ -129,7 +144,13 @@ class SqliteSeam implements DatabaseSeam {
   }
 
   async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    const result = await this.kysely.transaction().execute(run);
+    const deadline = performance.now() + BUSY_TIMEOUT_MS;
+    const turn = this.writeTurn.then(() => {
+      this.writingDeadline = deadline;
+      return this.writingTransactions().transaction().execute(run);
+    });
+    this.writeTurn = turn.catch(() => {});
+    const result = await turn;
     await this.changes.catchUp();
     return result;
   }
@@ -140,6 +161,22 @@ class SqliteSeam implements DatabaseSeam {
    */
   writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
     return this.grouped === undefined ? this.writeTransaction(run) : run(this.grouped);
+  }
+
+  private writingTransactions(): Kysely<Database> {
+    if (this.path === ':memory:' || !this.sqlite.open) return this.kysely;
+    if (this.writing === undefined) {
+      const sqlite = openConnection(this.path, { mustExist: true });
+      const dialect = new WritingTransactionsDialect(sqlite, () => this.writingDeadline - performance.now());
+      this.writing = { sqlite, db: new Kysely<Database>({ dialect }) };
+    }
+    return this.writing.db;
+  }
+
+  private async closeWriting(): Promise<void> {
+    const writing = this.writing;
+    this.writing = undefined;
+    if (writing) await closeDatabase(writing);
   }
 
   private groupCommit(): GroupCommit {
@@ -158,6 +195,7 @@ class SqliteSeam implements DatabaseSeam {
     await this.follower?.stop();
     await this.commits?.close();
     this.changes.close();
+    await this.closeWriting();
     await closeDatabase({ sqlite: this.sqlite, db: this.kysely });
   }
 
@@ -217,6 +255,7 @@ class SqliteSeam implements DatabaseSeam {
         await this.commits?.close();
         this.commits = undefined;
         this.changes.close();
+        await this.closeWriting();
         // The old file's log is emptied into the old file, through the last connection open on it: SQLite keeps the
         // log of a file that moved when that connection closes, and the next connection at the path would replay
         // it over whatever file is there now.

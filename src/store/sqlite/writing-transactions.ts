@@ -28,16 +28,20 @@ export async function beginWriting(db: BetterSqlite3.Database, timeoutMs = BUSY_
   }
 }
 
+/** How long a transaction about to begin may still wait for the write lock, in ms (at most 0: one try). */
+export type WriteWait = () => number;
+
 class WritingTransactionsDriver extends SqliteDriver {
   constructor(
     private readonly database: BetterSqlite3.Database,
     config: SqliteDialectConfig,
+    private readonly wait: WriteWait,
   ) {
     super(config);
   }
 
   override async beginTransaction(_connection: DatabaseConnection): Promise<void> {
-    await beginWriting(this.database);
+    await beginWriting(this.database, this.wait());
   }
 }
 
@@ -60,12 +64,18 @@ function preparedOnce(database: BetterSqlite3.Database): SqliteDatabase {
   };
 }
 
-/** Kysely's SQLite dialect, whose transactions start as writers (see `beginWriting`), and whose statements are prepared once. */
+/**
+ * Kysely's SQLite dialect, whose transactions start as writers (see `beginWriting`), each waiting for the write lock
+ * as long as `wait` says (by default the busy timeout), and whose statements are prepared once.
+ */
 export class WritingTransactionsDialect extends SqliteDialect {
   private readonly database: BetterSqlite3.Database;
   private readonly config: SqliteDialectConfig;
 
-  constructor(database: BetterSqlite3.Database) {
+  constructor(
+    database: BetterSqlite3.Database,
+    private readonly wait: WriteWait = () => BUSY_TIMEOUT_MS,
+  ) {
     const config = { database: preparedOnce(database) };
     super(config);
     this.database = database;
@@ -73,6 +83,6 @@ export class WritingTransactionsDialect extends SqliteDialect {
   }
 
   override createDriver(): Driver {
-    return new WritingTransactionsDriver(this.database, this.config);
+    return new WritingTransactionsDriver(this.database, this.config, this.wait);
   }
 }
