@@ -112,6 +112,9 @@ export function installErrorHandling(app: FastifyInstance): (request: FastifyReq
     else methodsByPattern.set(url, { pattern: segmentsPattern(url), methods });
   };
   app.addHook('onRoute', (route) => {
+    // A route of every path (the CORS plugin's `OPTIONS *`, which answers preflights and passes anything else on to
+    // this handler) says nothing of which methods a path has: kept, it would be the first pattern every path matches.
+    if (route.url === '*' || route.url === '/*') return;
     addMethods(route.url, route.method);
     // A plugin's `/` route (the docs page) is served at its prefix and at the prefix with a slash, and onRoute
     // hears of the first only (Fastify's default prefixTrailingSlash, 'both').

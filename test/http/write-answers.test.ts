@@ -238,6 +238,22 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('answers 405 with the methods of the path and 404 for no path, with CORS on as without', async () => {
+      const token = bearer(tokens.alice!);
+      for (const [method, path, allow] of [
+        ['PUT', '/plants/1', 'GET, HEAD, PATCH, DELETE'],
+        ['POST', '/plants/1/access', 'GET, HEAD, PUT'],
+        ['GET', '/plants/1/access/users/bob', 'PUT, DELETE'],
+        // Not a preflight (no Origin): the CORS plugin passes it on.
+        ['OPTIONS', '/plants/1', 'GET, HEAD, PATCH, DELETE'],
+      ] as const) {
+        const res = await rawRequest(server.url, path, token, method);
+        assertError(res, 405, 40501);
+        assert.equal(res.headers.allow, allow, `${method} ${path}`);
+      }
+      for (const path of ['/nonexistent', '/', '/plants/1/x']) assertError(await rawRequest(server.url, path, token), 404, 40401);
+    });
+
     it('answers exactly one 204 to concurrent deletes of one plant, from two instances', async () => {
       const other = await openStore({ db });
       const second = await startApp(other);
