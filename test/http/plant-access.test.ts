@@ -170,6 +170,9 @@ for (const backend of BACKENDS) {
       assert.match(user.message, /no user named "nobody"/);
       assertError(await grantee('alice', 7003, 'PUT', 'groups/nobody'), 404, 40404);
       assertError(await grantee('alice', 7003, 'DELETE', 'users/nobody'), 404, 40403);
+      // Refused as without a precondition, whatever version one names (RFC 9110 §13.2.1).
+      assertError(await grantee('alice', 7003, 'PUT', 'users/nobody', { 'if-match': '"stale"' }), 404, 40403);
+      assertError(await replace('alice', 7003, { public: true, users: ['zed'], groups: [] }, { 'if-match': '"stale"' }), 422, 42201);
       const body = assertError(await replace('alice', 7003, { public: true, users: ['bob', 'zed'], groups: ['ghosts'] }), 422, 42201);
       // The schema's most names fit the body limit when they are of a usual length: read, then found unknown.
       const many = Array.from({ length: 1000 }, (_, i) => `${'n'.repeat(66)}${String(i).padStart(4, '0')}`);

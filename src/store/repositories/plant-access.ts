@@ -160,7 +160,6 @@ export function accessRepository(d: DatabaseSeam) {
           const plant = await changeablePlant(trx, actor, id, d.statements.rowLocks.change);
           if (typeof plant === 'string') return { outcome: plant };
           const current = await accessAt(trx, plant);
-          if (!conditionHolds(condition, accessVersion(current))) return { outcome: 'stale', access: current };
           const next = changedAccess(current, change);
           // Per list, the names the change adds and takes away; taking away a name never granted asks about it too:
           // it must be one that exists.
@@ -170,6 +169,9 @@ export function accessRepository(d: DatabaseSeam) {
           const named = { users: [...added.users, ...asked.users], groups: [...added.groups, ...asked.groups] };
           const { ids, missing } = await idsOf(trx, named, d.statements.rowLocks.keep);
           if (missing.length > 0) return { outcome: 'unknown', grantees: missing };
+          // After the names: a change that would be refused without a precondition is refused so with one (RFC 9110
+          // §13.2.1), whatever version it names.
+          if (!conditionHolds(condition, accessVersion(current))) return { outcome: 'stale', access: current };
           if (next.public !== current.public) {
             await trx
               .updateTable('plants')
