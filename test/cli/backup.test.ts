@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { cleanupBackends } from '../helpers/backends.js';
 import { dropSchema, freshSchema, requirePostgres } from '../helpers/postgres.js';
-import { runCli, spawnServe, type CliRun } from '../helpers/processes.js';
+import { BIN, runCli, spawnServe, type CliRun } from '../helpers/processes.js';
 
 // `plantstore backup`: a copy that restores whole (what `export` leaves out included), made while a server writes.
 
@@ -146,6 +147,57 @@ describe('plantstore backup', () => {
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /no database at/);
     assert.equal(existsSync(join(dir, 'missing.db')), false);
+  });
+
+  it("keeps the database file's permissions, and names the copy, not the database, when the copy cannot be written", async () => {
+    const db = join(dir, 'private.db');
+    await ok(db, ['users', 'add', 'alice']);
+    chmodSync(db, 0o600);
+    const copy = join(dir, 'private-copy.db');
+    await ok(db, ['backup', copy]);
+    assert.equal(statSync(copy).mode & 0o777, 0o600, 'as private as the database, whatever the umask');
+    // A copy larger than the file size limit the shell sets (in blocks of 1 KiB).
+    const filler = new Database(db);
+    filler.exec(
+      'CREATE TABLE filler (b BLOB); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20) INSERT INTO filler SELECT randomblob(100000) FROM n',
+    );
+    filler.close();
+    const limited = spawnSync(
+      'bash',
+      ['-c', `ulimit -f 500; exec "${process.execPath}" "${BIN}" --db "${db}" backup "${join(dir, 'too-big.db')}"`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(limited.status, 1, limited.stderr);
+    assert.match(limited.stderr, /^plantstore: cannot write \S*too-big\.db: .*\(SQLITE_\w+\)\n$/);
+    assert.deepEqual(
+      readdirSync(dir).filter((name) => name.includes('too-big')),
+      [],
+      'neither the copy nor its journal is left',
+    );
+  });
+
+  it('stopped by a signal, ends by it, leaving no partial file and no copy but a complete one', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'large.db');
+    await ok(db, ['users', 'add', 'alice']);
+    const filler = new Database(db);
+    filler.exec(
+      'CREATE TABLE filler (b BLOB); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) INSERT INTO filler SELECT randomblob(1000000) FROM n',
+    );
+    filler.close();
+    const child = spawn(process.execPath, [BIN, '--db', db, 'backup', join(dir, 'stopped.db')], { stdio: 'ignore' });
+    const ended = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    const started = () => readdirSync(dir).some((name) => name.startsWith('.stopped.db.partial'));
+    while (!started()) await new Promise((resolve) => setTimeout(resolve, 2));
+    child.kill('SIGTERM');
+    assert.equal(await ended, 'SIGTERM');
+    assert.deepEqual(
+      readdirSync(dir).filter((name) => name.includes('stopped') && name !== 'stopped.db'),
+      [],
+    );
+    // The signal is handled between the copy's steps: before it, nothing is linked; after it, the copy is whole.
+    if (existsSync(join(dir, 'stopped.db'))) assert.deepEqual(dump(join(dir, 'stopped.db')), dump(db));
   });
 
   it('on PostgreSQL, says to use pg_dump with the store schema, and writes nothing', { skip: skipPostgres }, async () => {

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, fsyncSync, linkSync, openSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { invalidInput } from '../../catalogue/errors.js';
@@ -22,16 +22,39 @@ export async function backupSqlite(db: BetterSqlite3.Database, file: string): Pr
   if (!existsSync(folder)) throw invalidInput(`cannot write ${file}: no folder ${folder}`);
   if (existsSync(file)) throw invalidInput(`${file} already exists: give the backup a new name, or remove the file first`);
   const partial = join(folder, `.${basename(file)}.partial-${process.pid}`);
+  // The copy and the rollback journal SQLite keeps beside it while writing it.
+  const removePartial = () => [partial, `${partial}-journal`].forEach((path) => rmSync(path, { force: true }));
+  // Stopped (Ctrl-C, a service manager) before the copy is complete, it leaves none of its files, and ends by the
+  // signal as it would have.
+  const stopped = (signal: NodeJS.Signals) => {
+    removePartial();
+    process.kill(process.pid, signal);
+  };
+  STOPPING.forEach((signal) => process.once(signal, stopped));
   try {
+    // Made first, with the database's own permissions: the copy holds its token hashes and webhook secrets, and
+    // the process's umask would make it readable by every user.
+    const made = openSync(partial, 'wx', 0o600);
+    try {
+      fchmodSync(made, statSync(db.name).mode & 0o777);
+    } finally {
+      closeSync(made);
+    }
     await db.backup(partial, { progress: () => ALL_PAGES });
     linkSync(partial, file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') throw invalidInput(`${file} already exists: give the backup a new name, or remove the file first`);
     if (code === 'EACCES' || code === 'EPERM' || code === 'SQLITE_CANTOPEN') throw invalidInput(`cannot write ${file}: permission denied`);
+    // The copy failed, not the database: named as such, not as a write of the database (sqlite-errors.ts).
+    if (typeof code === 'string' && code.startsWith('SQLITE_'))
+      throw new Error(`cannot write ${file}: ${(err as Error).message} (${code})`);
     throw err;
   } finally {
-    rmSync(partial, { force: true });
+    removePartial();
+    // A signal that came during the copy's one synchronous step is delivered by the next turn's poll, after this
+    // resolves: the handler stays until then, so that the command still ends by it (its copy complete by then).
+    setImmediate(() => STOPPING.forEach((signal) => process.off(signal, stopped)));
   }
   // The copy's pages are on disk (SQLite synced them); its name is once the folder is.
   const handle = openSync(folder, 'r');
@@ -41,3 +64,6 @@ export async function backupSqlite(db: BetterSqlite3.Database, file: string): Pr
     closeSync(handle);
   }
 }
+
+/** The signals that stop a command. */
+const STOPPING = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
