@@ -2,14 +2,17 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import {
+  chmodSync,
   closeSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -486,6 +489,15 @@ describe('plantstore CLI: the database named by --db', () => {
       await fails(db, ['export', '-o', target], /cannot write .*: it is the database the export reads/);
     }
     assert.match((await ok(db, ['users', 'list'])).stdout, /alice/);
+    // A file it replaces keeps its permissions; through a link, the linked file is replaced and the link kept.
+    const kept = join(dir, 'private-out.ndjson');
+    writeFileSync(kept, 'earlier\n');
+    chmodSync(kept, 0o600);
+    symlinkSync(kept, join(dir, 'link-out.ndjson'));
+    await ok(db, ['export', '-o', join(dir, 'link-out.ndjson')]);
+    assert.ok(lstatSync(join(dir, 'link-out.ndjson')).isSymbolicLink(), 'the link is kept');
+    assert.equal(readFileSync(kept, 'utf8'), '{"type":"user","name":"alice"}\n');
+    assert.equal(statSync(kept).mode & 0o777, 0o600);
   });
 
   it('export interrupted leaves the file it replaces whole and nothing of its own; -o - is stdout', async () => {

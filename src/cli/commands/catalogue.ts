@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, rmSync, statSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { open, rename, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { once } from 'node:events';
@@ -148,7 +148,9 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
   const existing = statSync(file, { throwIfNoEntry: false });
   if (existing?.isDirectory()) throw invalidInput(`cannot write ${file}: EISDIR: it is a directory`);
   const direct = existing !== undefined && !existing.isFile();
-  const written = direct ? file : join(dirname(file), `.${basename(file)}.partial-${process.pid}`);
+  // A link is followed: the file it names is replaced, and the link stays.
+  const replaced = existing?.isFile() ? realpathSync(file) : file;
+  const written = direct ? file : join(dirname(replaced), `.${basename(replaced)}.partial-${process.pid}`);
   // Stopped (Ctrl-C, a service manager), it leaves no hidden file of its own, and ends by the signal as it would have.
   const stopped = (signal: NodeJS.Signals) => {
     rmSync(written, { force: true });
@@ -158,7 +160,10 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
   if (!direct) STOPPING.forEach((signal) => process.once(signal, stopped));
   let out: Writable;
   try {
-    out = (await open(written, direct ? 'w' : 'wx')).createWriteStream();
+    const handle = await open(written, direct ? 'w' : 'wx');
+    // A file replaced keeps its permissions (one an operator made private stays so).
+    if (!direct && existing !== undefined) await handle.chmod(existing.mode & 0o7777);
+    out = handle.createWriteStream();
   } catch (err) {
     unhook();
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw invalidInput(`cannot write ${file}: no folder ${dirname(file)}`);
@@ -171,9 +176,9 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
       await once(out, 'close');
       if (direct) return;
       syncFile(written);
-      await rename(written, file);
+      await rename(written, replaced);
       unhook();
-      syncFile(dirname(file));
+      syncFile(dirname(replaced));
     },
     discard() {
       out.destroy();
