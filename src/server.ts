@@ -153,7 +153,8 @@ export async function runServer(config: Config, existingStore?: Store): Promise<
   };
   // In place before the start: the server listens (and says so) a moment before the start is over, and a
   // SIGTERM in that moment killed the process undrained. One that comes during the start stops it once started.
-  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
+  // Kept for every signal, not once: a second Ctrl-C or SIGTERM would otherwise kill the process undrained.
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   server = await startServer(config, existingStore);
   if (signalled) drain(server, signalled);
   return server;
@@ -173,7 +174,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   let stopping = false;
   let exitCode = 0;
   const onSignal = (signal: NodeJS.Signals) => {
-    // Once: a worker's SIGTERM handler takes one signal, and a second SIGTERM would kill it undrained.
+    // Once: a worker drains on the first SIGTERM it is sent.
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: draining workers');
@@ -188,7 +189,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   };
   // In place before anything starts: until a process listens for a signal, the signal kills it, and the line
   // saying the workers started is read (and answered with SIGTERM) a moment before the code after it runs.
-  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
 
   await (await openStore(config.store)).close();
 
@@ -212,6 +213,8 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
   });
   const startedAt = new Map<number, number>();
   const fork = () => {
+    // A replacement due after a pause is not started once the primary stops: nobody would ask it to drain.
+    if (stopping) return;
     const worker = cluster.fork(workerEnv);
     startedAt.set(worker.id, Date.now());
   };

@@ -7,12 +7,24 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from 
 
 export type Scrape = () => Promise<{ contentType: string; body: string }>;
 
+/** How long a scrape's request may take to arrive: Prometheus's default scrape timeout is 10 s. */
+const SCRAPE_TIMEOUT_MS = 10_000;
+
 /**
  * The admin listener: `GET /metrics` in the Prometheus text format, on its own host and port so that it is
  * never reachable through the public one. Anything else is a 404 with the usual Error body.
  */
 export async function startMetricsListener(listen: MetricsListen, scrape: Scrape): Promise<{ app: FastifyInstance; url: string }> {
-  const app = Fastify({ logger: false, clientErrorHandler: clientErrorHandler(), frameworkErrors: frameworkErrorHandler() });
+  const app = Fastify({
+    logger: false,
+    clientErrorHandler: clientErrorHandler(),
+    frameworkErrors: frameworkErrorHandler(),
+    // A scrape is read again at the next interval: on close, an open one (or a connection that never sends its
+    // request) is cut rather than waited for, which held the public port's drain for the whole grace period.
+    forceCloseConnections: true,
+    http: { headersTimeout: SCRAPE_TIMEOUT_MS },
+    requestTimeout: SCRAPE_TIMEOUT_MS,
+  });
   installErrorHandling(app);
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(COMMON_HEADERS);

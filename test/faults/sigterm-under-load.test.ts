@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -212,6 +213,79 @@ describe('SIGTERM under load', () => {
   it('exits 0 on SIGTERM when whoever read its log output has gone away', { timeout: 30_000 }, async () => {
     // pino's default asynchronous stream retried the EPIPE of a closed stdout forever at exit: the process hung.
     assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
+  });
+
+  it(
+    'drains a listing to its end and exits 0 with a scrape stalled on the metrics port and a second SIGTERM',
+    { timeout: 60_000 },
+    async () => {
+      const db = join(dir, 'stalled-scrape.db');
+      const plants = Array.from({ length: 50_000 }, (_, i) =>
+        JSON.stringify({ type: 'plant', name: `plant ${i}`, owner: 'alice', public: true }),
+      );
+      assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
+      const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+      const server = await spawnServe(db, ['--metrics-port', '0', '--shutdown-grace-seconds', '20']);
+      let metrics: RegExpExecArray | null = null;
+      while (!(metrics = /metrics listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(server.output())))
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      // A scraper that sends half a request and waits.
+      const scraper = net.connect(Number(metrics[1]), '127.0.0.1');
+      scraper.on('error', () => {});
+      await once(scraper, 'connect');
+      scraper.write('GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      const listing = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
+      listing.on('error', () => {});
+      const [res] = (await once(listing, 'response')) as [http.IncomingMessage];
+      res.pause();
+      const exited = server.stop();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // A second stop signal, as an impatient operator or a supervisor sends: it must not cut the drain.
+      server.child.kill('SIGTERM');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      res.resume();
+      let body = '';
+      res.setEncoding('utf8');
+      for await (const chunk of res) body += chunk;
+      assert.equal((JSON.parse(body) as unknown[]).length, 50_000, 'the whole listing');
+      assert.equal(await exited, 0, server.output().slice(-1500));
+      scraper.destroy();
+    },
+  );
+
+  it('starts no replacement worker once it stops, and exits 0 once the others drained', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'no-late-worker.db');
+    // A full listing far larger than the sockets' buffers, so that a reader who pauses holds it open.
+    const plants = Array.from({ length: 200_000 }, (_, i) =>
+      JSON.stringify({ type: 'plant', name: `plant ${i}`, owner: 'alice', public: true }),
+    );
+    assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
+    const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+    const server = await spawnServe(db, ['--workers', '2', '--shutdown-grace-seconds', '5']);
+    const workerPids = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('Server listening at'))
+        .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    while (workerPids().length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    // A worker that dies within 2 s of its start is replaced after 1 s; the primary is stopped meanwhile, while
+    // the other worker drains a listing for longer than that.
+    process.kill(workerPids()[0]!, 'SIGKILL');
+    while (!server.output().includes('starting a replacement')) await new Promise((resolve) => setTimeout(resolve, 10));
+    const listing = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
+    listing.on('error', () => {});
+    const [res] = (await once(listing, 'response')) as [http.IncomingMessage];
+    res.pause();
+    const exited = server.stop();
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    res.resume();
+    let body = '';
+    res.setEncoding('utf8');
+    for await (const chunk of res) body += chunk;
+    assert.equal((JSON.parse(body) as unknown[]).length, 200_000, 'the whole listing');
+    assert.equal(await exited, 0, server.output().slice(-1500));
+    assert.equal(workerPids().length, 2, 'no worker started after the one killed');
   });
 
   it('exits 1 when its grace period runs out with a listing still open, with workers or without', { timeout: 60_000 }, async () => {
