@@ -756,13 +756,21 @@ describe('plantstore CLI: the database named by --db', () => {
   it('doctor beside the running service: its port is taken by a Plant Store, which is no failure', async () => {
     const db = join(dir, 'doctor-live.db');
     await ok(db, ['migrate']);
-    const server = await spawnServe(db);
+    const server = await spawnServe(db, ['--metrics-port', '0']);
     try {
       const port = new URL(server.url).port;
       const run = await runCli(db, ['doctor', '--port', port]);
       assert.equal(run.code, 0, run.stdout);
       assert.match(run.stdout, new RegExp(`^ok\\s+listen\\s+127\\.0\\.0\\.1:${port} is served by a running Plant Store \\d`, 'm'));
       assert.doesNotMatch(run.stdout, /^fail/m);
+      // Each listener where the other is to be: the port is taken, by a listener serve cannot share.
+      let metrics: RegExpExecArray | null = null;
+      while (!(metrics = /metrics listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(server.output())))
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      const swapped = await runCli(db, ['doctor', '--port', metrics[1]!, '--metrics-port', port]);
+      assert.equal(swapped.code, 1, swapped.stdout);
+      assert.match(swapped.stdout, new RegExp(`^fail\\s+listen\\s+127\\.0\\.0\\.1:${metrics[1]} is in use by another process`, 'm'));
+      assert.match(swapped.stdout, new RegExp(`^fail\\s+metrics listen\\s+127\\.0\\.0\\.1:${port} is in use by another process`, 'm'));
     } finally {
       assert.equal(await server.stop(), 0);
     }

@@ -7,15 +7,16 @@ import { fail, ok, type Check } from './check.js';
 const PROBE_MS = 2_000;
 
 /**
- * The version of the Plant Store answering on `host:port`, if one does: every answer it gives, on either listener,
- * carries VERSION_HEADER. Undefined when something else holds the port, or nothing answers in time.
+ * The version of the Plant Store answering `path` on `host:port`, if one does: every answer it gives, on either
+ * listener, carries VERSION_HEADER, so the path tells which listener holds the port (each answers the other's
+ * path with a 404). Undefined when something else holds the port, or nothing answers in time.
  */
-async function runningPlantStore(host: string, port: number): Promise<string | undefined> {
+async function runningPlantStore(host: string, port: number, path: string): Promise<string | undefined> {
   const address = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   try {
-    const res = await fetch(`http://${address}:${port}/healthz`, { signal: AbortSignal.timeout(PROBE_MS) });
+    const res = await fetch(`http://${address}:${port}${path}`, { signal: AbortSignal.timeout(PROBE_MS) });
     await res.body?.cancel();
-    return res.headers.get(VERSION_HEADER) ?? undefined;
+    return res.ok ? (res.headers.get(VERSION_HEADER) ?? undefined) : undefined;
   } catch {
     return undefined;
   }
@@ -63,18 +64,20 @@ export async function listenProblem(host: string, port: number): Promise<ListenP
 }
 
 /** Whether `serve` can listen where told, or a Plant Store already does: doctor is run beside a live service too. */
-async function listenCheck(check: string, host: string, port: number, flag: string): Promise<Check> {
+async function listenCheck(check: string, host: string, port: number, flag: string, path: string): Promise<Check> {
   const problem = await listenProblem(host, port);
   if (problem === undefined) return ok(check, port === 0 ? `${host}: any free port` : `${host}:${port} is free`);
-  const running = await runningPlantStore(host, port);
+  const running = await runningPlantStore(host, port, path);
   if (running !== undefined) return ok(check, `${host}:${port} is served by a running Plant Store ${running}`);
   return fail(check, problem.why, `${problem.fix} (${flag})`);
 }
 
 /** The public listener and, when on, the metrics listener: can `serve` listen where it is told to? */
 export async function listenChecks(config: ServerConfig): Promise<Check[]> {
-  const checks = [await listenCheck('listen', config.host, config.port, '--host, --port')];
+  const checks = [await listenCheck('listen', config.host, config.port, '--host, --port', '/healthz')];
   if (config.metrics)
-    checks.push(await listenCheck('metrics listen', config.metrics.host, config.metrics.port, '--metrics-host, --metrics-port'));
+    checks.push(
+      await listenCheck('metrics listen', config.metrics.host, config.metrics.port, '--metrics-host, --metrics-port', '/metrics'),
+    );
   return checks;
 }
