@@ -1,6 +1,8 @@
 import type { Awaitable } from '../awaitable.js';
 import { granteeText } from '../catalogue/names.js';
 import { fieldSelection, fieldsOfRow, type FieldColumns } from '../catalogue/plant-fields.js';
+import { MAX_PLANT_ID } from '../catalogue/plant-ids.js';
+import { invalidInput } from '../catalogue/errors.js';
 import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
@@ -26,7 +28,7 @@ function exportQueries(nameList: ExportSnapshot['nameList']): { users: string; g
 type UserRow = { name: string; is_admin: number };
 type GroupRow = { name: string; members: NameList };
 type PlantRow = FieldColumns & {
-  api_id: number | string;
+  api_id: number | string | null;
   owner: string;
   is_public: number;
   users: NameList;
@@ -52,9 +54,17 @@ const exportRecord = {
   },
   plant(p: PlantRow): PlantRecord {
     const sharedWith = [...names(p.users), ...names(p.groups).map((group) => granteeText({ group }))];
+    const id = Number(p.api_id);
+    // Plain SQL can store an id the API has not (above 2^53 - 1 a number reads it rounded): written, it would be
+    // another plant's id, or one an import refuses.
+    if (!Number.isSafeInteger(id) || id < 1 || id > MAX_PLANT_ID)
+      throw invalidInput(
+        `the plant ${JSON.stringify(p.name)} of ${p.owner} has ${p.api_id === null ? 'no id' : `an id outside the ids the API gives (1 to ${MAX_PLANT_ID})`}: ` +
+          'give it one with SQL ("plantstore doctor" names its row), then export again',
+      );
     return {
       type: 'plant',
-      id: Number(p.api_id),
+      id,
       ...fieldsOfRow(p),
       owner: p.owner,
       public: p.is_public === 1,

@@ -101,7 +101,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       () => openStore({ db: db }),
       async (store) => {
         await store.users.add('alice', false);
-        for (const name of ['Fern', 'Ivy', 'Moss', 'Sage']) await addPlant(store, { name, owner: 'alice', public: false });
+        for (const name of ['Fern', 'Ivy', 'Moss', 'Sage', 'Rose']) await addPlant(store, { name, owner: 'alice', public: false });
       },
     );
     assert.equal(byName((await doctor(db)).checks, 'rows').status, 'ok');
@@ -113,6 +113,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
         UPDATE plants SET name = x'ff00' WHERE name = 'Ivy';
         UPDATE plants SET api_id = NULL WHERE name = 'Moss';
         UPDATE plants SET tag = '' WHERE name = 'Sage';
+        UPDATE plants SET api_id = 9223372036854775807 WHERE name = 'Rose';
         INSERT INTO plant_user_grants (user_id, plant_id) SELECT 77, id FROM plants WHERE name = 'Sage';`);
     } finally {
       sqlite.close();
@@ -126,11 +127,22 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
       /1 plant\(s\) whose name is empty or not text \(id 2\)/,
       /1 plant\(s\) without an id in the API \(row \d+\)/,
       /1 plant\(s\) whose tag is empty or not text \(id 4\)/,
+      /1 plant\(s\) whose id is outside the API's \(1 to 2\^53 - 1\) \(row \d+\)/,
       /2 row\(s\) whose key names a row that is gone \(in plants, plant_user_grants\)/,
     ]) {
       assert.match(rows.detail, finding);
     }
     assert.match(rows.fix!, /correct or delete these rows/);
+    // Read as a number, that id is rounded: an export would write another plant's id, or one an import refuses.
+    const exported = await runCli(db, ['export']);
+    assert.equal(exported.code, 1);
+    assert.match(exported.stderr, /the plant "Moss" of alice has no id: give it one with SQL/);
+    const mended = new BetterSqlite3(db);
+    mended.exec("UPDATE plants SET api_id = 3 WHERE name = 'Moss'");
+    mended.close();
+    const again = await runCli(db, ['export']);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /the plant "Rose" of alice has an id outside the ids the API gives \(1 to 9007199254740991\)/);
   });
 
   it("fails on a database whose tables of Plant Store's names no migration of it made, instead of advising migrate", async () => {

@@ -1,5 +1,6 @@
 import { DEFAULT_MIGRATION_TABLE } from 'kysely';
 import { activeTokenSql } from '../../catalogue/tokens.js';
+import { MAX_PLANT_ID } from '../../catalogue/plant-ids.js';
 import { knownMigrationNames } from '../../store/migrations/index.js';
 import { WAITING_DELIVERY } from '../../store/webhook-outbox.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
@@ -159,6 +160,7 @@ async function rowsCheck(db: Inspector): Promise<Check> {
   const kinds: Array<[string, string]> = [
     ['whose owner is no user', 'NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p.owner_id)'],
     ['without an id in the API', `p.api_id IS NULL${sqlite ? " OR typeof(p.api_id) <> 'integer'" : ''}`],
+    ["whose id is outside the API's (1 to 2^53 - 1)", `p.api_id < 1 OR p.api_id > ${MAX_PLANT_ID}`],
     ['whose name is empty or not text', `p.name = ''${notText('p.name')}`],
     ['whose tag is empty or not text', `p.tag IS NOT NULL AND (p.tag = ''${notText('p.tag')})`],
   ];
@@ -168,7 +170,9 @@ async function rowsCheck(db: Inspector): Promise<Check> {
     if (rows.length === 0) continue;
     const named = rows
       .slice(0, NAMED_ROWS)
-      .map(([id, apiId]) => (/^[1-9][0-9]*$/.test(String(apiId)) ? `id ${String(apiId)}` : `row ${String(id)}`));
+      .map(([id, apiId]) =>
+        /^[1-9][0-9]*$/.test(String(apiId)) && Number(apiId) <= MAX_PLANT_ID ? `id ${String(apiId)}` : `row ${String(id)}`,
+      );
     problems.push(`${rows.length} plant(s) ${what} (${named.join(', ')}${rows.length > NAMED_ROWS ? ', …' : ''})`);
   }
   for (const table of ['users', 'groups']) {
