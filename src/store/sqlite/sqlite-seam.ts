@@ -91,9 +91,9 @@ class SqliteSeam implements DatabaseSeam {
   private commits: GroupCommit | undefined;
   private readonly grouped: Kysely<Database> | undefined;
   /**
-   * The writing transactions' connection, opened by the first (a file's; `:memory:` has one connection). Kysely
-   * holds a connection for the whole of a transaction, the wait for the write lock included (up to 5 s while
-   * another process writes), and every query on that connection waits behind it.
+   * The writing transactions' connection (a file's; `:memory:` has one connection), opened with the others so that
+   * all are of one file. Kysely holds a connection for the whole of a transaction, the wait for the write lock
+   * included (up to 5 s while another process writes), and every query on that connection waits behind it.
    */
   private writing: { sqlite: BetterSqlite3.Database; db: Kysely<Database> } | undefined;
   /**
@@ -116,6 +116,7 @@ class SqliteSeam implements DatabaseSeam {
   ) {
     if (groupCommit) this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(() => this.groupCommit()) });
     this.changes = new SqliteReadsAndChanges(path === ':memory:' ? sqlite : path, () => this.startPruning());
+    this.openWriting();
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
     this.bulk = {
@@ -135,7 +136,9 @@ class SqliteSeam implements DatabaseSeam {
   }
 
   get unfollowedWrites(): Kysely<Database> {
-    return this.grouped ?? this.kysely;
+    // Without group commit, on the writing transactions' connection: a synchronous write on another connection of
+    // this thread, made while one of them waits between its statements, would wait for its lock and hold it up.
+    return this.grouped ?? this.writingTransactions();
   }
 
   /** A closed connection (the file is gone) makes any error "unavailable". */
@@ -163,14 +166,16 @@ class SqliteSeam implements DatabaseSeam {
     return this.grouped === undefined ? this.writeTransaction(run) : run(this.grouped);
   }
 
+  /** Kysely where writing transactions run: their own connection, or while the store's are closed, the closed one. */
   private writingTransactions(): Kysely<Database> {
-    if (this.path === ':memory:' || !this.sqlite.open) return this.kysely;
-    if (this.writing === undefined) {
-      const sqlite = openConnection(this.path, { mustExist: true });
-      const dialect = new WritingTransactionsDialect(sqlite, () => this.writingDeadline - performance.now());
-      this.writing = { sqlite, db: new Kysely<Database>({ dialect }) };
-    }
-    return this.writing.db;
+    return this.writing?.db ?? this.kysely;
+  }
+
+  private openWriting(): void {
+    if (this.path === ':memory:') return;
+    const sqlite = openConnection(this.path, { mustExist: true });
+    const dialect = new WritingTransactionsDialect(sqlite, () => this.writingDeadline - performance.now());
+    this.writing = { sqlite, db: new Kysely<Database>({ dialect }) };
   }
 
   private async closeWriting(): Promise<void> {
@@ -224,17 +229,18 @@ class SqliteSeam implements DatabaseSeam {
    */
   private startPruning(): void {
     if (this.pruner || this.closed) return;
-    // Each step through Kysely's hold on the connection, so that no transaction of its own is open meanwhile, and
-    // the next one after the requests that came meanwhile.
+    // Each step through Kysely's hold on the writing transactions' connection, so that none of them is open
+    // meanwhile, and the next one after the requests that came meanwhile.
     const step = (now: number): void => {
       if (!this.sqlite.open || this.closed) return;
       if (this.commits) {
         this.commits.prune(now);
         return;
       }
-      this.kysely
+      const writing = this.writing ?? { sqlite: this.sqlite, db: this.kysely };
+      writing.db
         .connection()
-        .execute(async () => pruneChangeLog(this.sqlite, now))
+        .execute(async () => pruneChangeLog(writing.sqlite, now))
         .then((more) => void (more && setImmediate(step, now)))
         .catch(() => {});
     };
@@ -284,6 +290,7 @@ class SqliteSeam implements DatabaseSeam {
         this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
+        this.openWriting();
         this.changes.deliverEverything();
       },
     };
