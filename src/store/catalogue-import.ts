@@ -234,26 +234,39 @@ export const FIRST_REPEATED_PLANT_ID_SQL = `SELECT api_id AS id, position, earli
 ) repeats WHERE earlier IS NOT NULL ORDER BY position LIMIT 1`;
 
 /**
- * The file lines of an import's plants by place, kept as runs of consecutive lines: they grow with the lines
- * between plants (users, groups, blank lines), never with plants, so memory stays flat on big imports.
+ * The file lines of an import's plants by place, and whether each was numbered automatically, kept as runs of
+ * consecutive lines alike in that: they grow with the lines between plants (users, groups, blank lines) and with
+ * changes between plants with ids and without, never with plants, so memory stays flat on big imports.
  */
 export class PlantLines {
   private readonly firstPlaces: number[] = [];
   private readonly firstLines: number[] = [];
+  private readonly automatic: boolean[] = [];
   private places = 0;
   private lastLine = -1;
 
-  add(line: number): void {
+  add(line: number, automatic: boolean): void {
     this.places++;
-    if (line !== this.lastLine + 1) {
+    if (line !== this.lastLine + 1 || automatic !== this.automatic.at(-1)) {
       this.firstPlaces.push(this.places);
       this.firstLines.push(line);
+      this.automatic.push(automatic);
     }
     this.lastLine = line;
   }
 
   /** The line of the plant at `place` (1 for the import's first plant). */
   line(place: number): number {
+    const run = this.run(place);
+    return this.firstLines[run]! + place - this.firstPlaces[run]!;
+  }
+
+  /** Whether the plant at `place` was given no id, and took the next automatic one. */
+  numberedAutomatically(place: number): boolean {
+    return this.automatic[this.run(place)]!;
+  }
+
+  private run(place: number): number {
     let low = 0;
     let high = this.firstPlaces.length - 1;
     while (low < high) {
@@ -261,7 +274,7 @@ export class PlantLines {
       if (this.firstPlaces[middle]! <= place) low = middle;
       else high = middle - 1;
     }
-    return this.firstLines[low]! + place - this.firstPlaces[low]!;
+    return low;
   }
 }
 
@@ -270,7 +283,11 @@ function takenIdError({ id, place, earlier }: TakenPlantId, lines: PlantLines): 
   const given =
     earlier === 'stored'
       ? 'is already taken by a stored plant'
-      : `is already given on ${earlier === undefined ? 'an earlier line' : `line ${lines.line(earlier)}`}`;
+      : earlier === undefined
+        ? 'is already given on an earlier line'
+        : lines.numberedAutomatically(earlier)
+          ? `is already the automatic id of the plant without one on line ${lines.line(earlier)}`
+          : `is already given on line ${lines.line(earlier)}`;
   return invalidInput(`line ${lines.line(place)}: plant id ${id} ${given}`);
 }
 
@@ -366,7 +383,7 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
       summary.plants++;
       const plant = importedPlant(target.names, record, plantIdOf(flow, record, line), line);
       const write = (resolved: ImportedPlant) => {
-        flow.lines.add(line);
+        flow.lines.add(line, record.id === undefined);
         // The grants written: a grantee named twice (as "bob" and "user:bob") is granted once.
         summary.grants += resolved.userIds.length + resolved.groupIds.length;
         return target.plant(resolved);

@@ -319,6 +319,13 @@ for (const backend of BACKENDS)
         /^plantstore: line 4: plant id 5 is already given on line 2$/,
         ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b'), plant(5, 'c')]),
       );
+      // An id given after a plant that took it as its automatic id: that line gave none.
+      await fails(
+        db,
+        ['import', '-'],
+        /^plantstore: line 3: plant id 1 is already the automatic id of the plant without one on line 2$/,
+        ndjson([{ type: 'user', name: 'alice' }, { type: 'plant', name: 'auto', owner: 'alice' }, plant(1, 'explicit')]),
+      );
       await ok(db, ['import', '-'], ndjson([{ type: 'user', name: 'alice' }, plant(5, 'a'), plant(6, 'b')]));
       const stored = (await ok(db, ['export'])).stdout;
       // Smaller than what is stored (written row by row), then larger (SQLite writes it in bulk).
