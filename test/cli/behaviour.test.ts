@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import {
   chmodSync,
@@ -527,6 +527,15 @@ describe('plantstore CLI: the database named by --db', () => {
     const toStdout = await ok(db, ['export', '-o', '-']);
     assert.equal(toStdout.stdout.split('\n').length, 30_002, 'a user and 30,000 plants, each a line');
     assert.ok(!existsSync(join(process.cwd(), '-')));
+    // Through a path to a pipe, a reader that goes away ends it quietly too, as with `| head -1` (a shell's pipe:
+    // Node's own stdio pipes are sockets, which /dev/stdout does not open).
+    const piped = spawnSync(
+      'bash',
+      ['-c', `"${process.execPath}" "${BIN}" --db "${db}" export -o /dev/stdout | head -c 100 >/dev/null; exit \${PIPESTATUS[0]}`],
+      { encoding: 'utf8' },
+    );
+    assert.equal(piped.status, 141, piped.stderr);
+    assert.equal(piped.stderr, '');
   });
 
   it('export to a file leaves the file it replaces whole when it fails, and nothing of its own', async () => {

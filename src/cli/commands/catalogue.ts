@@ -209,7 +209,12 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
   const out: Writable = output?.out ?? process.stdout;
   // A write that fails later (a full disk) is said as the command's error, not as a stream's unhandled 'error'.
   let failed: Error | undefined;
-  if (output) out.on('error', (err) => (failed = err));
+  if (output)
+    out.on('error', (err: NodeJS.ErrnoException) => {
+      // A path to a pipe (`-o /dev/stdout | head -1`) whose reader goes away: quietly, as stdout's (cli/main.ts).
+      if (err.code === 'EPIPE') process.exit(141);
+      failed = err;
+    });
   const started = process.hrtime.bigint();
   let records = 0;
   try {
