@@ -448,8 +448,7 @@ export const SETTINGS = {
       'Address of the metrics listener. On the HTTP port, it must not share an address with `--host`, however written: `localhost` is `127.0.0.1` and `::1`, and `0.0.0.0` or `::` shares every address.',
     table: 'service',
     into: [],
-    // Checked where it is used: only with a metrics port.
-    parse: (text) => text ?? '',
+    parse: nonEmpty('metrics host'),
   }),
 
   jwksUrl: setting({
@@ -526,8 +525,7 @@ export const SETTINGS = {
     meaning: 'Claim whose value is the Plant Store user name (`preferred_username`, `email`…).',
     table: 'jwt',
     into: [],
-    // Checked where it is used: only when JWTs are configured.
-    parse: (text) => (text ?? '').trim(),
+    parse: (text) => nonEmpty('JWT user claim')(text).trim(),
   }),
   jwtGroupsClaim: setting({
     flag: '--jwt-groups-claim <claim>',

@@ -156,7 +156,6 @@ export function loadJwtConfig(v: JwtSettings): JwtConfig | undefined {
   if (refused.length > 0) {
     throw invalidInput(`JWT algorithm(s) ${refused.join(', ')} cannot be used with this ${key.kind} key; possible: ${possible.join(', ')}`);
   }
-  if (v.jwtUserClaim === '') throw invalidInput('PLANTSTORE_JWT_USER_CLAIM must not be empty');
   return {
     key,
     algorithms: wanted.length > 0 ? wanted : possible,

@@ -409,10 +409,16 @@ describe('metrics off (the default)', () => {
       },
     );
     assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: 'nine' }), /invalid PLANTSTORE_METRICS_PORT "nine"/);
+    // Validated with the port unset too, as every setting is, and named by where it came from.
+    for (const blank of ['', '  ']) {
+      assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_HOST: blank }), /invalid PLANTSTORE_METRICS_HOST: must not be empty/);
+      assert.throws(() => loadConfig({ metricsHost: blank }, {}), /invalid --metrics-host: must not be empty/);
+      assert.throws(() => loadConfig({}, { PLANTSTORE_JWT_USER_CLAIM: blank }), /invalid PLANTSTORE_JWT_USER_CLAIM: must not be empty/);
+    }
   });
 
   it('refuses the HTTP port for metrics where the two would share an address, before anything listens', () => {
-    const taken = /the metrics port \(PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 8080/;
+    const taken = /the metrics port \(--metrics-port, PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 8080/;
     assert.throws(() => loadConfig({}, { PLANTSTORE_METRICS_PORT: '8080' }), taken);
     assert.throws(() => loadConfig({ port: '9000', metricsPort: '9000', host: '0.0.0.0' }, {}), /both are 9000/);
     assert.throws(() => loadConfig({ port: '9000', metricsPort: '9000', metricsHost: '::' }, {}), /both are 9000/);
