@@ -379,7 +379,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_MAX_LISTINGS_PER_USER',
     default: '4',
     summary: 'full listings streamed at once for one user (then 429)',
-    meaning: 'Full listings streamed at once for one user (all their tokens); more get `429` with `Retry-After`.',
+    meaning:
+      'Full listings streamed at once for one user (all their tokens) by one serving process (each worker and instance counts its own); more get `429` with `Retry-After`.',
     table: 'service',
     into: ['app.listings.perUser'],
     parse: wholeNumber('maximum listings per user', 1, 100_000),
