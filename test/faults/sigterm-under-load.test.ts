@@ -19,6 +19,8 @@ import { BIN, runCli, spawnServe } from '../helpers/processes.js';
 const PLANTS = 20_000;
 const CONNECTIONS = 50;
 const GRACE_SECONDS = 10;
+/** Plants of the catalogue whose full listing outlasts the sockets' buffers. */
+const LARGE = 200_000;
 
 interface Outcome {
   status?: number;
@@ -215,16 +217,41 @@ describe('SIGTERM under load', () => {
     assert.deepEqual(await exitOnSignalWhenListening(join(dir, 'gone-reader.db')), { code: 0, signal: null });
   });
 
+  // A full listing far larger than the sockets' buffers, so that a reader who pauses holds it open: one catalogue
+  // for the tests below, made by the first.
+  let large: Promise<{ db: string; token: string }> | undefined;
+  const largeCatalogue = () =>
+    (large ??= (async () => {
+      const db = join(dir, 'large.db');
+      const plants = Array.from({ length: LARGE }, (_, i) =>
+        JSON.stringify({ type: 'plant', name: `plant number ${i}`, owner: 'alice', public: true }),
+      );
+      assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
+      return { db, token: (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim() };
+    })());
+  /** A full listing, its answer paused once it begins. */
+  const pausedListing = async (url: string, token: string) => {
+    const listing = http.get(`${url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
+    listing.on('error', () => {});
+    const [res] = (await once(listing, 'response')) as [http.IncomingMessage];
+    res.pause();
+    res.on('error', () => {});
+    return { listing, res };
+  };
+  /** How many plants a paused listing holds, read to its end. */
+  const plantsRead = async (res: http.IncomingMessage) => {
+    res.resume();
+    let body = '';
+    res.setEncoding('utf8');
+    for await (const chunk of res) body += chunk;
+    return (JSON.parse(body) as unknown[]).length;
+  };
+
   it(
     'drains a listing to its end and exits 0 with a scrape stalled on the metrics port and a second SIGTERM',
     { timeout: 60_000 },
     async () => {
-      const db = join(dir, 'stalled-scrape.db');
-      const plants = Array.from({ length: 50_000 }, (_, i) =>
-        JSON.stringify({ type: 'plant', name: `plant ${i}`, owner: 'alice', public: true }),
-      );
-      assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
-      const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+      const { db, token } = await largeCatalogue();
       const server = await spawnServe(db, ['--metrics-port', '0', '--shutdown-grace-seconds', '20']);
       let metrics: RegExpExecArray | null = null;
       while (!(metrics = /metrics listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(server.output())))
@@ -234,33 +261,20 @@ describe('SIGTERM under load', () => {
       scraper.on('error', () => {});
       await once(scraper, 'connect');
       scraper.write('GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n');
-      const listing = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
-      listing.on('error', () => {});
-      const [res] = (await once(listing, 'response')) as [http.IncomingMessage];
-      res.pause();
+      const { res } = await pausedListing(server.url, token);
       const exited = server.stop();
       await new Promise((resolve) => setTimeout(resolve, 300));
       // A second stop signal, as an impatient operator or a supervisor sends: it must not cut the drain.
       server.child.kill('SIGTERM');
       await new Promise((resolve) => setTimeout(resolve, 300));
-      res.resume();
-      let body = '';
-      res.setEncoding('utf8');
-      for await (const chunk of res) body += chunk;
-      assert.equal((JSON.parse(body) as unknown[]).length, 50_000, 'the whole listing');
+      assert.equal(await plantsRead(res), LARGE, 'the whole listing');
       assert.equal(await exited, 0, server.output().slice(-1500));
       scraper.destroy();
     },
   );
 
   it('starts no replacement worker once it stops, and exits 0 once the others drained', { timeout: 60_000 }, async () => {
-    const db = join(dir, 'no-late-worker.db');
-    // A full listing far larger than the sockets' buffers, so that a reader who pauses holds it open.
-    const plants = Array.from({ length: 200_000 }, (_, i) =>
-      JSON.stringify({ type: 'plant', name: `plant ${i}`, owner: 'alice', public: true }),
-    );
-    assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
-    const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+    const { db, token } = await largeCatalogue();
     const server = await spawnServe(db, ['--workers', '2', '--shutdown-grace-seconds', '5']);
     const workerPids = () =>
       server
@@ -273,38 +287,21 @@ describe('SIGTERM under load', () => {
     // the other worker drains a listing for longer than that.
     process.kill(workerPids()[0]!, 'SIGKILL');
     while (!server.output().includes('starting a replacement')) await new Promise((resolve) => setTimeout(resolve, 10));
-    const listing = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
-    listing.on('error', () => {});
-    const [res] = (await once(listing, 'response')) as [http.IncomingMessage];
-    res.pause();
+    const { res } = await pausedListing(server.url, token);
     const exited = server.stop();
     await new Promise((resolve) => setTimeout(resolve, 1_500));
-    res.resume();
-    let body = '';
-    res.setEncoding('utf8');
-    for await (const chunk of res) body += chunk;
-    assert.equal((JSON.parse(body) as unknown[]).length, 200_000, 'the whole listing');
+    assert.equal(await plantsRead(res), LARGE, 'the whole listing');
     assert.equal(await exited, 0, server.output().slice(-1500));
     assert.equal(workerPids().length, 2, 'no worker started after the one killed');
   });
 
   it('exits 1 when its grace period runs out with a listing still open, with workers or without', { timeout: 60_000 }, async () => {
-    const db = join(dir, 'stalled.db');
-    // A full listing far larger than the sockets' buffers, so that a reader who reads nothing holds it open.
-    const plants = Array.from({ length: 200_000 }, (_, i) =>
-      JSON.stringify({ type: 'plant', name: `plant number ${i}`, owner: 'alice', public: true }),
-    );
-    assert.equal((await runCli(db, ['import', '-'], `{"type":"user","name":"alice"}\n${plants.join('\n')}\n`)).code, 0);
-    const token = (await runCli(db, ['tokens', 'create', 'alice'])).stdout.trim();
+    const { db, token } = await largeCatalogue();
     for (const workers of ['1', '2']) {
       const server = await spawnServe(db, ['--workers', workers, '--shutdown-grace-seconds', '1']);
-      const stalled = http.get(`${server.url}/plants`, { agent: false, headers: { authorization: `Bearer ${token}` } });
-      const [res] = (await once(stalled, 'response')) as [http.IncomingMessage];
-      res.pause();
-      res.on('error', () => {});
-      stalled.on('error', () => {});
+      const { listing } = await pausedListing(server.url, token);
       assert.equal(await server.stop(), 1, `--workers ${workers}: ${server.output().slice(-1000)}`);
-      stalled.destroy();
+      listing.destroy();
     }
   });
 });

@@ -27,6 +27,14 @@ for (const backend of BACKENDS) {
       rawRequest(app.url, path, { ...bearer(tokens[user]!), ...headers }, 'POST', typeof body === 'string' ? body : JSON.stringify(body));
     const remove = (user: string, path: string, headers: OutgoingHttpHeaders = {}, app = server) =>
       rawRequest(app.url, path, { ...bearer(tokens[user]!), ...headers }, 'DELETE');
+    const patch = (user: string, id: number, change: unknown) =>
+      rawRequest(
+        server.url,
+        `/plants/${id}`,
+        { ...bearer(tokens[user]!), 'content-type': 'application/merge-patch+json' },
+        'PATCH',
+        JSON.stringify(change),
+      );
 
     before(async () => {
       db = await backend.freshDb();
@@ -94,14 +102,7 @@ for (const backend of BACKENDS) {
       }
       const id = nextId++;
       assert.equal((await create('bob', { id, name: 'Tea' })).status, 200);
-      const patched = await rawRequest(
-        server.url,
-        `/plants/${id}`,
-        { ...bearer(tokens.bob!), 'content-type': 'application/merge-patch+json' },
-        'PATCH',
-        JSON.stringify({ tag: cjk(1000) }),
-      );
-      assertError(patched, 400, 40005);
+      assertError(await patch('bob', id, { tag: cjk(1000) }), 400, 40005);
     });
 
     it('says what to send with a 415, and refuses a body of thousands of fields by naming them', async () => {
@@ -295,17 +296,9 @@ for (const backend of BACKENDS) {
         let settled = false;
         let patched: Promise<RawResponse> | undefined;
         try {
-          const patch = (tag: string) =>
-            rawRequest(
-              server.url,
-              `/plants/${id}`,
-              { ...bearer(tokens.alice!), 'content-type': 'application/merge-patch+json' },
-              'PATCH',
-              JSON.stringify({ tag }),
-            );
-          patched = patch('first');
+          patched = patch('alice', id, { tag: 'first' });
           void patched.finally(() => (settled = true));
-          const queued = patch('second');
+          const queued = patch('alice', id, { tag: 'second' });
           await new Promise((resolve) => setTimeout(resolve, 200));
           const read = await rawRequest(server.url, `/plants/${id}`, bearer(tokens.alice!));
           const access = await rawRequest(server.url, `/plants/${id}/access`, bearer(tokens.alice!));
@@ -329,15 +322,7 @@ for (const backend of BACKENDS) {
         assert.equal((await create('alice', { id, name: 'Contested' })).status, 200);
         const blocker = await lockPlants(db);
         try {
-          const changes = ['first', 'second'].map((tag) =>
-            rawRequest(
-              server.url,
-              `/plants/${id}`,
-              { ...bearer(tokens.alice!), 'content-type': 'application/merge-patch+json' },
-              'PATCH',
-              JSON.stringify({ tag }),
-            ),
-          );
+          const changes = ['first', 'second'].map((tag) => patch('alice', id, { tag }));
           // Past one wait (5 s) and short of two: the second gives up too, having waited as long as the first.
           await new Promise((resolve) => setTimeout(resolve, 7_000));
           await blocker.release();
