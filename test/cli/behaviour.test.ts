@@ -219,6 +219,19 @@ for (const backend of BACKENDS) {
           tokens.map((t) => t.state),
           ['revoked', 'revoked'],
         );
+        // A plant's id, which a script reads to use it: a plant added without it is taken back, so that a retry
+        // adds no second one; a plant that was there already stays.
+        const plant = await withStdoutFull(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice']);
+        assert.equal(plant.code, 1, plant.stderr);
+        assert.match(
+          plant.stderr,
+          /^plantstore: could not write the plant id to stdout \(ENOSPC: no space left on device, write\); plant 1 is removed again: add it once more\n$/,
+        );
+        assert.equal((await ok(db, ['plants', 'list'])).stdout.split('\n').filter(Boolean).length, 1, 'the header alone');
+        await ok(db, ['plants', 'add', '--name', 'Moss', '--owner', 'alice', '--id', '7']);
+        const again = await withStdoutFull(db, ['plants', 'add', '--name', 'Moss', '--owner', 'alice', '--id', '7']);
+        assert.equal(again.code, 1, again.stderr);
+        assert.match((await ok(db, ['plants', 'show', '7'])).stdout, /Moss/);
 
         const webhook = await withStdoutFull(db, ['webhooks', 'add', 'http://127.0.0.1:18600/hooks', '--webhook-allow-private']);
         assert.equal(webhook.code, 1, webhook.stderr);

@@ -6,7 +6,7 @@ import { parseId, parsePlantId } from '../../catalogue/plant-ids.js';
 import type { PlantInfo } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { printRecord, printRows, say, type Column } from '../output.js';
+import { printRecord, printRows, say, showSecretOrUndo, type Column } from '../output.js';
 
 /** A plant as `list`, `show` and `update` print it. */
 const PLANT_COLUMNS: Column<PlantInfo>[] = [
@@ -61,16 +61,25 @@ export function registerPlantCommands(program: Command): void {
     )
     .action(async (opts: { id?: string; name: string; owner: string; tag?: string; public: boolean }, cmd: Command) => {
       const id = opts.id === undefined ? {} : { id: parseId('plant id', opts.id) };
-      const { outcome, id: added } = await withStore(cmd, ({ plants }) =>
-        plants.create(OPERATOR, {
+      const { outcome, id: added } = await withStore(cmd, async ({ plants }) => {
+        const created = await plants.create(OPERATOR, {
           ...id,
           name: opts.name,
           owner: opts.owner,
           public: opts.public,
           ...(opts.tag === undefined ? {} : { tag: opts.tag }),
-        }),
-      );
-      process.stdout.write(`${added}\n`);
+        });
+        // A script reads the id to use the plant (`ID=$(plantstore plants add …)`): one it never got is taken
+        // back, so that its retry, given no id, adds no second plant. One that was already there stays.
+        if (created.outcome === 'created')
+          await showSecretOrUndo(String(created.id), 'plant id', {
+            run: () => plants.delete(OPERATOR, created.id),
+            done: `plant ${created.id} is removed again: add it once more`,
+            byHand: `plant ${created.id} was added ("plantstore plants remove ${created.id}" takes it away)`,
+          });
+        else process.stdout.write(`${created.id}\n`);
+        return created;
+      });
       say(
         outcome === 'created'
           ? `added plant ${added} (${opts.name}) for ${opts.owner}`
