@@ -39,8 +39,8 @@ async function ok(db: string, args: string[]): Promise<CliRun> {
   return run;
 }
 
-async function fails(db: string, args: string[], message: RegExp): Promise<CliRun> {
-  const run = await runCli(db, args);
+async function fails(db: string, args: string[], message: RegExp, stdin?: string): Promise<CliRun> {
+  const run = await runCli(db, args, stdin);
   assert.equal(run.code, 1, `plantstore ${args.join(' ')} should fail: ${run.stdout}${run.stderr}`);
   assert.match(run.stderr, message);
   return run;
@@ -482,6 +482,19 @@ describe('plantstore CLI: the database named by --db', () => {
     } finally {
       await dropSchema(schema);
     }
+  });
+
+  it('a failed import into a new SQLite path leaves no file there; into an existing one, the file as it was', async () => {
+    const db = join(dir, 'import-new.db');
+    const bad = '{"type":"user","name":"alice"}\n{"type":"plant","name":"Fern","owner":"nobody"}\n';
+    await fails(db, ['import', '-'], /line 2: no user named "nobody"/, bad);
+    assert.deepEqual(
+      readdirSync(dir).filter((name) => name.startsWith('import-new.db')),
+      [],
+    );
+    await ok(db, ['users', 'add', 'bob']);
+    await fails(db, ['import', '-'], /line 2: no user named "nobody"/, bad);
+    assert.match((await ok(db, ['users', 'list'])).stdout, /bob/);
   });
 
   it('export to a file it cannot write says so in one line, before it reads anything', async () => {

@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { open, rename, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { once } from 'node:events';
@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { configFrom, withStore } from '../context.js';
 import { databaseFiles } from '../../store/open-store.js';
+import { otherProcessesHolding } from '../../store/sqlite/file-holders.js';
 import { examples } from '../help.js';
 import type { Progress } from '../progress.js';
 
@@ -97,13 +98,21 @@ async function importCatalogue(file: string, _opts: unknown, cmd: Command): Prom
   // while the database opens, and the lines read before the reader attaches would be lost.
   const bytesRead = () => (input as Readable & { bytesRead?: number }).bytesRead ?? 0;
   const started = process.hrtime.bigint();
+  // A SQLite file this import creates is removed when it fails: what it leaves then is what was there before.
+  const db = configFrom(cmd).store.db;
+  const created = db !== ':memory:' && !existsSync(db) ? databaseFiles(db) : [];
   try {
     const summary = await withStore(
       cmd,
       ({ bulk }) =>
         bulk.importRecords(readRecordBatches(input), (records) => progress.update(records, size ? bytesRead() / size : undefined)),
       { create: true },
-    );
+    ).catch(async (err: unknown) => {
+      // Unless another process opened it meanwhile (a server started on the path), whose file it is now too.
+      const file = statSync(db, { throwIfNoEntry: false });
+      if (file !== undefined && (await otherProcessesHolding(file)).length === 0) for (const path of created) rmSync(path, { force: true });
+      throw err;
+    });
     progress.stop();
     const records = summary.users + summary.groups + summary.plants;
     const counts = `${summary.users} users, ${summary.groups} groups, ${summary.plants} plants, ${summary.grants} grants`;
