@@ -21,8 +21,7 @@ import { otherProcessesHolding } from './file-holders.js';
 import { readinessSql } from '../credential-sql.js';
 import { claimDeliveriesSqlite, pruneEventsSqlite, recordOutcomesSqlite } from './sqlite-claims.js';
 import { exportSnapshot } from './sqlite-export.js';
-import { BUSY_TIMEOUT_MS, openConnection } from './sqlite-connection.js';
-import { WritingTransactionsDialect } from './writing-transactions.js';
+import { WritingConnection } from './writing-transactions.js';
 
 export interface SqliteOptions {
   /** A file path, or `:memory:` for a private in-memory database. */
@@ -90,19 +89,8 @@ class SqliteSeam implements DatabaseSeam {
   /** With group commit: its thread, started by the first write, and Kysely on it. */
   private commits: GroupCommit | undefined;
   private readonly grouped: Kysely<Database> | undefined;
-  /**
-   * The writing transactions' connection (a file's; `:memory:` has one connection), opened with the others so that
-   * all are of one file. Kysely holds a connection for the whole of a transaction, the wait for the write lock
-   * included (up to 5 s while another process writes), and every query on that connection waits behind it.
-   */
-  private writing: { sqlite: BetterSqlite3.Database; db: Kysely<Database> } | undefined;
-  /**
-   * The writing transactions one at a time, in the order asked, each waiting for the write lock until its own
-   * deadline (`writingDeadline`): the wait of a write queued behind others is bounded from when it was asked, not
-   * from when those before it gave up.
-   */
-  private writeTurn: Promise<unknown> = Promise.resolve();
-  private writingDeadline = 0;
+  /** The writing transactions' connection (a file's; `:memory:` has one connection), opened with the others. */
+  private writing: WritingConnection | undefined;
   readonly reads: RequestReads;
   readonly bulk: BulkSeam;
   readonly health: SeamHealth;
@@ -114,9 +102,12 @@ class SqliteSeam implements DatabaseSeam {
     private readonly path: string,
     groupCommit: boolean,
   ) {
-    if (groupCommit) this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(() => this.groupCommit()) });
+    if (groupCommit) {
+      const commits = () => (this.commits ??= new GroupCommit(this.path, () => void this.changes.catchUp()));
+      this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(commits) });
+    }
     this.changes = new SqliteReadsAndChanges(path === ':memory:' ? sqlite : path, () => this.startPruning());
-    this.openWriting();
+    this.writing = path === ':memory:' ? undefined : new WritingConnection(path);
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
     this.bulk = {
@@ -138,7 +129,7 @@ class SqliteSeam implements DatabaseSeam {
   get unfollowedWrites(): Kysely<Database> {
     // Without group commit, on the writing transactions' connection: a synchronous write on another connection of
     // this thread, made while one of them waits between its statements, would wait for its lock and hold it up.
-    return this.grouped ?? this.writingTransactions();
+    return this.grouped ?? this.writing?.db ?? this.kysely;
   }
 
   /** A closed connection (the file is gone) makes any error "unavailable". */
@@ -147,13 +138,8 @@ class SqliteSeam implements DatabaseSeam {
   }
 
   async writeTransaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    const deadline = performance.now() + BUSY_TIMEOUT_MS;
-    const turn = this.writeTurn.then(() => {
-      this.writingDeadline = deadline;
-      return this.writingTransactions().transaction().execute(run);
-    });
-    this.writeTurn = turn.catch(() => {});
-    const result = await turn;
+    // While the store's connections are closed (the file is gone), on the closed one: "unavailable".
+    const result = await (this.writing ? this.writing.transaction(run) : this.kysely.transaction().execute(run));
     await this.changes.catchUp();
     return result;
   }
@@ -164,29 +150,6 @@ class SqliteSeam implements DatabaseSeam {
    */
   writeStatement<T>(run: (db: Kysely<Database>) => Promise<T>): Promise<T> {
     return this.grouped === undefined ? this.writeTransaction(run) : run(this.grouped);
-  }
-
-  /** Kysely where writing transactions run: their own connection, or while the store's are closed, the closed one. */
-  private writingTransactions(): Kysely<Database> {
-    return this.writing?.db ?? this.kysely;
-  }
-
-  private openWriting(): void {
-    if (this.path === ':memory:') return;
-    const sqlite = openConnection(this.path, { mustExist: true });
-    const dialect = new WritingTransactionsDialect(sqlite, () => this.writingDeadline - performance.now());
-    this.writing = { sqlite, db: new Kysely<Database>({ dialect }) };
-  }
-
-  private async closeWriting(): Promise<void> {
-    const writing = this.writing;
-    this.writing = undefined;
-    if (writing) await closeDatabase(writing);
-  }
-
-  private groupCommit(): GroupCommit {
-    this.commits ??= new GroupCommit(this.path, () => void this.changes.catchUp());
-    return this.commits;
   }
 
   async lock(): Promise<void> {
@@ -200,7 +163,8 @@ class SqliteSeam implements DatabaseSeam {
     await this.follower?.stop();
     await this.commits?.close();
     this.changes.close();
-    await this.closeWriting();
+    await this.writing?.close();
+    this.writing = undefined;
     await closeDatabase({ sqlite: this.sqlite, db: this.kysely });
   }
 
@@ -261,7 +225,8 @@ class SqliteSeam implements DatabaseSeam {
         await this.commits?.close();
         this.commits = undefined;
         this.changes.close();
-        await this.closeWriting();
+        await this.writing?.close();
+        this.writing = undefined;
         // The old file's log is emptied into the old file, through the last connection open on it: SQLite keeps the
         // log of a file that moved when that connection closes, and the next connection at the path would replay
         // it over whatever file is there now.
@@ -290,7 +255,7 @@ class SqliteSeam implements DatabaseSeam {
         this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
-        this.openWriting();
+        this.writing = new WritingConnection(path);
         this.changes.deliverEverything();
       },
     };

@@ -1,6 +1,16 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDatabase, type SqliteDialectConfig } from 'kysely';
-import { BUSY_TIMEOUT_MS, keptStatements } from './sqlite-connection.js';
+import {
+  Kysely,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type SqliteDatabase,
+  type SqliteDialectConfig,
+  type Transaction,
+} from 'kysely';
+import type { Database } from '../schema.js';
+import { BUSY_TIMEOUT_MS, keptStatements, openConnection } from './sqlite-connection.js';
 import { isBusy } from './sqlite-errors.js';
 
 /**
@@ -84,5 +94,39 @@ export class WritingTransactionsDialect extends SqliteDialect {
 
   override createDriver(): Driver {
     return new WritingTransactionsDriver(this.database, this.config, this.wait);
+  }
+}
+
+/**
+ * A store's writing transactions on a connection of their own. Kysely holds a connection for the whole of a
+ * transaction, the wait for the write lock included (up to 5 s while another process writes), and every query on
+ * that connection waits behind it: on the store's own, every read of a plant did. They run one at a time, in the
+ * order asked, each waiting for the lock until 5 s after it was asked: the wait of one queued behind others is
+ * bounded from then, not from when those before it gave up.
+ */
+export class WritingConnection {
+  private turn: Promise<unknown> = Promise.resolve();
+  private deadline = 0;
+  readonly sqlite: BetterSqlite3.Database;
+  readonly db: Kysely<Database>;
+
+  constructor(path: string) {
+    this.sqlite = openConnection(path, { mustExist: true });
+    this.db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(this.sqlite, () => this.deadline - performance.now()) });
+  }
+
+  transaction<T>(run: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    const deadline = performance.now() + BUSY_TIMEOUT_MS;
+    const turn = this.turn.then(() => {
+      this.deadline = deadline;
+      return this.db.transaction().execute(run);
+    });
+    this.turn = turn.catch(() => {});
+    return turn;
+  }
+
+  async close(): Promise<void> {
+    this.sqlite.close();
+    await this.db.destroy();
   }
 }
