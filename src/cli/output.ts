@@ -73,6 +73,13 @@ export function printRecord<T extends object>(row: T, columns: Column<T>[], json
 export const isoDate = (d: Date | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
 
 /**
+ * An optional text as a column shows it: `-` when there is none, and a text that could be read as that (`-`
+ * itself) or as quoted (starting with `"`) as a JSON string, so that no two values look the same.
+ */
+export const optionalText = (text: string | undefined): string =>
+  text === undefined ? '-' : text === '-' || text.startsWith('"') ? JSON.stringify(text) : text;
+
+/**
  * What a command did (or found already done), one line on stderr: stdout carries only data. The names it echoes
  * are shown with their control characters neutralised, as in a table.
  */

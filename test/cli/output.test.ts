@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import stringWidth from 'string-width';
+import { OPERATOR } from '../../src/catalogue/access-rule.js';
 import { generateToken } from '../../src/catalogue/tokens.js';
 import { openStore } from '../../src/store/open-store.js';
 import { BIN, runCli } from '../helpers/processes.js';
@@ -123,6 +124,33 @@ describe('plantstore list output, progress and summaries', () => {
           );
         }
       }),
+    );
+  });
+
+  it('an optional column tells a tag or label that is not there from one that reads "-"', async () => {
+    const tagged = join(dir, 'dash-tags.db');
+    const store = await openStore({ db: tagged });
+    try {
+      await store.users.add('alice', false);
+      for (const [id, tag] of [
+        [1, undefined],
+        [2, '-'],
+        [3, '"-"'],
+      ] as const)
+        await store.plants.create(OPERATOR, { id, name: `p${id}`, owner: 'alice', public: false, ...(tag === undefined ? {} : { tag }) });
+    } finally {
+      await store.close();
+    }
+    const listed = await runCli(tagged, ['plants', 'list']);
+    const [header, ...lines] = listed.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split('\t').map(unescapeTsv));
+    const tags = lines.map((line) => line[header!.indexOf('TAG')]);
+    assert.deepEqual(tags, ['-', '"-"', '"\\"-\\""']);
+    assert.deepEqual(
+      tags.map((tag) => (tag === '-' ? undefined : tag!.startsWith('"') ? (JSON.parse(tag!) as string) : tag)),
+      [undefined, '-', '"-"'],
     );
   });
 

@@ -6,13 +6,13 @@ import { parseId, parsePlantId } from '../../catalogue/plant-ids.js';
 import type { PlantInfo } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { printRecord, printRows, say, showSecretOrUndo, type Column } from '../output.js';
+import { optionalText, printRecord, printRows, say, showSecretOrUndo, type Column } from '../output.js';
 
 /** A plant as `list`, `show` and `update` print it. */
 const PLANT_COLUMNS: Column<PlantInfo>[] = [
   { header: 'id', value: (p) => String(p.id) },
   { header: 'name', value: (p) => p.name },
-  { header: 'tag', value: (p) => p.tag ?? '-' },
+  { header: 'tag', value: (p) => optionalText(p.tag) },
   { header: 'owner', value: (p) => p.owner },
   { header: 'public', value: (p) => (p.public ? 'yes' : 'no') },
 ];

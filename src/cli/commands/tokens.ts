@@ -5,7 +5,7 @@ import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows, say, showSecretOrUndo } from '../output.js';
+import { isoDate, optionalText, printRows, say, showSecretOrUndo } from '../output.js';
 import type { Credentials } from '../../store/store.js';
 
 export function registerTokenCommands(program: Command): void {
@@ -71,7 +71,7 @@ export function registerTokenCommands(program: Command): void {
         [
           { header: 'id', value: (t) => String(t.id) },
           { header: 'user', value: (t) => t.user },
-          { header: 'label', value: (t) => t.label ?? '-' },
+          { header: 'label', value: (t) => optionalText(t.label) },
           { header: 'state', value: (t) => t.state },
           { header: 'created', value: (t) => isoDate(t.createdAt) },
           { header: 'expires', value: (t) => isoDate(t.expiresAt) },
