@@ -227,7 +227,7 @@ export const SETTINGS = {
     default: '10',
     summary: 'time to finish in-flight requests on SIGTERM, SIGINT or SIGHUP',
     meaning:
-      'On SIGTERM, SIGINT or SIGHUP: time to finish in-flight requests before exiting (with status 0; 1 when requests were still open at its end, with `--workers` too).',
+      'On SIGTERM, SIGINT or SIGHUP: time to finish in-flight requests before exiting (with status 0; 1 when requests were still open at its end, with `--workers` too). Another stop signal meanwhile changes nothing; SIGKILL ends it at once.',
     table: 'service',
     into: ['server.shutdownGraceSeconds'],
     parse: wholeNumber('shutdown grace', 0, 3600),
