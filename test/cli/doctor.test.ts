@@ -230,7 +230,7 @@ describe('plantstore doctor on SQLite', { concurrency: 3 }, () => {
     assert.equal(shared.code, 1);
     assert.match(
       shared.stdout,
-      /^fail\s+config\s+the metrics port \(PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 18501/m,
+      /^fail\s+config\s+the metrics port \(--metrics-port, PLANTSTORE_METRICS_PORT\) must differ from the HTTP port: both are 18501/m,
     );
   });
 
