@@ -212,9 +212,18 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
     served = true;
   });
   const startedAt = new Map<number, number>();
+  // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can come
+  // first, so the last worker may still be listed here. Dead is what counts.
+  const exitOnceAllStopped = () => {
+    if (!Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) return;
+    log.info('all workers stopped');
+    // Exit only once the line is written: process.exit does not wait for a pending stdout write.
+    log.flush(() => process.exit(exitCode));
+  };
   const fork = () => {
-    // A replacement due after a pause is not started once the primary stops: nobody would ask it to drain.
-    if (stopping) return;
+    // A replacement due after a pause is not started once the primary stops: nobody would ask it to drain. The
+    // primary ends once the others have (with none left, now: no worker's exit would tell it).
+    if (stopping) return exitOnceAllStopped();
     const worker = cluster.fork(workerEnv);
     startedAt.set(worker.id, Date.now());
   };
@@ -231,13 +240,7 @@ export async function runCluster(config: Config, input: ConfigInput): Promise<vo
       // A worker that could not drain in its grace period exits 1, as `serve` without workers does; so does the primary.
       // One ended by the SIGTERM this primary sent had no handler in place yet: it was still starting, serving nothing.
       if (code !== 0 && signal !== 'SIGTERM') exitCode = 1;
-      // Node drops a worker from cluster.workers only once it has both exited and disconnected; its 'exit' can
-      // come first, so the last worker may still be listed here. Dead is what counts.
-      if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {
-        log.info('all workers stopped');
-        // Exit only once the line is written: process.exit does not wait for a pending stdout write.
-        log.flush(() => process.exit(exitCode));
-      }
+      exitOnceAllStopped();
       return;
     }
     // A worker that dies at once (the database down) is restarted after a pause, not in a tight loop.

@@ -295,6 +295,23 @@ describe('SIGTERM under load', () => {
     assert.equal(workerPids().length, 2, 'no worker started after the one killed');
   });
 
+  it('exits 0 when stopped with every worker dead and their replacements due, metrics on', { timeout: 60_000 }, async () => {
+    const { db } = await largeCatalogue();
+    // The metrics listener keeps the primary's event loop alive: it must end by itself, with no worker's exit to tell it.
+    const server = await spawnServe(db, ['--workers', '2', '--metrics-port', '0', '--shutdown-grace-seconds', '5']);
+    const workerPids = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('Server listening at'))
+        .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    while (workerPids().length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const pid of workerPids()) process.kill(pid, 'SIGKILL');
+    while (server.output().split('starting a replacement').length < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(await server.stop(), 0, server.output().slice(-1500));
+    assert.match(server.output(), /all workers stopped/);
+  });
+
   it('exits 1 when its grace period runs out with a listing still open, with workers or without', { timeout: 60_000 }, async () => {
     const { db, token } = await largeCatalogue();
     for (const workers of ['1', '2']) {
