@@ -94,6 +94,72 @@ describe('restoring a SQLite backup under a running server', () => {
     assert.deepEqual(storedNames(db), bobPlants);
   });
 
+  it('with two workers, both serve the backup, the second once the first is writing to it', { timeout: 60_000 }, async () => {
+    const db = join(dir, 'workers.db');
+    const token = await seed(db, 'alice', ['one']);
+    const backup = join(dir, 'workers-backup.db');
+    const source = new BetterSqlite3(db);
+    source.exec(`VACUUM INTO '${backup}'`);
+    source.close();
+    const server = await spawnServe(db, ['--workers', '2']);
+    let writing = true;
+    let id = 200;
+    // Creates all along, from four clients, so that the worker that opens the backup first writes its log before
+    // the other looks.
+    const writer = Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (writing) await (await post(server, token, id++, `flood ${id}`).catch(() => undefined))?.body?.cancel();
+      }),
+    );
+    const later = ['after 1', 'after 2', 'after 3', 'after 4', 'after 5', 'after 6'];
+    try {
+      await eventually('both workers listen', () => server.output(), { until: (out) => out.split('Server listening at').length === 3 });
+      // The old file held open a moment by another process: each worker then opens the backup at its own next
+      // look, one after the other.
+      const holder = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const db = new (require('better-sqlite3'))(${JSON.stringify(db)}); console.log('open'); process.stdin.on('end', () => db.close()).resume();`,
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
+      await once(holder.stdout, 'data');
+      renameSync(backup, db);
+      await eventually('both workers wait for the holder', () => server.output(), {
+        until: (out) => out.split(`is still open in process ${holder.pid}`).length >= 3,
+      });
+      holder.stdin.end();
+      await once(holder, 'exit');
+      // Each request on a connection of its own, so that the two workers take turns answering.
+      const allServe = async () => {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        const answers = await Promise.all(
+          Array.from({ length: 16 }, () => fetch(`${server.url}/readyz`, { headers: { connection: 'close' } }).then((r) => r.status)),
+        );
+        return answers.every((status) => status === 200);
+      };
+      await eventually('both workers serve the backup', allServe, { timeoutMs: 15_000 });
+      writing = false;
+      await writer;
+      for (const [i, name] of later.entries()) {
+        const res = await fetch(`${server.url}/plants`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', connection: 'close' },
+          body: JSON.stringify({ id: 10_000_000 + i, name }),
+        });
+        assert.equal(res.status, 200, await res.text());
+      }
+    } finally {
+      writing = false;
+      await writer;
+      assert.equal(await server.stop(), 0, server.output().slice(-2000));
+    }
+    const stored = storedNames(db);
+    assert.equal(stored[0], 'one');
+    assert.deepEqual(stored.slice(-later.length), later, 'what both workers acknowledged once serving the backup is in it');
+  });
+
   it('waits until no other process has the old file open, even idle, before it serves the new one', { timeout: 60_000 }, async () => {
     const db = join(dir, 'held.db');
     const token = await seed(db, 'alice', ['one']);

@@ -245,7 +245,12 @@ class SqliteSeam implements DatabaseSeam {
           );
         }
         const wal = statSync(`${path}-wal`, { throwIfNoEntry: false });
-        if (wal !== undefined && wal.size > 0) {
+        // A log written since by another process that has the new file open (a worker of this server that opened
+        // it first) is the new file's: no process has the old one open any more, and the first to open the new
+        // file checked that the log was empty then.
+        const current = statSync(path, { throwIfNoEntry: false });
+        const writtenForNewFile = current !== undefined && (await otherProcessesHolding(current)).length > 0;
+        if (wal !== undefined && wal.size > 0 && !writtenForNewFile) {
           throw new Error(
             `${path}-wal holds the write-ahead log of the file that was there before, which must not be applied to this one: stop every process that has the old file open, then delete ${path}-wal and ${path}-shm`,
           );
