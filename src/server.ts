@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config, ConfigInput } from './config.js';
@@ -35,8 +36,13 @@ const IDLE_CLOSE_EVERY_MS = 100;
  * close is over: a request that arrived before shutdown began is answered keep-alive (Fastify says
  * `Connection: close` only to those arriving after), and its connection, idle once it is answered, would
  * otherwise stay open and hold the close to the end of the grace period.
+ *
+ * Node stops applying the headers timeout once the server closes, and a connection whose request has begun is
+ * not idle: one that sent half a request (a slow or stalled client) held the close to the end of the grace period.
+ * Every `headersTimeoutMs` meanwhile, a connection with no answer under way is cut: its request, had it come
+ * whole within the timeout, would have an answer under way by then.
  */
-async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<void> {
+async function closeLingering(app: FastifyInstance, lingerMs: number, headersTimeoutMs: number, connections: Set<Socket>): Promise<void> {
   const server = app.server;
   const closeIdle = server.closeIdleConnections.bind(server);
   server.closeIdleConnections = () => {};
@@ -46,11 +52,18 @@ async function closeLingering(app: FastifyInstance, lingerMs: number): Promise<v
     closeIdle();
     closing = setInterval(closeIdle, IDLE_CLOSE_EVERY_MS);
   }, lingerMs);
+  const cutStalled = setInterval(
+    () => {
+      for (const socket of connections) if (!(socket as { _httpMessage?: unknown })._httpMessage) socket.destroy();
+    },
+    Math.max(headersTimeoutMs, lingerMs),
+  );
   try {
     await app.close();
   } finally {
     clearTimeout(timer);
     clearInterval(closing);
+    clearInterval(cutStalled);
     server.closeIdleConnections = closeIdle;
   }
 }
@@ -63,6 +76,7 @@ export async function startServer(
   const store = existingStore ?? (await openStore(storeConfig));
   let built: FastifyInstance | undefined;
   let admin: { app: FastifyInstance; url: string } | undefined;
+  const connections = new Set<Socket>();
   try {
     const app = (built = await buildApp({ config: appConfig, store }));
     store.health.followFile?.(FILE_CHECK_MS, (event, detail) =>
@@ -75,6 +89,10 @@ export async function startServer(
     );
     // A worker's registry goes to the primary before the first request can be counted in it.
     if (app.metrics && cluster.isWorker) app.metrics.reportToPrimary();
+    app.server.on('connection', (socket: Socket) => {
+      connections.add(socket);
+      socket.once('close', () => connections.delete(socket));
+    });
     await app.listen({ host: config.host, port: config.port });
     const metrics = app.metrics;
     if (config.metrics && metrics && !cluster.isWorker) {
@@ -101,7 +119,12 @@ export async function startServer(
       stopping ??= (async () => {
         try {
           await admin?.app.close();
-          await closeLingering(app, Math.min(IDLE_LINGER_MS, (config.shutdownGraceSeconds * 1000) / 4));
+          await closeLingering(
+            app,
+            Math.min(IDLE_LINGER_MS, (config.shutdownGraceSeconds * 1000) / 4),
+            appConfig.http.headersTimeoutMs,
+            connections,
+          );
         } finally {
           await store.close();
         }

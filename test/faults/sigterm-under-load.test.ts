@@ -273,6 +273,21 @@ describe('SIGTERM under load', () => {
     },
   );
 
+  it('drains and exits 0 with half a request sent on the public port, cut at the headers timeout', { timeout: 60_000 }, async () => {
+    const { db, token } = await largeCatalogue();
+    const server = await spawnServe(db, ['--headers-timeout-ms', '2000', '--shutdown-grace-seconds', '20']);
+    const stalled = net.connect(Number(new URL(server.url).port), '127.0.0.1');
+    stalled.on('error', () => {});
+    await once(stalled, 'connect');
+    stalled.write('GET /plants HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const { res } = await pausedListing(server.url, token);
+    const exited = server.stop();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(await plantsRead(res), LARGE, 'the listing under way is drained whole');
+    assert.equal(await exited, 0, server.output().slice(-1500));
+    stalled.destroy();
+  });
+
   it('starts no replacement worker once it stops, and exits 0 once the others drained', { timeout: 60_000 }, async () => {
     const { db, token } = await largeCatalogue();
     const server = await spawnServe(db, ['--workers', '2', '--shutdown-grace-seconds', '5']);
