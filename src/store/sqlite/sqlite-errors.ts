@@ -5,6 +5,7 @@ const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|PROTOCOL|READONLY|FULL)
 
 /** What a better-sqlite3 error means to Plant Store (see DatabaseSeam.classify). */
 export function classifySqliteError(err: unknown): ErrorKind | undefined {
+  if (closedConnection(err)) return 'unavailable';
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return undefined;
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique_violation';
@@ -12,6 +13,15 @@ export function classifySqliteError(err: unknown): ErrorKind | undefined {
   if (UNAVAILABLE.test(code)) return 'unavailable';
   return undefined;
 }
+
+/**
+ * A statement on a connection the store has closed (its file was removed or replaced), which better-sqlite3 and
+ * Kysely refuse by message alone: unavailable, whichever connection the store holds by the time it is judged.
+ */
+const closedConnection = (err: unknown): boolean =>
+  err instanceof Error &&
+  ((err instanceof TypeError && err.message === 'The database connection is not open') ||
+    err.message === 'driver has already been destroyed');
 
 /** Whether `err` is SQLite's refusal of an entry of `index` already taken (its message names the index's columns). */
 export const isUniqueViolationOf = (err: unknown, columns: string): boolean =>

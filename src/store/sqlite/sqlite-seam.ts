@@ -106,8 +106,9 @@ class SqliteSeam implements DatabaseSeam {
       const commits = () => (this.commits ??= new GroupCommit(this.path, () => void this.changes.catchUp()));
       this.grouped = new Kysely<Database>({ dialect: new GroupCommitDialect(commits) });
     }
-    this.changes = new SqliteReadsAndChanges(path === ':memory:' ? sqlite : path, () => this.startPruning());
+    // First: should it fail, the caller closes the one connection opened before.
     this.writing = path === ':memory:' ? undefined : new WritingConnection(path);
+    this.changes = new SqliteReadsAndChanges(path === ':memory:' ? sqlite : path, () => this.startPruning());
     this.reads = this.readsOfReader();
     this.follower = path === ':memory:' ? undefined : new FileFollower(path, this.fileEvents());
     this.bulk = {
@@ -257,10 +258,18 @@ class SqliteSeam implements DatabaseSeam {
         }
         const { sqlite, db } = await openDatabase(path, true);
         if (this.closed) return closeDatabase({ sqlite, db });
+        let writing: WritingConnection;
+        try {
+          writing = new WritingConnection(path);
+        } catch (err) {
+          // The file went again: nothing switched, the next look tries anew.
+          await closeDatabase({ sqlite, db });
+          throw err;
+        }
         this.changes.connect(path);
         this.sqlite = sqlite;
         this.kysely = db;
-        this.writing = new WritingConnection(path);
+        this.writing = writing;
         this.changes.deliverEverything();
       },
     };
