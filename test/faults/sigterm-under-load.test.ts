@@ -238,6 +238,20 @@ describe('SIGTERM under load', () => {
     res.on('error', () => {});
     return { listing, res };
   };
+  /** A client that sends half a request's headers and waits. */
+  const halfSentRequest = async (port: number, path: string) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    await once(socket, 'connect');
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
+    return socket;
+  };
+  /** The processes that said they listen (a --workers server's workers), from its log. */
+  const listeningPids = (output: string) =>
+    output
+      .split('\n')
+      .filter((line) => line.includes('Server listening at'))
+      .map((line) => (JSON.parse(line) as { pid: number }).pid);
   /** How many plants a paused listing holds, read to its end. */
   const plantsRead = async (res: http.IncomingMessage) => {
     res.resume();
@@ -256,11 +270,7 @@ describe('SIGTERM under load', () => {
       let metrics: RegExpExecArray | null = null;
       while (!(metrics = /metrics listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(server.output())))
         await new Promise((resolve) => setTimeout(resolve, 10));
-      // A scraper that sends half a request and waits.
-      const scraper = net.connect(Number(metrics[1]), '127.0.0.1');
-      scraper.on('error', () => {});
-      await once(scraper, 'connect');
-      scraper.write('GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      const scraper = await halfSentRequest(Number(metrics[1]), '/metrics');
       const { res } = await pausedListing(server.url, token);
       const exited = server.stop();
       await new Promise((resolve) => setTimeout(resolve, 300));
@@ -276,10 +286,7 @@ describe('SIGTERM under load', () => {
   it('drains and exits 0 with half a request sent on the public port, cut at the headers timeout', { timeout: 60_000 }, async () => {
     const { db, token } = await largeCatalogue();
     const server = await spawnServe(db, ['--headers-timeout-ms', '2000', '--shutdown-grace-seconds', '20']);
-    const stalled = net.connect(Number(new URL(server.url).port), '127.0.0.1');
-    stalled.on('error', () => {});
-    await once(stalled, 'connect');
-    stalled.write('GET /plants HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const stalled = await halfSentRequest(Number(new URL(server.url).port), '/plants');
     const { res } = await pausedListing(server.url, token);
     const exited = server.stop();
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -291,12 +298,7 @@ describe('SIGTERM under load', () => {
   it('starts no replacement worker once it stops, and exits 0 once the others drained', { timeout: 60_000 }, async () => {
     const { db, token } = await largeCatalogue();
     const server = await spawnServe(db, ['--workers', '2', '--shutdown-grace-seconds', '5']);
-    const workerPids = () =>
-      server
-        .output()
-        .split('\n')
-        .filter((line) => line.includes('Server listening at'))
-        .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    const workerPids = () => listeningPids(server.output());
     while (workerPids().length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
     // A worker that dies within 2 s of its start is replaced after 1 s; the primary is stopped meanwhile, while
     // the other worker drains a listing for longer than that.
@@ -314,12 +316,7 @@ describe('SIGTERM under load', () => {
     const { db } = await largeCatalogue();
     // The metrics listener keeps the primary's event loop alive: it must end by itself, with no worker's exit to tell it.
     const server = await spawnServe(db, ['--workers', '2', '--metrics-port', '0', '--shutdown-grace-seconds', '5']);
-    const workerPids = () =>
-      server
-        .output()
-        .split('\n')
-        .filter((line) => line.includes('Server listening at'))
-        .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    const workerPids = () => listeningPids(server.output());
     while (workerPids().length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const pid of workerPids()) process.kill(pid, 'SIGKILL');
     while (server.output().split('starting a replacement').length < 3) await new Promise((resolve) => setTimeout(resolve, 10));
