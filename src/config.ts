@@ -113,7 +113,9 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
     throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
   }
   if (v.metricsPort !== undefined && v.metricsPort !== 0 && v.metricsPort === v.port && sameAddress(v.host, v.metricsHost)) {
-    throw invalidInput(`the metrics port (--metrics-port, PLANTSTORE_METRICS_PORT) must differ from the HTTP port: both are ${v.port} on ${v.metricsHost}`);
+    throw invalidInput(
+      `the metrics port (--metrics-port, PLANTSTORE_METRICS_PORT) must differ from the HTTP port: both are ${v.port} on ${v.metricsHost}`,
+    );
   }
   const config: Record<string, unknown> = {};
   for (const [name, s] of Object.entries(SETTINGS) as Array<[SettingName, { into: readonly string[] }]>) {

@@ -149,7 +149,7 @@ describe('plantstore list output, progress and summaries', () => {
     const tags = lines.map((line) => line[header!.indexOf('TAG')]);
     assert.deepEqual(tags, ['-', '"-"', '"\\"-\\""']);
     assert.deepEqual(
-      tags.map((tag) => (tag === '-' ? undefined : tag!.startsWith('"') ? (JSON.parse(tag!) as string) : tag)),
+      tags.map((tag) => (tag === '-' ? undefined : tag.startsWith('"') ? (JSON.parse(tag) as string) : tag)),
       [undefined, '-', '"-"'],
     );
   });
