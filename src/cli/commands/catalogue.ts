@@ -8,6 +8,7 @@ import { invalidInput } from '../../catalogue/errors.js';
 import { configFrom, withStore } from '../context.js';
 import { databaseFiles } from '../../store/open-store.js';
 import { otherProcessesHolding } from '../../store/sqlite/file-holders.js';
+import { partialBackupFiles } from '../../store/sqlite/sqlite-backup.js';
 import { examples } from '../help.js';
 import type { Progress } from '../progress.js';
 
@@ -160,13 +161,7 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
   // A link is followed: the file it names is replaced, and the link stays.
   const replaced = existing?.isFile() ? realpathSync(file) : file;
   const written = direct ? file : join(dirname(replaced), `.${basename(replaced)}.partial-${process.pid}`);
-  // Stopped (Ctrl-C, a service manager), it leaves no hidden file of its own, and ends by the signal as it would have.
-  const stopped = (signal: NodeJS.Signals) => {
-    rmSync(written, { force: true });
-    process.kill(process.pid, signal);
-  };
-  const unhook = () => STOPPING.forEach((signal) => process.off(signal, stopped));
-  if (!direct) STOPPING.forEach((signal) => process.once(signal, stopped));
+  const unhook = direct ? () => {} : removedIfStopped([written]);
   let out: Writable;
   try {
     const handle = await open(written, direct ? 'w' : 'wx');
@@ -199,6 +194,19 @@ async function openOutput(file: string, db: string): Promise<ExportOutput> {
 
 /** The signals that stop a command. */
 const STOPPING = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Until the function it returns is called, a command stopped (Ctrl-C, a service manager) removes `paths`, files of
+ * its own not complete yet, and ends by the signal as it would have without a handler.
+ */
+function removedIfStopped(paths: readonly string[]): () => void {
+  const stopped = (signal: NodeJS.Signals) => {
+    for (const path of paths) rmSync(path, { force: true });
+    process.kill(process.pid, signal);
+  };
+  STOPPING.forEach((signal) => process.once(signal, stopped));
+  return () => STOPPING.forEach((signal) => process.off(signal, stopped));
+}
 
 /** Flushes a file's data, or a folder's names, to the disk (an fsync applies to the file, whichever descriptor asks). */
 function syncFile(path: string): void {
@@ -254,7 +262,14 @@ async function exportCatalogue(opts: { output?: string }, cmd: Command): Promise
 /** `backup <file>`: SQLite's online backup of the whole database, and a summary line. */
 async function backupDatabase(file: string, _opts: unknown, cmd: Command): Promise<void> {
   const started = process.hrtime.bigint();
-  await withStore(cmd, ({ bulk }) => bulk.backup(file));
+  const unhook = removedIfStopped(partialBackupFiles(file));
+  try {
+    await withStore(cmd, ({ bulk }) => bulk.backup(file));
+  } finally {
+    // A signal that came during the copy's one synchronous step is delivered by the next turn's poll, after this
+    // resolves: the handler stays until then, so that the command still ends by it (its copy complete by then).
+    setImmediate(unhook);
+  }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   process.stderr.write(`backed up to ${file} (${(statSync(file).size / 1e6).toFixed(1)} MB) in ${seconds.toFixed(1)} s\n`);
 }

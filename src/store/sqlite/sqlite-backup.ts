@@ -21,16 +21,7 @@ export async function backupSqlite(db: BetterSqlite3.Database, file: string): Pr
   const folder = dirname(file);
   if (!existsSync(folder)) throw invalidInput(`cannot write ${file}: no folder ${folder}`);
   if (existsSync(file)) throw invalidInput(`${file} already exists: give the backup a new name, or remove the file first`);
-  const partial = join(folder, `.${basename(file)}.partial-${process.pid}`);
-  // The copy and the rollback journal SQLite keeps beside it while writing it.
-  const removePartial = () => [partial, `${partial}-journal`].forEach((path) => rmSync(path, { force: true }));
-  // Stopped (Ctrl-C, a service manager) before the copy is complete, it leaves none of its files, and ends by the
-  // signal as it would have.
-  const stopped = (signal: NodeJS.Signals) => {
-    removePartial();
-    process.kill(process.pid, signal);
-  };
-  STOPPING.forEach((signal) => process.once(signal, stopped));
+  const [partial] = partialBackupFiles(file) as [string];
   try {
     // Made first, with the database's own permissions: the copy holds its token hashes and webhook secrets, and
     // the process's umask would make it readable by every user.
@@ -51,10 +42,7 @@ export async function backupSqlite(db: BetterSqlite3.Database, file: string): Pr
       throw new Error(`cannot write ${file}: ${(err as Error).message} (${code})`);
     throw err;
   } finally {
-    removePartial();
-    // A signal that came during the copy's one synchronous step is delivered by the next turn's poll, after this
-    // resolves: the handler stays until then, so that the command still ends by it (its copy complete by then).
-    setImmediate(() => STOPPING.forEach((signal) => process.off(signal, stopped)));
+    for (const path of partialBackupFiles(file)) rmSync(path, { force: true });
   }
   // The copy's pages are on disk (SQLite synced them); its name is once the folder is.
   const handle = openSync(folder, 'r');
@@ -65,5 +53,11 @@ export async function backupSqlite(db: BetterSqlite3.Database, file: string): Pr
   }
 }
 
-/** The signals that stop a command. */
-const STOPPING = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+/**
+ * The files of a backup to `file` under way, which a failed or stopped one leaves none of: the copy under its
+ * hidden name, and the rollback journal SQLite keeps beside it while writing it.
+ */
+export function partialBackupFiles(file: string): string[] {
+  const partial = join(dirname(file), `.${basename(file)}.partial-${process.pid}`);
+  return [partial, `${partial}-journal`];
+}
