@@ -164,7 +164,7 @@ class SqliteSeam implements DatabaseSeam {
     await this.follower?.stop();
     await this.commits?.close();
     this.changes.close();
-    await this.writing?.close();
+    if (this.writing) await closeDatabase(this.writing);
     this.writing = undefined;
     await closeDatabase({ sqlite: this.sqlite, db: this.kysely });
   }
@@ -226,7 +226,7 @@ class SqliteSeam implements DatabaseSeam {
         await this.commits?.close();
         this.commits = undefined;
         this.changes.close();
-        await this.writing?.close();
+        if (this.writing) await closeDatabase(this.writing);
         this.writing = undefined;
         // The old file's log is emptied into the old file, through the last connection open on it: SQLite keeps the
         // log of a file that moved when that connection closes, and the next connection at the path would replay

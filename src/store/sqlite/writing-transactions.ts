@@ -124,9 +124,4 @@ export class WritingConnection {
     this.turn = turn.catch(() => {});
     return turn;
   }
-
-  async close(): Promise<void> {
-    this.sqlite.close();
-    await this.db.destroy();
-  }
 }
