@@ -13,8 +13,11 @@ import { userRepository } from './repositories/users.js';
 import type { Store } from './store.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 
-/** A Store composed from a database's seam (seam.ts): each role built by its own module, none differing by database. */
-export function createStore(d: DatabaseSeam): Store {
+/**
+ * A Store composed from a database's seam (seam.ts): each role built by its own module, none differing by database.
+ * `migrated` names the migrations the seam's opening applied.
+ */
+export function createStore(d: DatabaseSeam, migrated: readonly string[]): Store {
   const hot = new HotQueries(d);
   return {
     credentials: credentialLookup(d, hot),
@@ -33,6 +36,7 @@ export function createStore(d: DatabaseSeam): Store {
     ),
     health: storeHealth(d, hot),
     changes: d.changes,
+    migrated,
     close: () => d.close(),
   };
 }

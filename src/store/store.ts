@@ -44,5 +44,7 @@ export interface Store {
    * its first `sync()`, so CLI commands never follow it.
    */
   readonly changes: ChangeFeed;
+  /** The migrations opening the store applied, in order: none when its schema was up to date. */
+  readonly migrated: readonly string[];
   close(): Promise<void>;
 }

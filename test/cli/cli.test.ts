@@ -7,6 +7,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
+import { knownMigrationNames } from '../../src/store/migrations/index.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { eventually } from '../helpers/assertions.js';
 import { adminQuery, PG_URL } from '../helpers/postgres.js';
@@ -74,6 +75,16 @@ for (const backend of BACKENDS)
       dir = mkdtempSync(join(tmpdir(), 'plantstore-cli-'));
     });
     after(() => rmSync(dir, { recursive: true, force: true }));
+
+    it('migrate says whether it created the schema or found it up to date', async () => {
+      const db = await freshDb();
+      const latest = knownMigrationNames();
+      assert.equal(
+        (await ok(db, ['migrate'])).stderr,
+        `created the database schema (${latest.length} migrations, latest ${latest.at(-1)})\n`,
+      );
+      assert.equal((await ok(db, ['migrate'])).stderr, 'database schema is up to date\n');
+    });
 
     it('manages users, groups, plants and grants, with --json lists', async () => {
       const db = await freshDb();

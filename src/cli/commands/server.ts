@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { generateToken } from '../../catalogue/tokens.js';
+import { knownMigrationNames } from '../../store/migrations/index.js';
 import { recordBatch } from '../../import-format/records.js';
 import type { Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
@@ -12,6 +13,14 @@ import { say } from '../output.js';
 
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
 const loadServer = () => import('../../server.js');
+
+/** What `migrate` did, from the migrations it applied: a new schema, an upgrade or nothing. */
+function migrationSummary(migrated: readonly string[]): string {
+  if (migrated.length === 0) return 'database schema is up to date';
+  if (migrated.length === knownMigrationNames().length)
+    return `created the database schema (${migrated.length} migrations, latest ${migrated.at(-1)})`;
+  return `applied ${migrated.length} migration${migrated.length === 1 ? '' : 's'} (${migrated.join(', ')}): database schema is up to date`;
+}
 
 type ServeOptions = Omit<ConfigInput, 'db'>;
 
@@ -79,8 +88,8 @@ export function registerServerCommands(program: Command): void {
     .description('create the database or bring its schema up to date (serve and every command also do this)')
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
-      await withStore(cmd, async () => {}, { create: true });
-      process.stderr.write('database schema is up to date\n');
+      const migrated = await withStore(cmd, async (store) => store.migrated, { create: true });
+      process.stderr.write(`${migrationSummary(migrated)}\n`);
     });
 
   addServeOptions(program.command('demo'))

@@ -47,8 +47,8 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
     }
     const prepared = new PreparedStatements();
     const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: prepared.pool(pool) }) });
-    await migrateWithoutTimeout(options, schema);
-    return createStore(new PostgresSeam(pool, readPool, options.readUrl !== undefined, db, prepared));
+    const migrated = await migrateWithoutTimeout(options, schema);
+    return createStore(new PostgresSeam(pool, readPool, options.readUrl !== undefined, db, prepared), migrated);
   } catch (err) {
     await pool.end();
     await readPool.end();
@@ -65,12 +65,12 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
  * Migrations on a session of their own without the statement timeout: it bounds requests, and a migration that
  * builds an index or fills a table on a large catalogue (or a slow machine creating the schema) takes longer.
  */
-async function migrateWithoutTimeout(options: PostgresOptions, schema: string | undefined): Promise<void> {
+async function migrateWithoutTimeout(options: PostgresOptions, schema: string | undefined): Promise<string[]> {
   const { pool } = createPool(options.url, { ...options, poolSize: 1, statementTimeoutMs: 0 });
   const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
   try {
     if (schema) await createSchema(pool, schema);
-    await migrateToLatest(db, 'postgres', schema);
+    return await migrateToLatest(db, 'postgres', schema);
   } finally {
     await db.destroy();
     if (!pool.ending) await pool.end();

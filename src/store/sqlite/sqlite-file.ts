@@ -56,8 +56,14 @@ export function holdsPlantStore(path: string): boolean {
   }
 }
 
-/** Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date. */
-export async function openDatabase(path: string, mustExist: boolean): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database> }> {
+/**
+ * Opens the file (creating it unless `mustExist`), sets the pragmas and brings the schema up to date: `migrated`
+ * names the migrations this opening applied.
+ */
+export async function openDatabase(
+  path: string,
+  mustExist: boolean,
+): Promise<{ sqlite: BetterSqlite3.Database; db: Kysely<Database>; migrated: string[] }> {
   let sqlite: BetterSqlite3.Database;
   try {
     if (path !== ':memory:' && !mustExist) mkdirSync(dirname(path), { recursive: true });
@@ -67,8 +73,7 @@ export async function openDatabase(path: string, mustExist: boolean): Promise<{ 
   }
   try {
     const db = new Kysely<Database>({ dialect: new WritingTransactionsDialect(sqlite) });
-    await migrateAlone(sqlite, db);
-    return { sqlite, db };
+    return { sqlite, db, migrated: await migrateAlone(sqlite, db) };
   } catch (err) {
     sqlite.close();
     throw err;
@@ -94,12 +99,13 @@ const MIGRATIONS_WAIT_MS = 60_000;
  * replaced, leaving an old trigger under a complete list of migrations. Under the lock the next process finds them
  * applied, and a migration that fails leaves none of its statements. A file already up to date takes no lock.
  */
-async function migrateAlone(sqlite: BetterSqlite3.Database, db: Kysely<Database>): Promise<void> {
-  if (upToDate(sqlite)) return;
+async function migrateAlone(sqlite: BetterSqlite3.Database, db: Kysely<Database>): Promise<string[]> {
+  if (upToDate(sqlite)) return [];
   await beginWriting(sqlite, MIGRATIONS_WAIT_MS);
   try {
-    await migrateToLatest(db, 'sqlite');
+    const migrated = await migrateToLatest(db, 'sqlite');
     sqlite.exec('COMMIT');
+    return migrated;
   } catch (err) {
     if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
     throw err;

@@ -50,9 +50,9 @@ export async function openSqliteStore(options: SqliteOptions): Promise<Store> {
       throw notFound(`no Plant Store tables in ${options.path}: check --db (or PLANTSTORE_DB), or create them with "plantstore migrate"`);
     }
   }
-  const { sqlite, db } = await openDatabase(options.path, false);
+  const { sqlite, db, migrated } = await openDatabase(options.path, false);
   try {
-    return createStore(new SqliteSeam(sqlite, db, options.path, options.groupCommit !== false && options.path !== ':memory:'));
+    return createStore(new SqliteSeam(sqlite, db, options.path, options.groupCommit !== false && options.path !== ':memory:'), migrated);
   } catch (err) {
     await db.destroy();
     throw err;
