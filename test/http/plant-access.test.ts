@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { assertError } from '../helpers/assertions.js';
@@ -227,6 +228,34 @@ for (const backend of BACKENDS) {
       assert.equal(assertError(deep, 400, 40005).message, 'the request body nests deeper than 4 levels, more than any operation takes');
       const shallow = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', nested(3));
       assert.equal(assertError(shallow, 400, 40005).message, 'field "users.0" must be string');
+      // Brackets inside names are text, past escaped quotes and backslashes; those after a name's end are not.
+      const tricky = ['a"[[[[[[', 'b\\"{{{{{{\\'];
+      const quoted = JSON.stringify({ public: false, users: tricky, groups: [] });
+      const inNames = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', quoted);
+      assert.equal(assertError(inNames, 422, 42201).message, tricky.map((name) => `no user named "${name}"`).join('; '));
+      const afterName = `{"public":false,"users":[${JSON.stringify('a\\')},[[[[[]]]]]],"groups":[]}`;
+      const nestedAfter = await rawRequest(server.url, '/plants/7006/access', as('alice', JSON_BODY), 'PUT', afterName);
+      assert.equal(
+        assertError(nestedAfter, 400, 40005).message,
+        'the request body nests deeper than 4 levels, more than any operation takes',
+      );
+    });
+
+    it('refuses a body for its nesting exactly when it nests past four levels, whatever its strings hold', async () => {
+      await create('alice', 7007, 'Tansy');
+      const depth = (value: unknown): number =>
+        value !== null && typeof value === 'object' ? 1 + Math.max(0, ...Object.values(value).map(depth)) : 0;
+      // Strings made of the characters the scan must read past: quotes, backslashes, brackets and separators.
+      const unit = fc.constantFrom('"', '\\', '[', ']', '{', '}', ',', ':', 'a');
+      await fc.assert(
+        fc.asyncProperty(fc.jsonValue({ maxDepth: 5, stringUnit: unit }), async (value) => {
+          const body = JSON.stringify({ public: false, users: [value], groups: [] });
+          const answer = await rawRequest(server.url, '/plants/7007/access', as('alice', JSON_BODY), 'PUT', body);
+          const refused = /nests deeper/.test(String((answer.body as { message?: string }).message));
+          assert.equal(refused, 2 + depth(value) > 4, body);
+        }),
+        { numRuns: 150 },
+      );
     });
 
     it("names in each operation's documented 400 the codes it answers for the mistakes it lists, and no other", async () => {
