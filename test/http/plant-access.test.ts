@@ -242,7 +242,7 @@ for (const backend of BACKENDS) {
     });
 
     it('refuses a body for its nesting exactly when it nests past four levels, whatever its strings hold', async () => {
-      await create('alice', 7007, 'Tansy');
+      await create('alice', 7008, 'Tansy');
       const depth = (value: unknown): number =>
         value !== null && typeof value === 'object' ? 1 + Math.max(0, ...Object.values(value).map(depth)) : 0;
       // Strings made of the characters the scan must read past: quotes, backslashes, brackets and separators.
@@ -250,7 +250,7 @@ for (const backend of BACKENDS) {
       await fc.assert(
         fc.asyncProperty(fc.jsonValue({ maxDepth: 5, stringUnit: unit }), async (value) => {
           const body = JSON.stringify({ public: false, users: [value], groups: [] });
-          const answer = await rawRequest(server.url, '/plants/7007/access', as('alice', JSON_BODY), 'PUT', body);
+          const answer = await rawRequest(server.url, '/plants/7008/access', as('alice', JSON_BODY), 'PUT', body);
           const refused = /nests deeper/.test(String((answer.body as { message?: string }).message));
           assert.equal(refused, 2 + depth(value) > 4, body);
         }),

@@ -88,7 +88,7 @@ export function registerServerCommands(program: Command): void {
     .description('create the database or bring its schema up to date (serve and every command also do this)')
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
-      const migrated = await withStore(cmd, async (store) => store.migrated, { create: true });
+      const migrated = await withStore(cmd, async ({ migrated }) => migrated, { create: true });
       process.stderr.write(`${migrationSummary(migrated)}\n`);
     });
 
