@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -66,6 +66,7 @@ export async function runWrk(url: string, script: string, connections: number, s
 /** wrk with a Lua script that rotates the tokens. */
 function wrk(version: string): LoadGenerator {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-wrk-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   return {
     name: `wrk ${version}, 1 thread`,
     async run({ url, tokens, seconds, connections }) {

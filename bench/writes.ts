@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +75,7 @@ end`,
 }
 
 const scripts = mkdtempSync(join(tmpdir(), 'plantstore-writes-'));
+process.once('exit', () => rmSync(scripts, { recursive: true, force: true }));
 
 /**
  * Runs wrk with `lua` against `url` (a script's requests go to its host) and reads the server's CPU time around it,
