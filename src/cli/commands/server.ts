@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { invalidInput } from '../../catalogue/errors.js';
 import { generateToken } from '../../catalogue/tokens.js';
-import { knownMigrationNames } from '../../store/migrations/index.js';
 import { recordBatch } from '../../import-format/records.js';
 import type { Store } from '../../store/store.js';
 import type { ConfigInput } from '../../config.js';
@@ -14,11 +13,14 @@ import { say } from '../output.js';
 // The HTTP stack is loaded only by the commands that serve, so the other commands start quickly.
 const loadServer = () => import('../../server.js');
 
-/** What `migrate` did, from the migrations it applied: a new schema, an upgrade or nothing. */
-function migrationSummary(migrated: readonly string[]): string {
+/**
+ * What `migrate` did, from the migrations it applied: a new schema, an upgrade or nothing. `known` is every
+ * migration this version has, loaded by migrate alone: a static import would load the migrations and kysely at every
+ * command's start.
+ */
+function migrationSummary(migrated: readonly string[], known: readonly string[]): string {
   if (migrated.length === 0) return 'database schema is up to date';
-  if (migrated.length === knownMigrationNames().length)
-    return `created the database schema (${migrated.length} migrations, latest ${migrated.at(-1)})`;
+  if (migrated.length === known.length) return `created the database schema (${migrated.length} migrations, latest ${migrated.at(-1)})`;
   return `applied ${migrated.length} migration${migrated.length === 1 ? '' : 's'} (${migrated.join(', ')}): database schema is up to date`;
 }
 
@@ -89,7 +91,8 @@ export function registerServerCommands(program: Command): void {
     .addHelpText('after', examples('plantstore migrate', 'plantstore --db postgres://plantstore@db.internal/plantstore migrate'))
     .action(async (_opts: unknown, cmd: Command) => {
       const migrated = await withStore(cmd, async ({ migrated }) => migrated, { create: true });
-      process.stderr.write(`${migrationSummary(migrated)}\n`);
+      const { knownMigrationNames } = await import('../../store/migrations/index.js');
+      process.stderr.write(`${migrationSummary(migrated, knownMigrationNames())}\n`);
     });
 
   addServeOptions(program.command('demo'))
