@@ -32,9 +32,9 @@ export type PageOf = (query: unknown) => TokenPageRequest | undefined;
 export interface Authenticator {
   /**
    * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
-   * An opaque token is answered synchronously when cached or on SQLite (no promise on the hot path). With
-   * `pageOf`, where the store reads a token and a page in one round trip, a token it must read comes with the page
-   * `pageOf(query)` names, of its user's listing (an ordinary user's, whose token is active); a cached token never
+   * An opaque token is answered synchronously when cached (no promise on the hot path), and on SQLite when read
+   * without a page. With `pageOf`, where the store reads a token and a page together, a token it must read comes
+   * with the page `pageOf(query)` names, of its user's listing (an ordinary user's, whose token is active); a cached token never
    * asks for it.
    */
   authenticate(token: string, pageOf?: PageOf, query?: unknown): AuthResult | Promise<AuthResult>;

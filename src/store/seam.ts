@@ -32,9 +32,9 @@ export interface RequestReads {
   ping(): Awaitable<void>;
   findToken(hash: Buffer): Awaitable<TokenCredential | undefined>;
   /**
-   * The token and, in the same round trip, the page of what its user may see when it is active at `now` (epoch ms)
-   * and its user no admin (of one tag when the request names one). Only where a round trip costs more than the read
-   * (PostgreSQL, listings on the primary).
+   * The token and, read with it, the page of what its user may see when it is active at `now` (epoch ms) and its
+   * user no admin (of one tag when the request names one). On PostgreSQL (listings on the primary) in one round trip;
+   * on SQLite with the other requests of the event loop's turn, statement by statement (SqliteTokenPages).
    */
   findTokenWithPage?(hash: Buffer, page: TokenPageRequest, now: number): Promise<TokenWithPage>;
   /** The user a JWT names, by user name. */

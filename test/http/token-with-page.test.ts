@@ -11,8 +11,8 @@ import { bearer, mintToken, rawRequest, seed, type SeedSpec } from '../helpers/h
 import { analyze, plainSql } from '../helpers/plain-sql.js';
 import { delta, parseSamples, type Sample } from '../helpers/prometheus.js';
 
-// On PostgreSQL a token the caches do not hold is read with the page its request asks for, in one round trip
-// (RequestReads.findTokenWithPage). Every answer must be the one the two reads apart give: an ordinary user's pages,
+// A token the caches do not hold is read with the page its request asks for (RequestReads.findTokenWithPage): on
+// PostgreSQL in one round trip, on SQLite with the other requests of its turn of the event loop. Every answer must be the one the two reads apart give: an ordinary user's pages,
 // an admin's, a refused token's, and the queries the route reads only once they are validated. Each request here
 // presents a token never seen before, so that it is read from the database, with the caches on and off.
 
@@ -131,11 +131,7 @@ for (const backend of BACKENDS) {
             });
             const { listed, requests } = paged;
             assert.deepEqual(listed, sees, user);
-            if (backend.name === 'postgres') {
-              assert.deepEqual(queries, { withPage: requests, token: 0, page: 0, all: 0 }, 'one round trip a page');
-            } else {
-              assert.deepEqual(queries, { withPage: 0, token: requests, page: requests, all: 0 });
-            }
+            assert.deepEqual(queries, { withPage: requests, token: 0, page: 0, all: 0 }, 'one read a page');
             // The same as a full listing, which the route reads after the token.
             assert.deepEqual(names((await asNewToken(user, '/plants')).body), sees);
           }
@@ -213,28 +209,24 @@ for (const backend of BACKENDS) {
           for (const [i, { expect }] of asked.entries()) expect(answers[i]!);
         });
 
-        it(
-          'tokens asked for in one turn of the event loop each come with their own page',
-          { skip: backend.name !== 'postgres' },
-          async () => {
-            // Read in one statement (PostgresReads.findTokenWithPage): each answer is compared with the two reads apart.
-            const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'root', 'bob', 'carol']);
-            const asked = tokens.map((token, i) => ({ hash: hashToken(token), page: { after: i % 3, limit: 1 + (i % 4) } }));
-            const found = await readInOneTurn(served.store, asked);
-            for (const [i, { page }] of asked.entries()) {
-              const credential = found[i]!.apart;
-              assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
-              const active = credential !== undefined && credential.revokedAt === null && !credential.admin;
-              if (!active) assert.equal(found[i]!.page, undefined, `token ${i} reads no page`);
-              else
-                assert.deepEqual(
-                  found[i]!.page,
-                  await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
-                  `token ${i}`,
-                );
-            }
-          },
-        );
+        it('tokens asked for in one turn of the event loop each come with their own page', async () => {
+          // Read together (in one statement on PostgreSQL): each answer is compared with the two reads apart.
+          const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'root', 'bob', 'carol']);
+          const asked = tokens.map((token, i) => ({ hash: hashToken(token), page: { after: i % 3, limit: 1 + (i % 4) } }));
+          const found = await readInOneTurn(served.store, asked);
+          for (const [i, { page }] of asked.entries()) {
+            const credential = found[i]!.apart;
+            assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
+            const active = credential !== undefined && credential.revokedAt === null && !credential.admin;
+            if (!active) assert.equal(found[i]!.page, undefined, `token ${i} reads no page`);
+            else
+              assert.deepEqual(
+                found[i]!.page,
+                await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
+                `token ${i}`,
+              );
+          }
+        });
 
         it('HEAD answers the headers of the page GET reads with a new token', async () => {
           const res = await rawRequest(served.server.url, '/plants?limit=2', bearer((await mintToken(served.store, 'bob')).token), 'HEAD');
@@ -295,22 +287,15 @@ for (const backend of BACKENDS) {
                 const count = (query: string) => delta(before, after, 'plantstore_db_query_duration_seconds_count', { query });
                 const label = `${user}, tag ${tag}, limit ${limit}`;
                 assert.deepEqual(listed, sees, label);
-                if (backend.name === 'postgres') {
-                  assert.equal(count('find_token_with_page'), requests, label);
-                  assert.equal(count('find_token'), 0, label);
-                  readAgain.set(`${user} ${tag} ${limit}`, count('filtered_plants'));
-                } else {
-                  assert.equal(count('find_token'), requests, label);
-                  assert.equal(count('filtered_plants'), requests, label);
-                }
+                assert.equal(count('find_token_with_page'), requests, label);
+                assert.equal(count('find_token'), 0, label);
+                readAgain.set(`${user} ${tag} ${limit}`, count('filtered_plants'));
                 // The same as the tag's full listing, which the route reads after the token.
                 assert.deepEqual(names((await asNewToken(user, `/plants?tag=${tag}`)).body), sees, label);
               }
             }
           }
-          if (backend.name === 'postgres') {
-            for (const [key, reads] of readAgain) assert.equal(reads, 0, `${key}: read with the token`);
-          }
+          for (const [key, reads] of readAgain) assert.equal(reads, 0, `${key}: read with the token`);
         });
 
         it('requests of many new tokens at once, of tags and not, each get their own answer', async () => {
@@ -344,32 +329,28 @@ for (const backend of BACKENDS) {
           for (const [i, { status, code }] of refused.entries()) assertError(refusals[i]!, status, code);
         });
 
-        it(
-          "tokens asked for in one turn with a tag's page each come with the page the listing reads",
-          { skip: backend.name !== 'postgres' },
-          async () => {
-            const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'dave', 'bob', 'alice']);
-            const asked = tokens.map((token, i) => ({
-              hash: hashToken(token),
-              page: { after: [0, 7, 431][i % 3]!, limit: 1 + (i % 5) * 4, tag: ['leaf', 'rare'][i % 2]! },
-            }));
-            const found = await readInOneTurn(served.store, asked);
-            let withPage = 0;
-            for (const [i, { page }] of asked.entries()) {
-              const credential = found[i]!.apart;
-              assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
-              if (found[i]!.page === undefined) continue;
-              withPage++;
-              assert.ok(credential !== undefined && credential.revokedAt === null, `token ${i} is active`);
-              assert.deepEqual(
-                found[i]!.page,
-                await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
-                `token ${i}`,
-              );
-            }
-            assert.ok(withPage >= 5, `${withPage} pages came with their tokens`);
-          },
-        );
+        it("tokens asked for in one turn with a tag's page each come with the page the listing reads", async () => {
+          const tokens = await tokensOfEveryKind(served.store, ['bob', 'carol', 'alice', 'dave', 'bob', 'alice']);
+          const asked = tokens.map((token, i) => ({
+            hash: hashToken(token),
+            page: { after: [0, 7, 431][i % 3]!, limit: 1 + (i % 5) * 4, tag: ['leaf', 'rare'][i % 2]! },
+          }));
+          const found = await readInOneTurn(served.store, asked);
+          let withPage = 0;
+          for (const [i, { page }] of asked.entries()) {
+            const credential = found[i]!.apart;
+            assert.deepEqual(found[i]!.credential, credential, `token ${i}`);
+            if (found[i]!.page === undefined) continue;
+            withPage++;
+            assert.ok(credential !== undefined && credential.revokedAt === null, `token ${i} is active`);
+            assert.deepEqual(
+              found[i]!.page,
+              await served.store.listing.listVisiblePlants({ userId: credential.userId, admin: false }, page),
+              `token ${i}`,
+            );
+          }
+          assert.ok(withPage >= 5, `${withPage} pages came with their tokens`);
+        });
 
         it("a tag's pages keep catalogue order when plain SQL has rewritten plants' rows and gathered statistics", async () => {
           // Small tables with statistics lead PostgreSQL to join a first read's positions to plants by hashing them,

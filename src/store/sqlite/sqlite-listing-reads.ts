@@ -83,8 +83,24 @@ export class SqliteListingReads {
   }
 
   /** A page of what `user` sees, of one tag when `page.tag` names one, with ids when `page.withIds` (RequestReads.visiblePlants). */
-  listPlantsVisibleTo(user: number, { after, limit, tag, withIds = false }: ListingRequest, claims: readonly string[]): VisiblePage {
-    const { groupIds, shape, groupParams } = this.viewerGroups(user, claims);
+  listPlantsVisibleTo(user: number, page: ListingRequest, claims: readonly string[]): VisiblePage {
+    return this.pageOfViewer(user, page, this.viewerGroups(user, claims));
+  }
+
+  /**
+   * The pages of several users (without claims), as listPlantsVisibleTo reads each: every viewer's groups first, then
+   * every page, so that each statement runs right after itself (see SqliteTokenPages).
+   */
+  listPlantsVisibleToEach(asks: ReadonlyArray<{ user: number; page: ListingRequest }>): VisiblePage[] {
+    const groups = asks.map(({ user }) => this.viewerGroups(user, []));
+    return asks.map(({ user, page }, i) => this.pageOfViewer(user, page, groups[i]!));
+  }
+
+  private pageOfViewer(
+    user: number,
+    { after, limit, tag, withIds = false }: ListingRequest,
+    { groupIds, shape, groupParams }: ReturnType<SqliteListingReads['viewerGroups']>,
+  ): VisiblePage {
     const tagged = tag !== undefined;
     // Small groups' memberships are one range (the member grants); a ranged or claimed group is read range by range.
     const rows: Rows = (n, exact) => visiblePlantsSql(n, shape, { exact, tagged, withIds });

@@ -6,7 +6,15 @@ import { CHANGE_LOG_PRUNE_EVERY_MS } from '../change-log.js';
 import { createStore } from '../create-store.js';
 import type { BulkSeam, SeamHealth, ErrorKind, RequestReads, DatabaseSeam, WritingStatements } from '../seam.js';
 import type { Database } from '../schema.js';
-import type { ListingRequest, PageRequest, TokenCredential, UserCredential, VisiblePage } from '../records.js';
+import type {
+  ListingRequest,
+  PageRequest,
+  TokenCredential,
+  TokenPageRequest,
+  TokenWithPage,
+  UserCredential,
+  VisiblePage,
+} from '../records.js';
 import type { Store } from '../store.js';
 import { GroupCommit } from './group-commit.js';
 import { GroupCommitDialect } from './group-commit-dialect.js';
@@ -16,6 +24,7 @@ import { closeDatabase, holdsPlantStore, openDatabase } from './sqlite-file.js';
 import { pruneChangeLog } from './change-log-pruning.js';
 import { SqliteImport } from './sqlite-import.js';
 import { SqliteReadsAndChanges } from './sqlite-reads.js';
+import { SqliteTokenPages } from './sqlite-token-pages.js';
 import { backupSqlite } from './sqlite-backup.js';
 import { otherProcessesHolding } from './file-holders.js';
 import { readinessSql } from '../credential-sql.js';
@@ -172,12 +181,14 @@ class SqliteSeam implements DatabaseSeam {
   /** The reader's reads, answering "unavailable" while its connection is closed. */
   private readsOfReader(): RequestReads {
     const reader = this.changes;
+    const tokenPages = new SqliteTokenPages(() => (reader.open ? reader : readerClosed()));
     return {
       ping: async () => {
         if (!reader.open) readerClosed();
         this.sqlite.prepare(readinessSql).get();
       },
       findToken: (hash: Buffer): TokenCredential | undefined => (reader.open ? reader.findToken(hash) : readerClosed()),
+      findTokenWithPage: (hash: Buffer, page: TokenPageRequest, now: number): Promise<TokenWithPage> => tokenPages.read(hash, page, now),
       findUser: (name: string): UserCredential | undefined => (reader.open ? reader.findUser(name) : readerClosed()),
       visiblePlants: (userId: number, page: ListingRequest, claims: readonly string[]): VisiblePage =>
         reader.open ? reader.listings().listPlantsVisibleTo(userId, page, claims) : readerClosed(),
