@@ -1,4 +1,6 @@
+import { fstatSync, statSync } from 'node:fs';
 import stringWidth from 'string-width';
+import { invalidInput } from '../catalogue/errors.js';
 
 export interface Column<T> {
   header: string;
@@ -110,6 +112,26 @@ function writeSecret(secret: string): Promise<void> {
 }
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * Refuses, before anything is made, to print a new `what` (a token, a webhook secret) that nobody would see: stdout
+ * goes to /dev/null, where Node also points a stdout the command was started with closed. Writes there succeed, so
+ * showSecretOrUndo could not tell.
+ */
+export function refuseSecretToNowhere(what: string): void {
+  let out, nowhere;
+  try {
+    out = fstatSync(1);
+    nowhere = statSync('/dev/null');
+  } catch {
+    return;
+  }
+  if (out.isCharacterDevice() && out.rdev === nowhere.rdev) {
+    throw invalidInput(
+      `stdout goes to /dev/null (or was closed), so the new ${what} would be shown to nobody; send stdout to a terminal, a file or a variable`,
+    );
+  }
+}
 
 /**
  * Prints `secret`, the only way to use what was just created; when it cannot be printed, nobody will ever have it,

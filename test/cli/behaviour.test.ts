@@ -93,16 +93,25 @@ const skipWithoutDevFull = existsSync('/dev/full') ? false : 'needs /dev/full';
 
 /** Runs the CLI with its stdout on /dev/full, where every write fails with ENOSPC, as on a full disk. */
 async function withStdoutFull(db: string, args: string[]): Promise<CliRun> {
-  const full = openSync('/dev/full', 'w');
+  return withStdoutTo('/dev/full', db, args);
+}
+
+/** A CLI run with stdout written to `path`, or closed (`'closed'`: the shell starts it without a file descriptor 1). */
+async function withStdoutTo(path: string, db: string, args: string[]): Promise<CliRun> {
+  const out = path === 'closed' ? 'ignore' : openSync(path, 'w');
   return new Promise<CliRun>((resolve) => {
-    const child = spawn(process.execPath, [BIN, '--db', db, ...args], {
-      stdio: ['ignore', full, 'pipe'],
+    const [command, argv] =
+      path === 'closed'
+        ? ['/bin/sh', ['-c', 'exec "$0" "$@" >&-', process.execPath, BIN, '--db', db, ...args]]
+        : [process.execPath, [BIN, '--db', db, ...args]];
+    const child = spawn(command, argv, {
+      stdio: ['ignore', out, 'pipe'],
       env: { ...process.env, PLANTSTORE_DB: '' },
     });
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('close', (code) => resolve({ code: code ?? 1, stdout: '', stderr }));
-  }).finally(() => closeSync(full));
+  }).finally(() => typeof out === 'number' && closeSync(out));
 }
 
 for (const backend of BACKENDS) {
@@ -265,6 +274,32 @@ for (const backend of BACKENDS) {
         assert.equal(unknown.stderr, 'plantstore: no webhook endpoint with id 9\n');
       },
     );
+
+    it('a token or webhook secret is not made when stdout goes to /dev/null or is closed', async () => {
+      // Node points a closed stdout at /dev/null, where every write succeeds: the secret would reach nobody.
+      const db = await backend.freshDb();
+      await ok(db, ['users', 'add', 'alice']);
+      const secret = (await ok(db, ['webhooks', 'add', 'http://127.0.0.1:18600/hooks', '--webhook-allow-private'])).stdout.trim();
+      for (const to of ['/dev/null', 'closed']) {
+        for (const [args, what] of [
+          [['tokens', 'create', 'alice'], 'token'],
+          [['webhooks', 'add', 'http://127.0.0.1:18601/hooks', '--webhook-allow-private'], 'secret'],
+          [['webhooks', 'rotate-secret', '1'], 'secret'],
+        ] as const) {
+          const run = await withStdoutTo(to, db, [...args]);
+          assert.equal(run.code, 1, `${to} ${args.join(' ')}: ${run.stderr}`);
+          assert.equal(
+            run.stderr,
+            `plantstore: stdout goes to /dev/null (or was closed), so the new ${what} would be shown to nobody; send stdout to a terminal, a file or a variable\n`,
+          );
+        }
+      }
+      assert.deepEqual(JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout), []);
+      const endpoints = await plainQuery<{ secret: string }>(db, 'SELECT secret FROM webhook_endpoints');
+      assert.deepEqual(endpoints, [{ secret }]);
+      // A plant's id is no secret: a script may well not want it.
+      assert.equal((await withStdoutTo('/dev/null', db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice'])).code, 0);
+    });
 
     it('retry counts apart what it sends now and what waits for a disabled endpoint, and leaves it disabled', async () => {
       const db = await backend.freshDb();

@@ -5,7 +5,7 @@ import { parseDuration } from '../duration.js';
 import { parseId } from '../../catalogue/plant-ids.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, optionalText, printRows, say, showSecretOrUndo } from '../output.js';
+import { isoDate, optionalText, printRows, refuseSecretToNowhere, say, showSecretOrUndo } from '../output.js';
 import type { Credentials } from '../../store/store.js';
 
 export function registerTokenCommands(program: Command): void {
@@ -33,6 +33,7 @@ export function registerTokenCommands(program: Command): void {
           `invalid --expires-in "${opts.expiresIn}": a token must live longer than 0; leave --expires-in out for no expiry`,
         );
       const expiresAt = lifetime === undefined ? undefined : new Date(Date.now() + lifetime);
+      refuseSecretToNowhere('token');
       const { token, hash } = generateToken();
       await withStore(cmd, async ({ tokens }) => {
         const info = await tokens.add({

@@ -8,7 +8,7 @@ import { readSetting, SETTINGS } from '../../settings.js';
 import { urlRefusal } from '../../webhooks/endpoint-address.js';
 import { withStore } from '../context.js';
 import { examples } from '../help.js';
-import { isoDate, printRows, say, showSecretOrUndo, showSecretThenKeep } from '../output.js';
+import { isoDate, printRows, refuseSecretToNowhere, say, showSecretOrUndo, showSecretThenKeep } from '../output.js';
 
 /**
  * Only http(s) URLs with a host: what a delivery can be sent to; and not, as written, a private or link-local address
@@ -82,6 +82,7 @@ export function registerWebhookCommands(program: Command): void {
     .action(async (text: string, opts: { events?: string; webhookAllowPrivate?: string | boolean }, cmd: Command) => {
       const url = parseEndpointUrl(text, readSetting('webhookAllowPrivate', opts.webhookAllowPrivate, process.env));
       const events = opts.events === undefined ? undefined : parseEventTypes(opts.events);
+      refuseSecretToNowhere('secret');
       const secret = newWebhookSecret();
       await withStore(
         cmd,
@@ -147,6 +148,7 @@ export function registerWebhookCommands(program: Command): void {
     .addOption(new Option('--overlap <duration>', 'how long the old secret signs too (0: it stops now)').default('24h', '24h'))
     .action(async (id: string, opts: { overlap: string }, cmd: Command) => {
       const endpointId = parseId('endpoint id', id);
+      refuseSecretToNowhere('secret');
       const secret = newWebhookSecret();
       const overlap = parseDuration(opts.overlap);
       const until = Date.now() + overlap;
