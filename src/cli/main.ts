@@ -85,9 +85,21 @@ function reportFailure(err: unknown): void {
   process.exitCode = 1;
 }
 
+/**
+ * `help users add` as `users add --help`: Commander's help command reads one word after it, so it showed the help
+ * of `users`. The global options (`--db X`) may come first.
+ */
+export function helpOfPath(argv: readonly string[]): string[] {
+  const [node, script, ...args] = argv;
+  let first = 0;
+  while (first < args.length && args[first]!.startsWith('-')) first += args[first] === '--db' ? 2 : 1;
+  if (args[first] !== 'help' || args.length - first < 3) return [...argv];
+  return [node!, script!, ...args.slice(0, first), ...args.slice(first + 1), '--help'];
+}
+
 async function main(): Promise<void> {
   try {
-    await buildCli().parseAsync(process.argv);
+    await buildCli().parseAsync(helpOfPath(process.argv));
   } catch (err) {
     if (err instanceof CommanderError) {
       // Commander already printed its message (or help / version); keep its exit code.

@@ -67,3 +67,17 @@ it('every command and sub-command has a description and --help with examples', a
   }
   assert.ok(seen.length >= 25, `only ${seen.length} commands walked`);
 });
+
+it('help followed by a command path shows the help of its last command', async () => {
+  for (const path of [
+    ['users', 'add'],
+    ['webhooks', 'rotate-secret'],
+  ]) {
+    const flag = await runCli(':memory:', [...path, '--help']);
+    const asked = await runCli(':memory:', ['help', ...path]);
+    assert.equal(asked.code, 0, asked.stderr);
+    assert.match(asked.stdout, new RegExp(`^Usage: plantstore ${path.join(' ')} `));
+    assert.equal(asked.stdout, flag.stdout);
+  }
+  assert.match((await runCli(':memory:', ['help', 'users'])).stdout, /^Usage: plantstore users /);
+});
