@@ -24,8 +24,9 @@ export interface TokenPageReads {
  * waits for the rest of its turn's requests, which RepliesAfterPoll makes it do anyway.
  */
 export class SqliteTokenPages {
-  // A read fails only with the connection: every request of the batch alike, so none is retried alone.
-  private readonly batch = new Batch<TokenRead, TokenWithPage>(async (reads) => this.readAll(reads), 256, { eachAloneOnFailure: false });
+  // A failed batch is read again request by request, so that one request's failure stays its own; the reads are
+  // local and synchronous, so that costs nothing until something fails.
+  private readonly batch = new Batch<TokenRead, TokenWithPage>(async (reads) => this.readAll(reads), 256, { eachAloneOnFailure: true });
 
   constructor(private readonly reads: () => TokenPageReads) {}
 
