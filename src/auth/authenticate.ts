@@ -34,8 +34,8 @@ export interface Authenticator {
    * Checks a presented bearer token. Never fails for a bad token; an unreachable database or JWKS does fail.
    * An opaque token is answered synchronously when cached (no promise on the hot path), and on SQLite when read
    * without a page. With `pageOf`, where the store reads a token and a page together, a token it must read comes
-   * with the page `pageOf(query)` names, of its user's listing (an ordinary user's, whose token is active); a cached token never
-   * asks for it.
+   * with the page `pageOf(query)` names, of its user's listing (an ordinary user's, whose token is active); a
+   * cached token never asks for it.
    */
   authenticate(token: string, pageOf?: PageOf, query?: unknown): AuthResult | Promise<AuthResult>;
   close(): void;
