@@ -9,9 +9,10 @@ import type { Store } from '../../src/store/store.js';
 import { assertError, eventually } from '../helpers/assertions.js';
 import { BACKENDS, cleanupBackends, type Backend } from '../helpers/backends.js';
 import { heldSessionsSkip, holdTransaction } from '../helpers/held-transaction.js';
-import { bearer, rawRequest, seed, startApp, type RawResponse, type RunningApp } from '../helpers/http-app.js';
+import { bearer, mintToken, rawRequest, seed, startApp, type MintedToken, type RawResponse, type RunningApp } from '../helpers/http-app.js';
 import { DERIVED_DIFFERENCE, lowerGroupBounds, plainQuery, plainSql } from '../helpers/plain-sql.js';
 import { execFile } from 'node:child_process';
+import { exchangeRaw, parseResponses } from '../helpers/raw-http.js';
 import { promisify } from 'node:util';
 
 // Access under two writers at once: one side's transaction is held open in another session (as `begin; …;` in
@@ -668,6 +669,125 @@ for (const backend of BACKENDS) {
             assert.equal(Number(await rowsWithId(freeId)), 0);
           },
         );
+      },
+    );
+  }
+
+  // A token the caches do not hold is read with its first page, the requests of one event-loop turn together: a
+  // change committed while those reads run is honoured from the bound on, by the page the caches then keep too.
+  for (const cache of [true, false]) {
+    describe(
+      `new tokens' first pages with a transaction held open beside them, caches ${cache ? 'on' : 'off'} [${backend.name}]`,
+      { skip: backend.skip || heldSessionsSkip(backend.name) },
+      () => {
+        let db: string;
+        let store: Store;
+        let server: RunningApp;
+        /** What each user sees now, in catalogue order. */
+        const sees: Record<string, string[]> = {
+          alice: ['group-plant', 'public-plant', 'untagged'],
+          una: ['public-plant'],
+          vic: ['public-plant'],
+          root: ['group-plant', 'public-plant', 'untagged'],
+        };
+        const PATHS = ['/plants?limit=20', '/plants', '/plants?limit=20&tag=t'];
+        /** A user's first page, full listing and first page of tag `t`, as names; a refused token as 401s. */
+        const expected = (names: string[] | 401) =>
+          names === 401 ? [401, 401, 401] : [names, names, names.filter((n) => n !== 'untagged')];
+        /**
+         * What each token is shown at each of PATHS, every request pipelined on one connection: the server reads
+         * them in one turn, so the tokens it does not hold are read together.
+         */
+        const pagesOf = async (tokens: string[]): Promise<unknown[][]> => {
+          const port = Number(new URL(server.url).port);
+          const requests = tokens.flatMap((token) =>
+            PATHS.map((path) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n`),
+          );
+          const wire = requests.map((request, i) => `${request}${i === requests.length - 1 ? 'Connection: close\r\n' : ''}\r\n`).join('');
+          const answers = parseResponses(await exchangeRaw(port, wire)).map(({ status, text }) => {
+            if (status === 401) return 401;
+            assert.equal(status, 200, text);
+            return (JSON.parse(text) as Array<{ name: string }>).map((p) => p.name);
+          });
+          assert.equal(answers.length, requests.length);
+          return tokens.map((_, i) => answers.slice(PATHS.length * i, PATHS.length * (i + 1)));
+        };
+        /** Three new tokens of `user` and one of every other user, so that a turn reads several new tokens. */
+        const newTokens = async (user: string) => {
+          const own: MintedToken[] = [];
+          for (let i = 0; i < 3; i++) own.push(await mintToken(store, user));
+          const others: Array<[string, string]> = [];
+          for (const other of Object.keys(sees)) if (other !== user) others.push([other, (await mintToken(store, other)).token]);
+          return { own, others };
+        };
+        /**
+         * Holds `statement` open while every new token's pages are read, all at once: `user`'s show what the user
+         * saw before, the others what they saw. After the commit, `user`'s show `after` within the bound.
+         */
+        const heldBeside = async (user: string, statement: (own: MintedToken[]) => string, after: string[] | 401) => {
+          const before = sees[user]!;
+          const { own, others } = await newTokens(user);
+          const held = await holdTransaction(db, statement(own));
+          try {
+            const during = await pagesOf([...own.map((t) => t.token), ...others.map(([, token]) => token)]);
+            for (const pages of during.slice(0, own.length)) assert.deepEqual(pages, expected(before), `${user} before the commit`);
+            others.forEach(([other], i) => assert.deepEqual(during[own.length + i], expected(sees[other]!), other));
+          } finally {
+            await held.commit();
+          }
+          // The user's other tokens are not revoked; a membership or admin flag is the user's own.
+          if (after !== 401) sees[user] = after;
+          const want = JSON.stringify(expected(after));
+          let last: unknown;
+          await withinBound(backend, `${user} shows ${want} after the commit`, async () => {
+            last = await pagesOf(own.map((t) => t.token));
+            return (last as unknown[]).every((pages) => JSON.stringify(pages) === want);
+          }).catch((err: Error) => {
+            throw new Error(`${err.message}; last seen ${JSON.stringify(last)}`);
+          });
+          const othersAfter = await pagesOf(others.map(([, token]) => token));
+          others.forEach(([other], i) => assert.deepEqual(othersAfter[i], expected(sees[other]!), `${other} after the commit`));
+        };
+
+        before(async () => {
+          db = await backend.freshDb();
+          store = await openStore({ db });
+          await seed(store, {
+            users: [{ name: 'alice' }, { name: 'una' }, { name: 'vic' }, { name: 'root', admin: true }],
+            groups: [{ name: 'fp', members: [] }],
+            plants: [
+              { name: 'group-plant', tag: 't', owner: 'alice', sharedWith: [{ group: 'fp' }] },
+              { name: 'public-plant', tag: 't', owner: 'alice', public: true },
+              { name: 'untagged', owner: 'alice' },
+            ],
+          });
+          server = await startApp(store, { config: { cache } });
+        });
+        after(async () => {
+          await server?.close();
+          await store?.close();
+        });
+
+        it('a user who joins a group while new tokens read their first pages gets its plants from the bound on', async () => {
+          await heldBeside(
+            'una',
+            () =>
+              `INSERT INTO group_members (group_id, user_id) SELECT g.id, u.id FROM groups g, users u WHERE g.name = 'fp' AND u.name = 'una'`,
+            ['group-plant', 'public-plant'],
+          );
+        });
+
+        it('a token revoked while it reads its first pages is refused from the bound on', async () => {
+          await heldBeside(
+            'vic',
+            (own) => `UPDATE tokens SET revoked_at = ${Date.now()} WHERE id IN (${own.map((t) => t.id).join(', ')})`,
+            401,
+          );
+        });
+
+        it('an admin demoted while new tokens read their first pages sees only what a user may from the bound on', async () => {
+          await heldBeside('root', () => `UPDATE users SET is_admin = 0 WHERE name = 'root'`, ['public-plant']);
+        });
       },
     );
   }

@@ -25,10 +25,6 @@ export function assertError(res: RawResponse, status: number, code: number): { e
   return body as { error: number; message: string };
 }
 
-/**
- * Polls `probe` (every 50 ms, for at most `timeoutMs`) until `until` holds of its value, and returns that value;
- * fails naming `what` and the last value seen. Without `until`, the probe's value must be `true`.
- */
 /** The target of a `Link: <…>; rel="next"` header (RFC 8288), checked to be one; undefined without the header. */
 export function nextLink(link: string | string[] | undefined): string | undefined {
   if (link === undefined) return undefined;
@@ -37,6 +33,10 @@ export function nextLink(link: string | string[] | undefined): string | undefine
   return match[1];
 }
 
+/**
+ * Polls `probe` (every 50 ms, for at most `timeoutMs`) until `until` holds of its value, and returns that value;
+ * fails naming `what` and the last value seen. Without `until`, the probe's value must be `true`.
+ */
 export async function eventually<T>(
   what: string,
   probe: () => Promise<T> | T,
