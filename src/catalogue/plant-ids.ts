@@ -52,3 +52,39 @@ export function nextAutomaticId(largestUsed: number): PlantId {
   }
   return (largestUsed + 1) as PlantId;
 }
+
+/** A JSON text that may hold a number with a fraction: a decimal point or a negative exponent. */
+const MAY_HOLD_FRACTION = /[.]|[eE]-/;
+/** A JSON number: its whole digits, its fraction's and its exponent. */
+const NUMBER = /-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?/y;
+
+/**
+ * What is wrong with the first number of a valid JSON text that is not whole but that a double holds as one, or
+ * undefined. Past a double's precision `JSON.parse` drops a fraction (`4503599627370496.5`, `1.0000000000000000001`
+ * read as whole numbers), so an id read from it would be one the sender did not write; JSON Schema's `integer` sees
+ * only the double. Strings are skipped; a text without a decimal point or a negative exponent is not read at all.
+ */
+export function fractionLostInParse(json: string): string | undefined {
+  const literal = wholeLookingFraction(json);
+  if (literal === undefined) return undefined;
+  const shown = literal.length > 40 ? `${literal.slice(0, 40)}…` : literal;
+  return `the number ${shown} is not a whole number, though JSON parsers read it as ${Number(literal)}: ids are whole numbers from 1 to ${MAX_PLANT_ID}`;
+}
+
+function wholeLookingFraction(json: string): string | undefined {
+  if (!MAY_HOLD_FRACTION.test(json)) return undefined;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c === 0x22) {
+      for (i++; json.charCodeAt(i) !== 0x22; i++) if (json.charCodeAt(i) === 0x5c) i++;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      NUMBER.lastIndex = i;
+      const [literal, whole, fraction = '', exponent = '0'] = NUMBER.exec(json)!;
+      // Whole when no digit but 0 follows the point, moved by the exponent.
+      const point = whole!.length + Number(exponent);
+      if (!/^0*$/.test((whole! + fraction).slice(Math.max(0, point))) && Number.isInteger(Number(literal))) return literal;
+      i += literal.length - 1;
+    }
+  }
+  return undefined;
+}

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { fractionLostInParse } from '../catalogue/plant-ids.js';
 import { MERGE_PATCH_TYPE } from './common-headers.js';
 import { ApiError } from './error-codes.js';
 
@@ -27,7 +28,11 @@ export function installJsonBodies(app: FastifyInstance): void {
     const body = bytes.toString('utf8');
     const beyond = shapeBeyond(body, BODY_SHAPE);
     if (beyond) return done(new ApiError('invalid_body', `the request body ${beyond}, more than any operation takes`), undefined);
-    void parseJson(request, body, (err, value) => (err ? done(notJson(body), undefined) : done(null, value)));
+    void parseJson(request, body, (err, value) => {
+      if (err) return done(notJson(body), undefined);
+      const lost = fractionLostInParse(body);
+      return lost ? done(new ApiError('invalid_body', `the request body is refused: ${lost}`), undefined) : done(null, value);
+    });
   };
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => parse(request, body as Buffer, done));

@@ -3,6 +3,7 @@ import { TextDecoder } from 'node:util';
 import type { Readable } from 'node:stream';
 import { Compile } from 'typebox/schema';
 import { invalidInput } from '../catalogue/errors.js';
+import { fractionLostInParse } from '../catalogue/plant-ids.js';
 import type { NumberedRecord } from './records.js';
 import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
 import { checkNewGroupName, checkNewUserName, checkPlant } from '../catalogue/names.js';
@@ -62,6 +63,9 @@ function parseLine(text: string, line: number): CatalogueRecord {
   } catch (err) {
     throw invalidInput(`line ${line}: not valid JSON (${(err as Error).message})`);
   }
+  // Only an id is a number a record takes; a line without one has nothing to lose.
+  const lost = typeof (value as { id?: unknown } | null)?.id === 'number' ? fractionLostInParse(text) : undefined;
+  if (lost) throw invalidInput(`line ${line}: ${lost}`);
   try {
     return toRecord(value);
   } catch (err) {

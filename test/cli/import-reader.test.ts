@@ -65,6 +65,20 @@ describe('import reader', () => {
     await assert.rejects(readAll(['{"type":"user","name":"a"}\n{"type":"user","name":"b","x":1}']), /line 2: unknown field "x"/);
   });
 
+  it("refuses a plant's id with a fraction JSON parsers lose, with its line; a zero fraction or an exponent passes", async () => {
+    const plant = (id: string) => `{"type":"user","name":"a"}\n{"type":"plant","name":"P 1.5","owner":"a","id":${id}}\n`;
+    for (const id of ['4503599627370496.5', '7.0000000000000000001', '70000000000000000001e-19']) {
+      await assert.rejects(readAll([plant(id)]), new RegExp(`line 2: the number ${id.replace('.', '\\.')} is not a whole number, though`));
+    }
+    for (const [id, read] of [
+      ['7.000', 7],
+      ['7e0', 7],
+      ['700e-2', 7],
+    ] as const) {
+      assert.deepEqual((await readAll([plant(id)]))[1]!.record, { type: 'plant', name: 'P 1.5', owner: 'a', id: read });
+    }
+  });
+
   it('refuses a user or group named "." or "..", which no URL path can carry, with its line; other dotted names pass', async () => {
     for (const type of ['user', 'group']) {
       for (const name of ['.', '..']) {

@@ -143,6 +143,13 @@ for (const backend of BACKENDS) {
         [{ id: 1.5, name: 'X' }, /id/],
         [{ id: '5003', name: 'X' }, /id/],
         [{ id: 2 ** 53, name: 'X' }, /id/],
+        // Fractions a double cannot hold, which JSON parsers read as whole ids.
+        [
+          '{"id": 4503599627370496.5, "name": "X"}',
+          /^the request body is refused: the number 4503599627370496\.5 is not a whole number, though JSON parsers read it as 4503599627370496: ids are whole numbers from 1 to 9007199254740991$/,
+        ],
+        ['{"name": "X 1.5", "id": 5003.0000000000000000001}', /the number 5003\.0000000000000000001 is not a whole number/],
+        ['{"id": 50030000000000000000001e-19, "name": "X"}', /the number 50030000000000000000001e-19 is not a whole number/],
         [{ id: 5003, name: 'X', tag: 7 }, /tag/],
         [{ id: 5003, name: '' }, /name/],
         [[{ id: 5003, name: 'X' }], /object/],
@@ -158,6 +165,19 @@ for (const backend of BACKENDS) {
         assert.match(said, message, JSON.stringify(body));
       }
       assert.ok(!(await names('root')).includes('X'));
+    });
+
+    it('takes an id written with a zero fraction or an exponent, as JSON Schema does', async () => {
+      for (const [id, text] of [
+        [5011, '5011.000'],
+        [5012, '5.012e3'],
+        [5013, '501300e-2'],
+      ] as const) {
+        const res = await create('alice', `{"id": ${text}, "name": "Whole ${text}"}`);
+        assert.equal(res.status, 200, res.text);
+        const read = await rawRequest(server.url, `/plants/${id}`, bearer(tokens.alice!));
+        assert.deepEqual(read.body, { id, name: `Whole ${text}` });
+      }
     });
 
     it('answers 415 for a body that is not JSON, 401 without a token, 413 for a huge body', async () => {
