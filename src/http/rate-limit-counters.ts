@@ -92,6 +92,9 @@ end
 return {count, ttl}
 `;
 
+/** ioredis's rejection of a command not answered within `commandTimeout`. */
+const COMMAND_TIMED_OUT = 'Command timed out';
+
 type HitCommand = (numberOfKeys: number, ...args: Array<string | number>) => Promise<[number, number]>;
 
 /**
@@ -166,6 +169,10 @@ export class RedisCounters implements RateLimitCounters {
       if (count < 0) return { allowed: false, remaining: 0, resetMs: ttl };
       return { allowed: count <= this.limit.max, remaining: Math.max(0, this.limit.max - count), resetMs: ttl };
     } catch (err) {
+      // No answer on a ready connection: it may be one the network dropped silently (a NAT or firewall that forgot
+      // it), which the kernel gives up on only after many minutes, and every request would wait out the timeout
+      // meanwhile. A new connection fails fast until it is ready; a Redis that is only slow answers on it again.
+      if ((err as Error).message === COMMAND_TIMED_OUT && this.redis.status === 'ready') this.redis.disconnect(true);
       const now = Date.now();
       if (now - this.lastWarning >= 10_000) {
         this.lastWarning = now;

@@ -275,6 +275,49 @@ describe('rate limiting through Redis that goes away and comes back', async () =
       redis.disconnect();
     }
   });
+
+  it(
+    'serves uncounted within the command timeout when its connection is silently dropped, and counts again on a new one',
+    { skip },
+    async () => {
+      const { store, tokens } = await freshStore();
+      const target = new URL(REDIS_URL);
+      const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
+      await proxy.start();
+      const prefix = `plantstore-test:${randomUUID()}:`;
+      const server = await startApp(store, {
+        captureLogs: true,
+        logLevel: 'warn',
+        config: { rateLimit: '3/60s', redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix },
+      });
+      const get = () => rawRequest(server.url, '/plants', bearer(tokens.alice!));
+      try {
+        assert.equal(rateLimitOf(await get()).r, 2);
+        // A NAT or firewall forgets the connection: it stays open, and nothing sent on it arrives or comes back.
+        assert.ok(proxy.blackhole() >= 1);
+        const dropped = await get();
+        assert.equal(dropped.status, 200, dropped.text);
+        assert.equal(dropped.headers.ratelimit, undefined, 'uncounted once the command times out');
+        // The dropped connection is replaced, not waited on for good (the kernel would give up on it after minutes).
+        let res = await get();
+        for (let tries = 0; res.headers.ratelimit === undefined && tries < 30; tries++) {
+          await sleep(100);
+          res = await get();
+        }
+        assert.equal(rateLimitOf(res).r, 1, 'counting resumed where it stopped, on a new connection');
+        assert.equal(rateLimitOf(await get()).r, 0);
+        assertError(await get(), 429, 42901);
+      } finally {
+        await server.close();
+        await proxy.stop();
+        await store.close();
+        const redis = new Redis(REDIS_URL);
+        const keys = await redis.keys(`${prefix}*`);
+        if (keys.length > 0) await redis.del(...keys);
+        redis.disconnect();
+      }
+    },
+  );
 });
 
 describe('rate limiting through Redis that refuses the database of the URL', async () => {
