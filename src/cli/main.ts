@@ -74,11 +74,15 @@ function endQuietlyWhenStdoutCloses(): void {
 /** Every failure is one line on stderr and a non-zero exit; stack traces only with PLANTSTORE_DEBUG=1. */
 function reportFailure(err: unknown): void {
   if (process.env.PLANTSTORE_DEBUG === '1') console.error(err);
+  const cause = (err as { cause?: unknown } | undefined)?.cause;
+  // A write the store found the database unavailable for says why in its cause, in the words a command that meets
+  // the database directly shows ("database is locked", the statement timeout's line).
+  const shown = err instanceof DomainError && err.kind === 'unavailable' && cause instanceof Error ? cause : err;
   const message =
-    sqliteWriteFailure(err) ??
-    sqliteWriteFailure((err as { cause?: unknown }).cause) ??
-    postgresWaitFailure(err) ??
-    (err instanceof DomainError || err instanceof Error ? err.message : String(err));
+    sqliteWriteFailure(shown) ??
+    sqliteWriteFailure(cause) ??
+    postgresWaitFailure(shown) ??
+    (shown instanceof DomainError || shown instanceof Error ? shown.message : String(shown));
   // The message may echo what was given (a name, a line of a file): shown whole on its one line, never
   // interpreted by the terminal.
   process.stderr.write(`plantstore: ${forTerminal(message)}\n`);

@@ -519,6 +519,55 @@ describe('plantstore CLI: the database named by --db', () => {
     }
   });
 
+  it('a plant or grant write held up past the statement timeout says so as every other command does', { skip: skipPostgres }, async () => {
+    const { schema, url } = freshSchema();
+    try {
+      await ok(url, ['users', 'add', 'alice']);
+      const id = (await ok(url, ['plants', 'add', '--name', 'Fern', '--owner', 'alice'])).stdout.trim();
+      const held = await holdTransaction(url, `LOCK TABLE ${schema}.plants IN ACCESS EXCLUSIVE MODE`);
+      try {
+        const timeout = { PLANTSTORE_PG_STATEMENT_TIMEOUT_MS: '300' };
+        for (const args of [
+          ['plants', 'add', '--name', 'Moss', '--owner', 'alice'],
+          ['plants', 'set-public', id],
+          ['grants', 'add', id, '--user', 'alice'],
+        ]) {
+          const run = await runCli(url, args, undefined, timeout);
+          assert.equal(run.code, 1, args.join(' '));
+          assert.match(
+            run.stderr,
+            /^plantstore: the database did not finish within the statement timeout \(--pg-statement-timeout-ms\): /,
+            args.join(' '),
+          );
+        }
+      } finally {
+        await held.rollback();
+      }
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  it("a write that waits too long for another process's lock on SQLite says the database is locked, whichever command", async () => {
+    const db = join(dir, 'held-locked.db');
+    await ok(db, ['users', 'add', 'alice']);
+    const id = (await ok(db, ['plants', 'add', '--name', 'Fern', '--owner', 'alice'])).stdout.trim();
+    const held = await holdTransaction(db, `INSERT INTO users (name, created_at) VALUES ('held', 0)`);
+    try {
+      const runs = await Promise.all(
+        [
+          ['users', 'add', 'bob'],
+          ['plants', 'add', '--name', 'Moss', '--owner', 'alice'],
+          ['plants', 'set-public', id],
+          ['grants', 'add', id, '--user', 'alice'],
+        ].map(async (args) => [args.join(' '), await runCli(db, args)] as const),
+      );
+      for (const [args, run] of runs) assert.deepEqual([run.code, run.stderr], [1, 'plantstore: database is locked\n'], args);
+    } finally {
+      await held.rollback();
+    }
+  });
+
   it('a failed import into a new SQLite path leaves no file there; into an existing one, the file as it was', async () => {
     const db = join(dir, 'import-new.db');
     const bad = '{"type":"user","name":"alice"}\n{"type":"plant","name":"Fern","owner":"nobody"}\n';
