@@ -8,7 +8,6 @@ import { sharedSchemas } from './schemas.js';
 /** The shared schemas by $id, for bodies that refer to them (NewPlant to Plant). */
 const context = Object.fromEntries(sharedSchemas.map((schema) => [(schema as { $id?: string }).$id!, schema as TSchema]));
 
-/** A body's first problem, in words: the field it is about and what is wrong with it. */
 /** What a body field's schema says of it, for a message that names a missing field. */
 interface FieldSchema {
   description?: string;
@@ -24,6 +23,7 @@ function missingField(name: string, field: FieldSchema | undefined): string {
   return `${JSON.stringify(name)}${what}${range}`;
 }
 
+/** A body's first problem, in words: the field it is about and what is wrong with it. */
 function bodyProblem(errors: ReturnType<ReturnType<typeof Compile>['Errors']>, fields: Map<string, FieldSchema> | undefined): string {
   const unknown = errors.find((e) => e.keyword === 'unevaluatedProperties' || e.keyword === 'additionalProperties');
   const first = errors.find((e) => e !== unknown) ?? unknown;
@@ -147,11 +147,17 @@ function queryValidation(validator: Validator, properties: Properties): Validati
         query[name] = value;
       }
     }
-    if (validator.Check(query)) return { value: query };
-    const [first] = validator.Errors(query);
-    const where = first?.instancePath ? `query parameter "${first.instancePath.slice(1)}"` : 'query string';
-    return { error: new ApiError('invalid_parameter', `${where} ${first?.message ?? 'is invalid'}`) };
+    return validator.Check(query) ? { value: query } : { error: parameterProblem(validator, query, 'query') };
   };
+}
+
+/** The first problem of a query's or path's parameters, naming the parameter and, for a list of values, the values. */
+function parameterProblem(validator: Validator, data: unknown, part: 'query' | 'path'): ApiError {
+  const [first] = validator.Errors(data);
+  if (!first?.instancePath) return new ApiError('invalid_parameter', `the ${part === 'query' ? 'query string' : 'path'} is invalid`);
+  const allowed = (first.params as { allowedValues?: unknown[] }).allowedValues;
+  const problem = first.keyword === 'enum' && allowed ? `must be ${allowed.map((v) => JSON.stringify(v)).join(' or ')}` : first.message;
+  return new ApiError('invalid_parameter', `${part} parameter "${first.instancePath.slice(1)}" ${problem}`);
 }
 
 function paramsValidation(validator: Validator, properties: Properties): Validation {
@@ -163,7 +169,7 @@ function paramsValidation(validator: Validator, properties: Properties): Validat
       if (value instanceof ApiError) return { error: value };
       params[name] = value;
     }
-    return validator.Check(params) ? { value: params } : { error: new ApiError('invalid_parameter', 'invalid path parameter') };
+    return validator.Check(params) ? { value: params } : { error: parameterProblem(validator, params, 'path') };
   };
 }
 

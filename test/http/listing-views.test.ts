@@ -159,6 +159,10 @@ for (const backend of BACKENDS) {
       for (const bad of ['tag=', 'tag=a%00b', 'fields=id', 'fields=id,name', 'fields=tag,name,id', 'fields=', `tag=${'x'.repeat(1025)}`]) {
         assertError(await get(`/plants?${bad}`, 'alice'), 400, 40001);
       }
+      assert.equal(
+        assertError(await get('/plants?fields=id', 'alice'), 400, 40001).message,
+        'query parameter "fields" must be "id,name,tag" or "name,tag"',
+      );
       assertError(await get('/plants?tag=a&tag=b', 'alice'), 400, 40002);
       assertError(await get('/plants?tags=herb', 'alice'), 400, 40004);
     });

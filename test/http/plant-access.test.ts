@@ -153,6 +153,15 @@ for (const backend of BACKENDS) {
       assertError(await access('bob', 999_999), 404, 40402);
       // A stranger's refusal says nothing of names: the plant is refused first.
       assertError(await grantee('dave', bobsSharedId, 'PUT', 'users/nobody'), 404, 40402);
+      // A name no user or group can have is a malformed parameter, refused as such whoever asks, for any plant.
+      for (const [user, id] of [
+        ['dave', bobsSharedId],
+        ['alice', bobsSharedId],
+        ['bob', 999_999],
+      ] as const) {
+        const { message } = assertError(await grantee(user, id, 'PUT', `users/${'u'.repeat(1025)}`), 400, 40001);
+        assert.equal(message, 'path parameter "name" must not have more than 1024 characters');
+      }
       assert.ok(!(await names('dave')).includes('Ivy'), 'nothing changed');
       assert.deepEqual((await access('bob', bobsSharedId)).body, { public: false, users: ['alice'], groups: [] });
     });
