@@ -112,6 +112,12 @@ export function loadConfig(input: ConfigInput = {}, env: NodeJS.ProcessEnv = {})
   if (v.headersTimeoutMs > v.requestTimeoutMs) {
     throw invalidInput('invalid timeouts: PLANTSTORE_HEADERS_TIMEOUT_MS must not exceed PLANTSTORE_REQUEST_TIMEOUT_MS');
   }
+  // A request target longer than the headers' whole budget would be refused as headers (431) before its own 414.
+  if (v.maxUrlBytes > v.maxHeaderBytes) {
+    throw invalidInput(
+      `invalid --max-url-bytes ${v.maxUrlBytes}: it must not exceed --max-header-bytes (${v.maxHeaderBytes}), which counts the request line too`,
+    );
+  }
   if (v.metricsPort !== undefined && v.metricsPort !== 0 && v.metricsPort === v.port && sameAddress(v.host, v.metricsHost)) {
     throw invalidInput(
       `the metrics port (--metrics-port, PLANTSTORE_METRICS_PORT) must differ from the HTTP port: both are ${v.port} on ${v.metricsHost}`,

@@ -319,7 +319,8 @@ export const SETTINGS = {
     env: 'PLANTSTORE_MAX_URL_BYTES',
     default: '8192',
     summary: 'request target (path and query); more is a 414',
-    meaning: 'Request target (path and query); more is a `414`. Keep it below the header limit.',
+    meaning:
+      'Request target (path and query); more is a `414`. At most the header limit, which counts the request line too (a larger value is refused at start).',
     table: 'service',
     into: ['app.http.maxUrlBytes'],
     parse: wholeNumber('maximum URL size', 64, 1_048_576),
@@ -535,7 +536,7 @@ export const SETTINGS = {
     shownDefault: 'none',
     summary: 'claim listing group names',
     meaning:
-      'Claim listing group names; they count for access exactly like stored memberships, for that request. A dotted name is a path (`realm_access.roles`) unless a claim has that exact name.',
+      'Claim listing group names (an array; a single string, as some providers send one group, is that one name); they count for access exactly like stored memberships, for that request. A dotted name is a path (`realm_access.roles`) unless a claim has that exact name.',
     table: 'jwt',
     into: [],
     parse: (text) => optionalText(text?.trim()),

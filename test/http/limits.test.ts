@@ -322,6 +322,7 @@ describe('configuration of the limits', () => {
       [{ maxConnections: '0' }, /invalid --max-connections/],
       [{ maxHeaderBytes: '100' }, /invalid --max-header-bytes/],
       [{ headersTimeoutMs: '5000', requestTimeoutMs: '1000' }, /must not exceed/],
+      [{ maxUrlBytes: '20000' }, /invalid --max-url-bytes 20000: it must not exceed --max-header-bytes \(16384\)/],
     ] as const) {
       assert.throws(() => loadConfig(input, {}), message, JSON.stringify(input));
     }
