@@ -84,6 +84,11 @@ export function checkPlant(plant: PlantFields): void {
   }
 }
 
+/** A tag to list by (`plants list --tag`): one a plant can have; an empty one could match nothing, and is a mistake. */
+export function checkTagFilter(tag: string): void {
+  checkText('tag', tag, true);
+}
+
 /**
  * User and group names are identifiers typed by operators: no control characters, no surrounding
  * spaces, and a user name cannot start with `group:`, which marks a group in `sharedWith`.

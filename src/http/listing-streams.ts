@@ -71,9 +71,13 @@ export class ListingStreams {
       });
     }
     if ((this.byUser.get(user) ?? 0) >= this.limits.perUser) {
-      return new ApiError('too_many_listings', `At most ${this.limits.perUser} full listings at once per user; retry when one has ended`, {
-        'retry-after': String(RETRY_AFTER_SECONDS),
-      });
+      return new ApiError(
+        'too_many_listings',
+        `At most ${this.limits.perUser} full listing${this.limits.perUser === 1 ? '' : 's'} at once per user; retry when one has ended`,
+        {
+          'retry-after': String(RETRY_AFTER_SECONDS),
+        },
+      );
     }
     return undefined;
   }

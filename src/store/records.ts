@@ -122,6 +122,8 @@ export interface NewToken {
   user: string;
   hash: Buffer;
   label?: string;
+  /** When it is made: now when absent; given, so that an expiry reckoned from it is its lifetime exactly. */
+  createdAt?: Date;
   expiresAt?: Date;
 }
 

@@ -164,6 +164,9 @@ for (const backend of BACKENDS) {
 
       assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob is now an admin/);
       assert.match((await ok(db, ['users', 'set-admin', 'bob', 'on'])).stderr, /bob was already an admin/);
+      assert.match((await ok(db, ['users', 'set-admin', 'bob', 'off'])).stderr, /bob is no longer an admin/);
+      assert.match((await ok(db, ['users', 'set-admin', 'bob', 'off'])).stderr, /bob was already not an admin/);
+      await ok(db, ['users', 'set-admin', 'bob', 'on']);
 
       const created = await ok(db, ['tokens', 'create', 'alice']);
       assert.match(created.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/, 'stdout carries the token alone');

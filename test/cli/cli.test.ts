@@ -182,6 +182,8 @@ for (const backend of BACKENDS)
       assert.deepEqual(await listed('--tag', 'Fern'), [], 'tags are matched exactly');
       assert.deepEqual(await listed('--tag', 'none'), []);
       await fails(db, ['plants', 'list', '--tag', 'fern', '--owner', 'nobody'], /no user named "nobody"/);
+      // No plant has an empty tag (GET /plants?tag= is a 400 too): the filter is a mistake, not an empty list.
+      await fails(db, ['plants', 'list', '--tag', ''], /tag must not be empty/);
     });
 
     it('reports user mistakes as one line and a non-zero exit', async () => {
@@ -257,6 +259,7 @@ for (const backend of BACKENDS)
         const [listed] = JSON.parse((await ok(db, ['tokens', 'list', '--json'])).stdout);
         assert.equal(listed.label, 'laptop');
         assert.equal(listed.state, 'active');
+        assert.equal(Date.parse(listed.expiresAt) - Date.parse(listed.createdAt), 30 * 86_400_000, 'it lives exactly 30 days');
         assert.ok(!JSON.stringify(listed).includes(token), 'token list must never show the token');
         await ok(db, ['tokens', 'revoke', String(listed.id)]);
 

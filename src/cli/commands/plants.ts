@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { OPERATOR } from '../../catalogue/access-rule.js';
 import { invalidInput, notFound } from '../../catalogue/errors.js';
+import { checkTagFilter } from '../../catalogue/names.js';
 import type { PlantChange } from '../../catalogue/plant-fields.js';
 import { parseId, parsePlantId } from '../../catalogue/plant-ids.js';
 import type { PlantInfo } from '../../store/store.js';
@@ -98,6 +99,7 @@ export function registerPlantCommands(program: Command): void {
       examples('plantstore plants list', 'plantstore plants list --owner alice --json', 'plantstore plants list --tag tropical'),
     )
     .action(async (opts: { owner?: string; tag?: string; json: boolean }, cmd: Command) => {
+      if (opts.tag !== undefined) checkTagFilter(opts.tag);
       const filter = { ...(opts.owner === undefined ? {} : { owner: opts.owner }), ...(opts.tag === undefined ? {} : { tag: opts.tag }) };
       const rows = await withStore(cmd, ({ plants }) => plants.list(filter));
       printRows(rows, PLANT_COLUMNS, opts.json);

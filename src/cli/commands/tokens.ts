@@ -32,13 +32,16 @@ export function registerTokenCommands(program: Command): void {
         throw invalidInput(
           `invalid --expires-in "${opts.expiresIn}": a token must live longer than 0; leave --expires-in out for no expiry`,
         );
-      const expiresAt = lifetime === undefined ? undefined : new Date(Date.now() + lifetime);
       refuseSecretToNowhere('token');
       const { token, hash } = generateToken();
       await withStore(cmd, async ({ tokens }) => {
+        // One reading of the clock, once the store is open: the token lives exactly as long as asked.
+        const createdAt = new Date();
+        const expiresAt = lifetime === undefined ? undefined : new Date(createdAt.getTime() + lifetime);
         const info = await tokens.add({
           user,
           hash,
+          createdAt,
           ...(opts.label === undefined ? {} : { label: opts.label }),
           ...(expiresAt ? { expiresAt } : {}),
         });

@@ -30,8 +30,8 @@ export function registerUserCommands(program: Command): void {
     .action(async (name: string, flag: string, _opts: unknown, cmd: Command) => {
       if (flag !== 'on' && flag !== 'off') throw invalidInput(`expected "on" or "off", not "${flag}"`);
       const changed = await withStore(cmd, ({ users }) => users.setAdmin(name, flag === 'on'));
-      const now = flag === 'on' ? 'an admin' : 'not an admin';
-      say(changed ? `${name} is now ${now}` : `${name} was already ${now}`);
+      if (flag === 'on') say(changed ? `${name} is now an admin` : `${name} was already an admin`);
+      else say(changed ? `${name} is no longer an admin` : `${name} was already not an admin`);
     });
 
   users

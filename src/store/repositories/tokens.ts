@@ -10,7 +10,7 @@ export function tokenRepository(d: DatabaseSeam) {
   return {
     /** One statement, the user's id read in it; a user that is not there fails it (user_id is NOT NULL), and is then named. */
     async add(token: NewToken): Promise<TokenInfo> {
-      const createdAt = Date.now();
+      const createdAt = token.createdAt?.getTime() ?? Date.now();
       let row: { id: number | bigint };
       try {
         row = await d.writeStatement((db) =>
