@@ -196,7 +196,11 @@ export function createJwtVerifier(config: JwtConfig): JwtVerifier {
         if (typeof value === 'string') groups = [value];
         else if (Array.isArray(value) && value.every((g) => typeof g === 'string')) groups = value.slice(0, MAX_CLAIM_GROUPS);
         else if (value !== undefined) {
-          return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim must be a list of group names` };
+          return {
+            ok: false,
+            reason: 'invalid_claims',
+            detail: `the '${config.groupsClaim}' claim must be a list of group names, or one name`,
+          };
         }
         if (groups.some((g) => CONTROL_CHARACTERS.test(g))) {
           return { ok: false, reason: 'invalid_claims', detail: `the '${config.groupsClaim}' claim holds control characters` };
