@@ -91,7 +91,10 @@ export function toApiError(err: unknown, method?: string): ApiError {
  */
 export function installErrorHandling(app: FastifyInstance): (request: FastifyRequest) => ApiError {
   app.setErrorHandler((err, request, reply) => {
-    const apiError = toApiError(err, request.method);
+    // The docs' file server refuses a path that climbs out of its folder (`/docs/static/%2e%2e/…`) with a bare 403;
+    // no file is there, as for any other path under it.
+    const refusedFile = (err as FastifyError).statusCode === 403 && !(err instanceof ApiError);
+    const apiError = refusedFile ? notFound(request) : toApiError(err, request.method);
     // Shedding load (too many full listings at once) is the server working as meant: a warning, with no stack.
     if (apiError.errorName === 'busy') request.log.warn({ code: apiError.code }, 'request refused: too many full listings at once');
     else if (apiError.status >= 500) request.log.error({ err }, 'request failed');

@@ -283,6 +283,14 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
     assertError(await uncheckedRequest(server.url, '/docs/static/missing.css'), 404, 40401);
     assert.equal((await uncheckedRequest(server.url, '/docs/static/missing.css', {}, 'HEAD')).status, 404);
     assert.equal((await uncheckedRequest(server.url, css)).status, 200);
+    // A path that climbs out of the files' folder finds no file there either (the file server's own answer is a 403).
+    for (const climb of [
+      '/docs/static/%2e%2e/%2e%2e/package.json',
+      '/docs/static/..%2f..%2fpackage.json',
+      '/docs/static/%2E%2E/index.html',
+    ]) {
+      assert.match(assertError(await uncheckedRequest(server.url, climb), 404, 40401).message, /^No such path: GET /, climb);
+    }
     // The files' folder leads to the page, not to Swagger UI's own copy of it (which asks for a document not served).
     const folder = await uncheckedRequest(server.url, '/docs/static/');
     assert.equal(folder.status, 302);
