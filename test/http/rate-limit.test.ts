@@ -224,22 +224,52 @@ describe('rate limiting shared through Redis', async () => {
   });
 });
 
+/**
+ * Runs `test` against a server whose rate limits count in Redis through a TCP proxy it can stop or black-hole, and
+ * removes the counters it left there.
+ */
+async function behindProxy(
+  rateLimit: string,
+  test: (app: { proxy: TcpProxy; server: RunningApp; get: () => Promise<RawResponse> }) => Promise<void>,
+): Promise<void> {
+  const { store, tokens } = await freshStore();
+  const target = new URL(REDIS_URL);
+  const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
+  await proxy.start();
+  const prefix = `plantstore-test:${randomUUID()}:`;
+  const server = await startApp(store, {
+    captureLogs: true,
+    logLevel: 'warn',
+    config: { rateLimit, redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix },
+  });
+  try {
+    await test({ proxy, server, get: () => rawRequest(server.url, '/plants', bearer(tokens.alice!)) });
+  } finally {
+    await server.close();
+    await proxy.stop();
+    await store.close();
+    const redis = new Redis(REDIS_URL);
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  }
+}
+
+/** The first answer that was counted again (RateLimit back), asking every 100 ms, at most `tries` more times. */
+async function untilCounted(get: () => Promise<RawResponse>, tries: number): Promise<RawResponse> {
+  let res = await get();
+  for (let i = 0; res.headers.ratelimit === undefined && i < tries; i++) {
+    await sleep(100);
+    res = await get();
+  }
+  return res;
+}
+
 describe('rate limiting through Redis that goes away and comes back', async () => {
   const skip = await redisUnavailableReason();
 
-  it('serves uncounted while Redis is away, with one warning, and counts again once it is back', { skip }, async () => {
-    const { store, tokens } = await freshStore();
-    const target = new URL(REDIS_URL);
-    const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
-    await proxy.start();
-    const prefix = `plantstore-test:${randomUUID()}:`;
-    const server = await startApp(store, {
-      captureLogs: true,
-      logLevel: 'warn',
-      config: { rateLimit: '2/60s', redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix },
-    });
-    const get = () => rawRequest(server.url, '/plants', bearer(tokens.alice!));
-    try {
+  it('serves uncounted while Redis is away, with one warning, and counts again once it is back', { skip }, () =>
+    behindProxy('2/60s', async ({ proxy, server, get }) => {
       assert.equal(rateLimitOf(await get()).r, 1);
 
       await proxy.stop();
@@ -258,65 +288,24 @@ describe('rate limiting through Redis that goes away and comes back', async () =
 
       await proxy.start();
       // ioredis reconnects on its own, within its back-off of at most 2 s.
-      let res = await get();
-      for (let tries = 0; res.headers.ratelimit === undefined && tries < 100; tries++) {
-        await sleep(100);
-        res = await get();
-      }
-      assert.deepEqual(rateLimitOf(res).r, 0, 'counting resumed where it stopped');
+      assert.deepEqual(rateLimitOf(await untilCounted(get, 100)).r, 0, 'counting resumed where it stopped');
       assertError(await get(), 429, 42901);
-    } finally {
-      await server.close();
-      await proxy.stop();
-      await store.close();
-      const redis = new Redis(REDIS_URL);
-      const keys = await redis.keys(`${prefix}*`);
-      if (keys.length > 0) await redis.del(...keys);
-      redis.disconnect();
-    }
-  });
+    }),
+  );
 
-  it(
-    'serves uncounted within the command timeout when its connection is silently dropped, and counts again on a new one',
-    { skip },
-    async () => {
-      const { store, tokens } = await freshStore();
-      const target = new URL(REDIS_URL);
-      const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
-      await proxy.start();
-      const prefix = `plantstore-test:${randomUUID()}:`;
-      const server = await startApp(store, {
-        captureLogs: true,
-        logLevel: 'warn',
-        config: { rateLimit: '3/60s', redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix },
-      });
-      const get = () => rawRequest(server.url, '/plants', bearer(tokens.alice!));
-      try {
-        assert.equal(rateLimitOf(await get()).r, 2);
-        // A NAT or firewall forgets the connection: it stays open, and nothing sent on it arrives or comes back.
-        assert.ok(proxy.blackhole() >= 1);
-        const dropped = await get();
-        assert.equal(dropped.status, 200, dropped.text);
-        assert.equal(dropped.headers.ratelimit, undefined, 'uncounted once the command times out');
-        // The dropped connection is replaced, not waited on for good (the kernel would give up on it after minutes).
-        let res = await get();
-        for (let tries = 0; res.headers.ratelimit === undefined && tries < 30; tries++) {
-          await sleep(100);
-          res = await get();
-        }
-        assert.equal(rateLimitOf(res).r, 1, 'counting resumed where it stopped, on a new connection');
-        assert.equal(rateLimitOf(await get()).r, 0);
-        assertError(await get(), 429, 42901);
-      } finally {
-        await server.close();
-        await proxy.stop();
-        await store.close();
-        const redis = new Redis(REDIS_URL);
-        const keys = await redis.keys(`${prefix}*`);
-        if (keys.length > 0) await redis.del(...keys);
-        redis.disconnect();
-      }
-    },
+  it('serves uncounted within the command timeout when its connection is silently dropped, and counts again on a new one', { skip }, () =>
+    behindProxy('3/60s', async ({ proxy, get }) => {
+      assert.equal(rateLimitOf(await get()).r, 2);
+      // A NAT or firewall forgets the connection: it stays open, and nothing sent on it arrives or comes back.
+      assert.ok(proxy.blackhole() >= 1);
+      const dropped = await get();
+      assert.equal(dropped.status, 200, dropped.text);
+      assert.equal(dropped.headers.ratelimit, undefined, 'uncounted once the command times out');
+      // The dropped connection is replaced, not waited on for good (the kernel would give up on it after minutes).
+      assert.equal(rateLimitOf(await untilCounted(get, 30)).r, 1, 'counting resumed where it stopped, on a new connection');
+      assert.equal(rateLimitOf(await get()).r, 0);
+      assertError(await get(), 429, 42901);
+    }),
   );
 });
 
