@@ -5,13 +5,14 @@ import { Compile } from 'typebox/schema';
 import { invalidInput } from '../catalogue/errors.js';
 import { fractionLostInParse } from '../catalogue/plant-ids.js';
 import type { NumberedRecord } from './records.js';
-import { GroupRecord, PlantRecord, UserRecord, type CatalogueRecord } from './records.js';
+import { GroupRecord, PlantRecord, UsedIdsRecord, UserRecord, type CatalogueRecord } from './records.js';
 import { checkNewGroupName, checkNewUserName, checkPlant } from '../catalogue/names.js';
 
 const validators = {
   user: Compile(UserRecord),
   group: Compile(GroupRecord),
   plant: Compile(PlantRecord),
+  usedIds: Compile(UsedIdsRecord),
 } as const;
 
 function describeFirstError(type: keyof typeof validators, value: unknown): string {
@@ -37,8 +38,8 @@ export function toRecord(value: unknown): CatalogueRecord {
     throw invalidInput('a record must be a JSON object');
   }
   const type = (value as { type?: unknown }).type;
-  if (type !== 'user' && type !== 'group' && type !== 'plant') {
-    throw invalidInput(`"type" must be "user", "group" or "plant", not ${JSON.stringify(type) ?? 'missing'}`);
+  if (type !== 'user' && type !== 'group' && type !== 'plant' && type !== 'usedIds') {
+    throw invalidInput(`"type" must be "user", "group", "plant" or "usedIds", not ${JSON.stringify(type) ?? 'missing'}`);
   }
   if (!validators[type].Check(value)) throw invalidInput(describeFirstError(type, value));
   const record = value;
@@ -52,6 +53,8 @@ export function toRecord(value: unknown): CatalogueRecord {
     case 'plant':
       checkPlant(record);
       break;
+    case 'usedIds':
+      break;
   }
   return record;
 }
@@ -63,8 +66,9 @@ function parseLine(text: string, line: number): CatalogueRecord {
   } catch (err) {
     throw invalidInput(`line ${line}: not valid JSON (${(err as Error).message})`);
   }
-  // Only an id is a number a record takes; a line without one has nothing to lose.
-  const lost = typeof (value as { id?: unknown } | null)?.id === 'number' ? fractionLostInParse(text) : undefined;
+  // Only ids are numbers a record takes; a line without one has nothing to lose.
+  const numbers = value as { id?: unknown; largest?: unknown } | null;
+  const lost = typeof numbers?.id === 'number' || typeof numbers?.largest === 'number' ? fractionLostInParse(text) : undefined;
   if (lost) throw invalidInput(`line ${line}: ${lost}`);
   try {
     return toRecord(value);

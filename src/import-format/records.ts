@@ -47,10 +47,26 @@ export const PlantRecord = {
   additionalProperties: false,
 } as const;
 
+/**
+ * The largest plant id the catalogue has used, deleted plants' included: automatic ids, for id-less plants after it in
+ * the file and for plants added once the import is done, come after it. `export` writes it when a deleted plant's id
+ * is larger than every plant's, so that a copy never hands out the id of a plant deleted before the export.
+ */
+export const UsedIdsRecord = {
+  type: 'object',
+  properties: {
+    type: { const: 'usedIds' },
+    largest: { type: 'integer', minimum: 1, maximum: MAX_PLANT_ID },
+  },
+  required: ['type', 'largest'],
+  additionalProperties: false,
+} as const;
+
 export type UserRecord = XStatic<typeof UserRecord>;
 export type GroupRecord = XStatic<typeof GroupRecord>;
 export type PlantRecord = XStatic<typeof PlantRecord>;
-export type CatalogueRecord = UserRecord | GroupRecord | PlantRecord;
+export type UsedIdsRecord = XStatic<typeof UsedIdsRecord>;
+export type CatalogueRecord = UserRecord | GroupRecord | PlantRecord | UsedIdsRecord;
 
 /** One numbered record of an import stream; `line` is used in error messages. */
 export interface NumberedRecord {

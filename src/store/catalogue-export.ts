@@ -3,16 +3,24 @@ import { granteeText } from '../catalogue/names.js';
 import { fieldSelection, fieldsOfRow, type FieldColumns } from '../catalogue/plant-fields.js';
 import { MAX_PLANT_ID } from '../catalogue/plant-ids.js';
 import { invalidInput } from '../catalogue/errors.js';
-import type { CatalogueRecord, GroupRecord, PlantRecord, UserRecord } from '../import-format/records.js';
+import type { CatalogueRecord, GroupRecord, PlantRecord, UsedIdsRecord, UserRecord } from '../import-format/records.js';
 
 /** A list of names in an export row: a JSON array on SQLite, an array on PostgreSQL. */
 type NameList = string | string[];
 
 const names = (list: NameList): string[] => (typeof list === 'string' ? (JSON.parse(list) as string[]) : list);
 
-/** The export's three queries, in catalogue order: users, groups with members, plants with grantees. */
-function exportQueries(nameList: ExportSnapshot['nameList']): { users: string; groups: string; plants: string } {
+/**
+ * The largest id a deleted plant held, when larger than every plant's: the one row of the export's `usedIds` record,
+ * or none (automatic ids come after the largest id used, which the plants' ids then say).
+ */
+const USED_IDS_SQL =
+  'SELECT largest_deleted AS largest FROM plant_id_watermark WHERE largest_deleted > coalesce((SELECT max(api_id) FROM plants), 0)';
+
+/** The export's queries, in catalogue order: the used ids, users, groups with members, plants with grantees. */
+function exportQueries(nameList: ExportSnapshot['nameList']): { usedIds: string; users: string; groups: string; plants: string } {
   return {
+    usedIds: USED_IDS_SQL,
     users: 'SELECT name, is_admin FROM users ORDER BY id',
     groups:
       `SELECT g.name, ${nameList('SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id ORDER BY u.id')} AS members ` +
@@ -47,6 +55,11 @@ export interface ExportSnapshot {
 
 /** Export records in the one canonical shape both backends emit: optional fields absent, not empty. */
 const exportRecord = {
+  // Plain SQL can store a larger id than the API gives; past MAX_PLANT_ID no automatic id is left either way.
+  usedIds: (row: { largest: number | string }): UsedIdsRecord => ({
+    type: 'usedIds',
+    largest: Math.min(Number(row.largest), MAX_PLANT_ID),
+  }),
   user: (u: UserRow): UserRecord => (u.is_admin === 1 ? { type: 'user', name: u.name, admin: true } : { type: 'user', name: u.name }),
   group(g: GroupRow): GroupRecord {
     const members = names(g.members);
@@ -74,10 +87,11 @@ const exportRecord = {
 };
 
 /** How many records the export holds, counted in its snapshot. */
-const RECORD_COUNT_SQL = 'SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM groups) + (SELECT count(*) FROM plants) AS n';
+const RECORD_COUNT_SQL = `SELECT (SELECT count(*) FROM (${USED_IDS_SQL}) u) + (SELECT count(*) FROM users) + (SELECT count(*) FROM groups) + (SELECT count(*) FROM plants) AS n`;
 
 /**
- * The one export flow of both backends: every user, then every group, then every plant, from one snapshot.
+ * The one export flow of both backends: the used ids (when a deleted plant's is the largest), every user, then every
+ * group, then every plant, from one snapshot.
  * `onTotal` hears how many records follow, counted in the snapshot: they are the records it streams, and the count
  * runs in the snapshot's transaction, which a bulk command keeps from the request timeout.
  */
@@ -89,6 +103,7 @@ export async function* exportCatalogue(
   const queries = exportQueries((subquery) => snapshot.nameList(subquery));
   try {
     if (onTotal) for await (const { n } of snapshot.rows<{ n: number | string }>(RECORD_COUNT_SQL)) onTotal(Number(n));
+    for await (const row of snapshot.rows<{ largest: number | string }>(queries.usedIds)) yield exportRecord.usedIds(row);
     for await (const u of snapshot.rows<UserRow>(queries.users)) yield exportRecord.user(u);
     for await (const g of snapshot.rows<GroupRow>(queries.groups)) yield exportRecord.group(g);
     for await (const p of snapshot.rows<PlantRow>(queries.plants)) yield exportRecord.plant(p);

@@ -87,6 +87,8 @@ export interface ImportTarget {
   user(name: string, admin: boolean | undefined): Awaitable<void>;
   group(name: string, memberIds: readonly number[]): Awaitable<void>;
   plant(plant: ImportedPlant): Awaitable<void>;
+  /** Raises the stored largest id a deleted plant held to `largest`, if lower: no automatic id is ever at or below it. */
+  usedIds(largest: number): Awaitable<void>;
   /** Writes what is left, records one broad change in the change log (not a row per record) and commits. */
   commit(): Promise<void>;
   /** Rolls back after `err` and gives the error to report: a batch still being written holds earlier lines. */
@@ -389,6 +391,10 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
         return target.plant(resolved);
       };
       return plant instanceof Promise ? plant.then(write) : write(plant);
+    }
+    case 'usedIds': {
+      if (record.largest > flow.largestUsed) flow.largestUsed = record.largest;
+      return target.usedIds(record.largest);
     }
   }
 }

@@ -82,6 +82,45 @@ for (const backend of BACKENDS) {
       assert.equal(await add(), 54, 'the ids up to 53 were used');
     });
 
+    it("carries the largest id used through an export and import: a copy never hands out a deleted plant's id", async () => {
+      const source = await backend.freshDb();
+      await ok(source, ['users', 'add', 'alice']);
+      const add = async (db: string, ...id: string[]) =>
+        Number((await ok(db, ['plants', 'add', '--name', 'p', '--owner', 'alice', ...id])).stdout);
+      for (const id of ['10', '20']) await add(source, '--id', id);
+      await ok(source, ['plants', 'remove', '20']);
+      const exported = (await ok(source, ['export'])).stdout;
+      assert.equal(exported.split('\n')[0], '{"type":"usedIds","largest":20}');
+      const copy = await backend.freshDb();
+      await ok(copy, ['import', '-'], exported);
+      assert.equal((await ok(copy, ['export'])).stdout, exported);
+      assert.deepEqual([await add(source), await add(copy)], [21, 21]);
+      // Once a plant holds the largest id, the record says nothing the plants do not: it is left out.
+      assert.equal((await ok(copy, ['export'])).stdout.split('\n')[0], '{"type":"user","name":"alice"}');
+      // In a file, id-less plants after the record are numbered after it; a lower one than stored changes nothing.
+      const file = ndjson([
+        { type: 'usedIds', largest: 500 },
+        { type: 'plant', name: 'q', owner: 'alice' },
+        { type: 'usedIds', largest: 30 },
+      ]);
+      await ok(copy, ['import', '-'], file);
+      assert.equal(await add(copy), 502);
+      for (const [largest, refusal] of [
+        ['0', /line 1: field largest must be >= 1$/m],
+        ['9007199254740992', /line 1: field largest must be <= 9007199254740991$/m],
+        ['600.0000000000000001', /line 1: the number 600\.0000000000000001 is not a whole number/],
+      ] as const) {
+        const refused = await runCli(
+          copy,
+          ['import', '-'],
+          `{"type":"usedIds","largest":${largest}}\n{"type":"plant","name":"r","owner":"alice"}\n`,
+        );
+        assert.equal(refused.code, 1, largest);
+        assert.match(refused.stderr, refusal);
+      }
+      assert.equal(await add(copy), 503, 'nothing of the refused imports was written');
+    });
+
     it(
       'a TRUNCATE and a plant added beside it, either held open in psql: no id is handed out twice',
       { skip: backend.name === 'postgres' ? false : 'TRUNCATE is PostgreSQL’s' },

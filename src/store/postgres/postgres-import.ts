@@ -15,7 +15,7 @@ import {
   type ImportTarget,
 } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
-import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
+import { LARGEST_USED_PLANT_ID_SQL, raiseUsedIdsSql } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL } from '../repositories/users.js';
 import { AUTOMATIC_IDS_LOCK, BULK_LOAD_SETTING, GROUP_SIZES, MEMBER_GRANTS, PLANT_API_ID_INDEX, writtenHere } from '../schema-names.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
@@ -146,6 +146,10 @@ export class PostgresImport implements ImportTarget {
     // A plant's COPY row is built when it is read, all but the id.
     rows.add(`\t${plant.id}${fields}\t${plant.ownerId}\t${plant.isPublic ? 1 : 0}\t${this.began.at}\n`);
     if (rows.count >= this.batchSize) return this.flushPlants();
+  }
+
+  async usedIds(largest: number): Promise<void> {
+    await this.run(raiseUsedIdsSql('$1'), [largest]);
   }
 
   async commit(): Promise<void> {

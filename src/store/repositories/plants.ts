@@ -43,6 +43,13 @@ export async function largestUsedPlantId(db: Db): Promise<number> {
 export const LARGEST_USED_PLANT_ID_SQL =
   'SELECT max(largest) AS largest FROM (SELECT max(api_id) AS largest FROM plants UNION ALL SELECT largest_deleted FROM plant_id_watermark) used';
 
+/**
+ * Raises the largest id a deleted plant held to `largest` (a parameter, named as the database takes it), if lower:
+ * an import's `usedIds` record, which carries that id from an export.
+ */
+export const raiseUsedIdsSql = (largest: string): string =>
+  `UPDATE plant_id_watermark SET largest_deleted = ${largest} WHERE largest_deleted < ${largest}`;
+
 /** The catalogue position of the plant whose public id is `id`. */
 export async function plantPosition(db: Db, id: PlantId): Promise<Position> {
   const row = await db.selectFrom('plants').select('id').where('api_id', '=', id).executeTakeFirst();

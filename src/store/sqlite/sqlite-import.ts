@@ -12,7 +12,7 @@ import {
   type ImportTarget,
 } from '../catalogue-import.js';
 import { EVERYTHING } from '../change-log.js';
-import { LARGEST_USED_PLANT_ID_SQL } from '../repositories/plants.js';
+import { LARGEST_USED_PLANT_ID_SQL, raiseUsedIdsSql } from '../repositories/plants.js';
 import { importedLookalikeSql, LAST_USER_SQL } from '../repositories/users.js';
 import { importedPlantEvents, LAST_EVENT_SQL } from '../webhook-outbox.js';
 import { isTakenId, ImportPlantWriter } from './import-plant-writer.js';
@@ -127,6 +127,10 @@ export class SqliteImport implements ImportTarget {
   plant(plant: ImportedPlant): void {
     for (const id of plant.groupIds) this.growth.add(id, 1, 0);
     this.plants!.add(plant);
+  }
+
+  usedIds(largest: number): void {
+    this.db.prepare(raiseUsedIdsSql('@largest')).run({ largest });
   }
 
   async commit(): Promise<void> {
