@@ -2533,7 +2533,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                /** @description The event's id (`msg_…`) in this body (the envelope's differs from the original body's), the same on every attempt: a receiver that has seen it can skip it. */
                 "webhook-id": string;
                 /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
                 "webhook-timestamp": string;
@@ -2563,7 +2563,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                /** @description The event's id (`msg_…`) in this body (the envelope's differs from the original body's), the same on every attempt: a receiver that has seen it can skip it. */
                 "webhook-id": string;
                 /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
                 "webhook-timestamp": string;
@@ -2611,7 +2611,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                /** @description The event's id (`msg_…`) in this body (the envelope's differs from the original body's), the same on every attempt: a receiver that has seen it can skip it. */
                 "webhook-id": string;
                 /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
                 "webhook-timestamp": string;
@@ -2659,7 +2659,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it. */
+                /** @description The event's id (`msg_…`) in this body (the envelope's differs from the original body's), the same on every attempt: a receiver that has seen it can skip it. */
                 "webhook-id": string;
                 /** @description When this attempt was signed, in seconds since the epoch: refuse old ones (replay). */
                 "webhook-timestamp": string;

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * The events of a plant's life that webhooks deliver, and how an endpoint's choice of them is stored (migration
  * 0016): NULL for the original webhook (new plants alone, each sent as the `NewPlant` it was), else the types it
@@ -42,4 +44,15 @@ export function storedEvents(types: readonly EventType[] | undefined): string | 
 export function eventsOf(stored: string | null): { types: EventType[]; envelope: boolean } {
   if (stored === null) return { types: [...ORIGINAL_EVENTS], envelope: false };
   return { types: stored.split(',').filter(isEventType), envelope: true };
+}
+
+/**
+ * The `webhook-id` of an event as an endpoint receives it: the event's own message id in the original body, and in
+ * the envelope another, drawn from it, so that one id never names two bodies. Two endpoints at one URL, one of each
+ * kind (as while an endpoint's types change by adding another), would otherwise send a receiver that skips the ids
+ * it has seen one of the two bodies only. The same on every attempt and in every process.
+ */
+export function deliveredMessageId(messageId: string, envelope: boolean): string {
+  if (!envelope) return messageId;
+  return `msg_${createHash('sha256').update(`${messageId}.envelope`).digest('hex').slice(0, 32)}`;
 }

@@ -94,7 +94,10 @@ function withVersionHeader<T extends object>(doc: T): T {
 }
 
 const signatureHeaders = [
-  ['webhook-id', "The event's id (`msg_…`), the same on every attempt: a receiver that has seen it can skip it."],
+  [
+    'webhook-id',
+    "The event's id (`msg_…`) in this body (the envelope's differs from the original body's), the same on every attempt: a receiver that has seen it can skip it.",
+  ],
   ['webhook-timestamp', 'When this attempt was signed, in seconds since the epoch: refuse old ones (replay).'],
   [
     'webhook-signature',

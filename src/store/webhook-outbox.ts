@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { notFound } from '../catalogue/errors.js';
 import type { Database } from './schema.js';
-import { eventsOf, storedEvents, type DeliveredEvent, type EventType } from '../catalogue/plant-events.js';
+import { deliveredMessageId, eventsOf, storedEvents, type DeliveredEvent, type EventType } from '../catalogue/plant-events.js';
 import { takingEndpoints } from './migrations/0016-webhook-event-types.js';
 
 /** The enabled endpoints that take new plants (migration 0016). */
@@ -32,9 +32,11 @@ export interface WebhookEndpoint {
 /** One event for one endpoint, as `webhooks deliveries` lists it. */
 export interface WebhookDelivery {
   eventId: number;
-  /** The `webhook-id` the receiver sees. */
+  /** The `webhook-id` the receiver sees (deliveredMessageId). */
   messageId: string;
   endpointId: number;
+  /** What happened to the plant: its event's type. */
+  type: EventType;
   plantId: number;
   status: 'pending' | 'delivered' | 'failed';
   attempts: number;
@@ -47,7 +49,7 @@ export interface WebhookDelivery {
 /** A delivery claimed by this process: what to send, where, signed with which secrets. */
 export interface ClaimedDelivery {
   eventId: number;
-  /** The event's `webhook-id`: random, so that no other event of the deployment's life has it. */
+  /** The `webhook-id`: the event's random id, so that no other event of the deployment's life has it, as the endpoint's body has it (deliveredMessageId). */
   messageId: string;
   endpointId: number;
   attempts: number;
@@ -220,14 +222,16 @@ export class WebhookOutbox {
   async listDeliveries(filter: { endpointId?: number; limit: number }): Promise<WebhookDelivery[]> {
     const where = filter.endpointId === undefined ? sql`` : sql`WHERE d.endpoint_id = ${filter.endpointId}`;
     const { rows } =
-      await sql<Row>`SELECT d.event_id, e.message_id, d.endpoint_id, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
-        d.last_status, d.last_error FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ${where}
+      await sql<Row>`SELECT d.event_id, e.message_id, d.endpoint_id, e.type, e.plant_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
+        d.last_status, d.last_error, p.events FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+        JOIN webhook_endpoints p ON p.id = d.endpoint_id ${where}
       ORDER BY d.event_id DESC, d.endpoint_id LIMIT ${filter.limit}`.execute(this.db());
     if (rows.length === 0) await this.requireEndpoint(filter.endpointId);
     return rows.map((r) => ({
       eventId: Number(r.event_id),
-      messageId: String(r.message_id),
+      messageId: deliveredMessageId(String(r.message_id), r.events !== null),
       endpointId: Number(r.endpoint_id),
+      type: r.type as EventType,
       plantId: Number(r.plant_id),
       status: r.status as WebhookDelivery['status'],
       attempts: Number(r.attempts),
@@ -303,7 +307,7 @@ export class WebhookOutbox {
       const previous = r.previous_secret !== null && Number(r.previous_until) > now ? [String(r.previous_secret)] : [];
       return {
         eventId: Number(r.event_id),
-        messageId: String(r.message_id),
+        messageId: deliveredMessageId(String(r.message_id), r.events !== null),
         endpointId: Number(r.endpoint_id),
         attempts: Number(r.attempts),
         url: String(r.url),

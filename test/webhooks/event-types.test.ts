@@ -235,6 +235,50 @@ for (const backend of BACKENDS) {
         await receiver.close();
       }
     });
+    it('gives a webhook-id one body: the original body and the envelope at one URL get ids of their own', async () => {
+      const receiver = await startReceiver();
+      const secrets = { plain: newWebhookSecret(), envelope: newWebhookSecret(), created: newWebhookSecret() };
+      // As while an endpoint's types change: another endpoint added beside it, at the same URL, before it goes.
+      const endpoints = {
+        plain: await store.webhooks.addEndpoint(receiver.url, secrets.plain),
+        envelope: await store.webhooks.addEndpoint(receiver.url, secrets.envelope, [...EVENT_TYPES]),
+        created: await store.webhooks.addEndpoint(receiver.url, secrets.created, ['plant.created']),
+      };
+      try {
+        assert.equal((await create('alice', { id: 41, name: 'Thyme' })).status, 200);
+        await until(() => receiver.received.length >= 3, 'the new plant at each endpoint');
+        /** Which endpoint sent `got`: the one whose secret signed it. */
+        const sender = (got: Received) =>
+          (Object.keys(secrets) as Array<keyof typeof secrets>).filter((name) => {
+            try {
+              return verify(secrets[name], got) !== undefined;
+            } catch {
+              return false;
+            }
+          });
+        const got = Object.fromEntries(receiver.received.map((delivery) => [sender(delivery).join(), delivery]));
+        assert.deepEqual(Object.keys(got).sort(), ['created', 'envelope', 'plain']);
+        const id = (name: string) => String(got[name]!.headers['webhook-id']);
+        assert.equal(got.plain!.body, '{"id":41,"name":"Thyme"}');
+        assert.equal(got.envelope!.body, got.created!.body, 'one envelope for one event');
+        assert.notEqual(id('plain'), id('envelope'), 'two bodies, two ids: a receiver that skips seen ids gets both');
+        assert.equal(id('envelope'), id('created'), 'one body, one id');
+        for (const name of Object.keys(got)) assert.match(id(name), /^msg_[0-9a-f]{32}$/);
+        // `webhooks deliveries` shows each endpoint's delivery with the id its receiver saw.
+        const listed = await store.webhooks.listDeliveries({ limit: 3 });
+        assert.deepEqual(
+          listed.map((d) => [d.endpointId, d.messageId]),
+          [
+            [endpoints.plain.id, id('plain')],
+            [endpoints.envelope.id, id('envelope')],
+            [endpoints.created.id, id('created')],
+          ],
+        );
+      } finally {
+        for (const endpoint of Object.values(endpoints)) await store.webhooks.removeEndpoint(endpoint.id);
+        await receiver.close();
+      }
+    });
   });
 
   if (backend.name === 'postgres') {

@@ -49,12 +49,18 @@ for (const backend of BACKENDS) {
             assert.equal(hook.received[2]!.headers['webhook-id'], hook.received[1]!.headers['webhook-id'], 'the same event');
             assert.deepEqual(verify(secret, hook.received[2]!), { id: 2, name: 'In flight' });
             const deliveries = JSON.parse(await runCli(db, ['webhooks', 'deliveries', '--json']).then((r) => r.stdout)) as Array<{
+              type: string;
               status: string;
             }>;
             assert.deepEqual(
-              deliveries.map((d) => d.status),
-              ['delivered', 'delivered'],
+              deliveries.map((d) => [d.type, d.status]),
+              [
+                ['plant.created', 'delivered'],
+                ['plant.created', 'delivered'],
+              ],
             );
+            // The table names the event too.
+            assert.match((await runCli(db, ['webhooks', 'deliveries'])).stdout, /^WEBHOOK-ID\tENDPOINT\tEVENT\tPLANT\tSTATUS\t/);
           } finally {
             await second.stop();
           }
@@ -125,6 +131,10 @@ for (const backend of BACKENDS) {
         ['add', 'http://[2002:a9fe:a9fe::1]/latest', '--webhook-allow-private'],
         ['add', 'http://[2001:0:4136:e378:8000:63bf:5601:5601]/latest', '--webhook-allow-private'],
         ['add', 'http://[2001:db8::200:5efe:a9fe:a9fe]/latest', '--webhook-allow-private'],
+        // Nothing listens on port 0, and a fragment is never sent.
+        ['add', 'http://127.0.0.1:0/hooks', '--webhook-allow-private'],
+        ['add', 'http://127.0.0.1:9/hooks#plants', '--webhook-allow-private'],
+        ['add', 'http://127.0.0.1:9/hooks#', '--webhook-allow-private'],
       ]) {
         const run = await runCli(db, ['webhooks', ...bad]);
         assert.equal(run.code, 1, `${bad.join(' ')}: ${run.stderr}`);
@@ -135,6 +145,23 @@ for (const backend of BACKENDS) {
       assert.equal(allowed.code, 0, allowed.stderr);
       const byEnv = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:3000/hooks'], undefined, ALLOW_PRIVATE);
       assert.equal(byEnv.code, 0, byEnv.stderr);
+      assert.doesNotMatch(byEnv.stderr, /note:/);
+      // A URL another endpoint has: taken (as while an endpoint's types change), and said.
+      const again = await runCli(
+        db,
+        ['webhooks', 'add', 'http://127.0.0.1:3000/hooks', '--events', 'plant.deleted'],
+        undefined,
+        ALLOW_PRIVATE,
+      );
+      assert.equal(again.code, 0, again.stderr);
+      const first = (await list()).find((e) => e.url === 'http://127.0.0.1:3000/hooks')!;
+      assert.match(
+        again.stderr,
+        new RegExp(
+          `^note: endpoint ${String(first.id)} has this URL too: its receiver gets the deliveries of each, signed with its own secret$`,
+          'm',
+        ),
+      );
       for (const e of (await list()).filter((e) => e.url !== 'http://127.0.0.1:9/hooks/plants'))
         await cli(db, 'webhooks', 'remove', String(e.id));
       await cli(db, 'webhooks', 'remove', String(endpoint!.id));

@@ -24,6 +24,9 @@ function parseEndpointUrl(text: string, allowPrivate: boolean): string {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalidInput(`a webhook URL must be http or https, not ${url.protocol}`);
   if (url.username !== '' || url.password !== '')
     throw invalidInput('a webhook URL must not carry credentials; the signature authenticates');
+  // Nothing listens on port 0, and a fragment is never sent: either is a mistake in the URL.
+  if (url.port === '0') throw invalidInput(`a webhook URL needs a port other than 0 (${url.toString()})`);
+  if (url.hash !== '' || url.href.endsWith('#')) throw invalidInput(`a webhook URL must not have a fragment (#…): it is never sent`);
   const refused = urlRefusal(url, allowPrivate);
   if (refused !== undefined) throw invalidInput(`refused webhook URL ${url.toString()}: ${refused}`);
   return url.toString();
@@ -97,6 +100,13 @@ export function registerWebhookCommands(program: Command): void {
             `added webhook endpoint ${endpoint.id} for ${url} (${endpoint.types.join(',')}, as ${bodyOf(endpoint)}); ` +
               'store the secret now, it cannot be shown again',
           );
+          // Deliberate while an endpoint's types change (a new endpoint beside the old one), a mistake otherwise.
+          const sameUrl = (await webhooks.listEndpoints()).filter((other) => other.url === endpoint.url && other.id !== endpoint.id);
+          if (sameUrl.length > 0)
+            say(
+              `note: ${sameUrl.map((other) => `endpoint ${other.id}`).join(', ')} ${sameUrl.length === 1 ? 'has' : 'have'} this URL too: ` +
+                'its receiver gets the deliveries of each, signed with its own secret',
+            );
         },
         { create: true },
       );
@@ -186,7 +196,7 @@ export function registerWebhookCommands(program: Command): void {
 
   webhooks
     .command('deliveries')
-    .description('recent deliveries, newest first: status, attempts, next retry, last answer')
+    .description('recent deliveries, newest first: event, status, attempts, next retry, last answer')
     .addHelpText('after', examples('plantstore webhooks deliveries', 'plantstore webhooks deliveries --endpoint 3 --limit 10 --json'))
     .option('--endpoint <id>', 'only deliveries to this endpoint')
     .addOption(new Option('--limit <n>', 'at most this many').default('50', '50'))
@@ -202,6 +212,7 @@ export function registerWebhookCommands(program: Command): void {
         [
           { header: 'webhook-id', value: (d) => d.messageId },
           { header: 'endpoint', value: (d) => String(d.endpointId) },
+          { header: 'event', value: (d) => d.type },
           { header: 'plant', value: (d) => String(d.plantId) },
           { header: 'status', value: (d) => d.status },
           { header: 'attempts', value: (d) => String(d.attempts) },
