@@ -663,7 +663,7 @@ export interface operations {
                     "application/json": components["schemas"]["Plant"];
                 };
             };
-            /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); or If-Match or If-None-Match is not `*` or entity tags */
+            /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); If-Match or If-None-Match is not `*` or entity tags; or a query parameter was given (it takes none) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -858,7 +858,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, or a query parameter was given (it takes none) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1021,7 +1021,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, a query parameter or a request body other than none, `{}` or `null` was given (it takes neither) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1213,7 +1213,7 @@ export interface operations {
                     "application/json": components["schemas"]["NewPlant"];
                 };
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); or If-Match is not `*` or entity tags */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); If-Match is not `*` or entity tags; or a query parameter was given (it takes none) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1810,7 +1810,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -1997,7 +1997,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -2184,7 +2184,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
@@ -2371,7 +2371,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
+            /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];

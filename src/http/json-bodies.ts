@@ -28,7 +28,8 @@ export const hasLargeBody = (request: FastifyRequest): boolean => largeBodies.ha
 /**
  * The JSON bodies the service parses: UTF-8 (RFC 8259 §8.1), with Fastify's own parser behind the checks.
  * An operation without a body takes an empty one sent as `application/json`, as many clients send (several
- * generated from the original document, and common HTTP libraries, on DELETE).
+ * generated from the original document, and common HTTP libraries, on DELETE), and `{}` or `null` likewise; a body
+ * that says more is refused, since it was meant for another operation (the whole access, sent to one grantee's).
  */
 export function installJsonBodies(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -42,6 +43,7 @@ export function installJsonBodies(app: FastifyInstance): void {
     if (beyond) return done(new ApiError('invalid_body', `the request body ${beyond}, more than any operation takes`), undefined);
     void parseJson(request, body, (err, value) => {
       if (err) return done(notJson(body), undefined);
+      if (request.routeOptions.schema?.body === undefined) return done(saysNothing(value) ? null : takesNoBody(), undefined);
       const lost = fractionLostInParse(body);
       if (lost) return done(new ApiError('invalid_body', `the request body is refused: ${lost}`), undefined);
       if (bytes.length < LARGE_BODY_BYTES) return done(null, value);
@@ -60,6 +62,12 @@ export function installJsonBodies(app: FastifyInstance): void {
     parse(request, body as Buffer, done);
   });
 }
+
+/** Whether a body sent to an operation that takes none says nothing: `{}` or `null`. */
+const saysNothing = (value: unknown): boolean =>
+  value === null || (typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0);
+
+const takesNoBody = () => new ApiError('invalid_body', 'the request body is refused: this operation takes none (send no body, or {})');
 
 /**
  * The refusal of a body sent with a content coding (`gzip`, …), which the service does not decode: a 415 that says

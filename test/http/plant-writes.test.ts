@@ -197,6 +197,29 @@ for (const backend of BACKENDS) {
       assertError(await remove('carol', 6001), 404, 40402);
     });
 
+    it('deletes with an empty JSON body, {} or null, as clients send them, and refuses a body that says more', async () => {
+      const withBody = (id: number, body: string) =>
+        // With its length: Node's client sends a DELETE's body without one, which reads as the next request.
+        rawRequest(
+          server.url,
+          `/plants/${id}`,
+          { ...bearer(tokens.carol!), ...JSON_BODY, 'content-length': Buffer.byteLength(body) },
+          'DELETE',
+          body,
+        );
+      for (const [i, body] of ['', '{}', 'null'].entries()) {
+        assert.equal((await create('carol', { id: 6040 + i, name: 'Chive' })).status, 200);
+        assert.equal((await withBody(6040 + i, body)).status, 204, JSON.stringify(body));
+      }
+      // A body meant for another operation (a create's, say) deletes nothing.
+      assert.equal((await create('carol', { id: 6043, name: 'Chive' })).status, 200);
+      for (const body of ['{"id":6043,"name":"Chive"}', '[6043]', '6043']) {
+        const refused = assertError(await withBody(6043, body), 400, 40005);
+        assert.equal(refused.message, 'the request body is refused: this operation takes none (send no body, or {})');
+      }
+      assert.equal((await remove('carol', 6043)).status, 204, 'the plant was still there');
+    });
+
     it('runs pipelined writes and reads in the order sent: each request sees the ones before it', async () => {
       const port = Number(new URL(server.url).port);
       const auth = `Host: localhost\r\nAuthorization: Bearer ${tokens.alice}\r\n`;

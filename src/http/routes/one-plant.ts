@@ -78,7 +78,8 @@ export async function onePlantRoutes(
           304: { type: 'null', description: 'The plant is at a version If-None-Match names', headers: etag },
           ...commonErrors,
           400: errorResponse(
-            'unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags',
+            'unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, ' +
+              'or a query parameter was given (it takes none)',
           ),
           404: errorResponse('No plant with this id that the caller can see'),
           406: notAcceptable,
@@ -134,7 +135,7 @@ export async function onePlantRoutes(
           200: { ...NewPlantRef, description: 'The plant, as changed', headers: etag },
           ...commonErrors,
           400: errorResponse(
-            'unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); or If-Match is not `*` or entity tags',
+            'unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); If-Match is not `*` or entity tags; or a query parameter was given (it takes none)',
           ),
           ...plantRefusals,
           406: notAcceptable,

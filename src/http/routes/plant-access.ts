@@ -203,7 +203,10 @@ export async function plantAccessRoutes(
     const responses = (done: string) => ({
       204: { type: 'null', description: done, headers: etag },
       ...changeErrors,
-      400: badRequest(`${BAD_ID}, or the name is one no ${what} can have (code 40001)`),
+      400: badRequest(
+        `${BAD_ID}, or the name is one no ${what} can have (code 40001); a request body other than none, \`{}\` or \`null\`, ` +
+          'as it takes none (code 40005)',
+      ),
       404: errorResponse(
         `No plant with this id that the caller can see (code 40402), or no ${what} with this name (code ${what === 'user' ? 40403 : 40404})`,
       ),

@@ -48,7 +48,7 @@ const createPlantSchema = {
   response: {
     200: { ...PlantRef, description: 'plant response' },
     400: errorResponse(
-      'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); or If-Match or If-None-Match is not `*` or entity tags',
+      'unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); If-Match or If-None-Match is not `*` or entity tags; or a query parameter was given (it takes none)',
     ),
     ...commonErrors,
     406: notAcceptable,
@@ -74,7 +74,8 @@ const deletePlantSchema = {
   response: {
     204: { type: 'null', description: 'Plant deleted' },
     400: errorResponse(
-      'unexpected error: the id is not a whole number from 1 to 2^53 - 1, or If-Match or If-None-Match is not `*` or entity tags',
+      'unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, ' +
+        'a query parameter or a request body other than none, `{}` or `null` was given (it takes neither)',
     ),
     ...commonErrors,
     ...plantRefusals,
