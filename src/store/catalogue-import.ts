@@ -87,10 +87,12 @@ export interface ImportTarget {
   user(name: string, admin: boolean | undefined): Awaitable<void>;
   group(name: string, memberIds: readonly number[]): Awaitable<void>;
   plant(plant: ImportedPlant): Awaitable<void>;
-  /** Raises the stored largest id a deleted plant held to `largest`, if lower: no automatic id is ever at or below it. */
-  usedIds(largest: number): Awaitable<void>;
-  /** Writes what is left, records one broad change in the change log (not a row per record) and commits. */
-  commit(): Promise<void>;
+  /**
+   * Writes what is left, records one broad change in the change log (not a row per record) and commits; with
+   * `usedIds` (the largest of the file's usedIds records, else 0) it first raises the stored largest id a deleted
+   * plant held to it, if lower, so that no automatic id is ever at or below it.
+   */
+  commit(usedIds: number): Promise<void>;
   /** Rolls back after `err` and gives the error to report: a batch still being written holds earlier lines. */
   rollback(err: unknown): Promise<unknown>;
 }
@@ -304,7 +306,7 @@ export async function importCatalogue(
 ): Promise<ImportSummary> {
   const summary: ImportSummary = { users: 0, groups: 0, plants: 0, grants: 0 };
   let done = 0;
-  const flow: Flow = { target, summary, largestUsed: await target.begin(), lines: new PlantLines(), userLines: new Map() };
+  const flow: Flow = { target, summary, largestUsed: await target.begin(), usedIds: 0, lines: new PlantLines(), userLines: new Map() };
   try {
     for await (const batch of batches) {
       for (let pending = writeRecords(flow, batch, 0); pending; pending = writeRecords(flow, batch, pending.resume)) {
@@ -313,7 +315,7 @@ export async function importCatalogue(
       done += batch.length;
       progress?.(done);
     }
-    await target.commit();
+    await target.commit(flow.usedIds);
   } catch (err) {
     const reported = await target.rollback(err);
     if (reported instanceof ImportedLookalike) {
@@ -346,6 +348,8 @@ interface Flow {
   readonly target: ImportTarget;
   readonly summary: ImportSummary;
   largestUsed: number;
+  /** The largest id the file's usedIds records give (0 for none), kept by the commit. */
+  usedIds: number;
   /** The lines of the plants handed to the target so far, in the order it got them. */
   readonly lines: PlantLines;
   /** The first line of each user name, for an error found at the commit. */
@@ -393,8 +397,9 @@ function writeRecord(flow: Flow, record: CatalogueRecord, line: number): Awaitab
       return plant instanceof Promise ? plant.then(write) : write(plant);
     }
     case 'usedIds': {
-      if (record.largest > flow.largestUsed) flow.largestUsed = record.largest;
-      return target.usedIds(record.largest);
+      flow.usedIds = Math.max(flow.usedIds, record.largest);
+      flow.largestUsed = Math.max(flow.largestUsed, record.largest);
+      return undefined;
     }
   }
 }

@@ -67,8 +67,9 @@ A progress bar shows on a terminal; a summary line (counts, seconds, records/s) 
     .option('-o, --output <file>', 'write to a file instead of stdout (`-`: stdout)')
     .addHelpText(
       'after',
-      examples('plantstore export -o backup.ndjson', 'plantstore export | gzip > backup.ndjson.gz') +
-        '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n',
+      examples('plantstore export -o catalogue.ndjson', 'plantstore export | gzip > catalogue.ndjson.gz') +
+        '\nA progress bar shows on a terminal (stderr); a summary line (counts, seconds, records/s) always ends on stderr.\n' +
+        'An export is the catalogue, not a backup: tokens and webhook endpoints stay out ("plantstore backup" copies all).\n',
     )
     .action(exportCatalogue);
 

@@ -5,7 +5,9 @@ import { addServeOptions } from './server.js';
 
 export function registerDoctorCommand(program: Command): void {
   addServeOptions(program.command('doctor'))
-    .description('check the configuration, database, schema, identity provider and Redis; exit 1 if anything fails')
+    .description(
+      'check the configuration, ports, identity provider, Redis, database, schema, webhooks and rows the service cannot serve; exit 1 if anything fails',
+    )
     .option('--json', 'print the checks as a JSON array', false)
     .addHelpText(
       'after',

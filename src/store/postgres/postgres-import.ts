@@ -148,11 +148,8 @@ export class PostgresImport implements ImportTarget {
     if (rows.count >= this.batchSize) return this.flushPlants();
   }
 
-  async usedIds(largest: number): Promise<void> {
-    await this.run(raiseUsedIdsSql('$1'), [largest]);
-  }
-
-  async commit(): Promise<void> {
+  async commit(usedIds: number): Promise<void> {
+    if (usedIds > 0) await this.run(raiseUsedIdsSql('$1'), [usedIds]);
     if (this.users.size > 0) await this.writeUsers();
     if (this.groups.size > 0) await this.writeGroups();
     if (this.plants.rows.count > 0) await this.flushPlants();

@@ -129,12 +129,9 @@ export class SqliteImport implements ImportTarget {
     this.plants!.add(plant);
   }
 
-  usedIds(largest: number): void {
-    this.db.prepare(raiseUsedIdsSql('@largest')).run({ largest });
-  }
-
-  async commit(): Promise<void> {
+  async commit(usedIds: number): Promise<void> {
     const { db } = this;
+    if (usedIds > 0) db.prepare(raiseUsedIdsSql('@largest')).run({ largest: usedIds });
     const columns = this.growth.columns();
     const [ids, plants, members] = columns.map((column) => JSON.stringify(column));
     const growth =
