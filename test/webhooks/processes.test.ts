@@ -15,6 +15,9 @@ after(() => cleanupBackends());
 /** The receivers here listen on loopback: an address webhooks are sent to only when the operator allows it. */
 const ALLOW_PRIVATE = { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true' };
 
+/** `webhooks add` with private receivers allowed by the environment, as an operator inside their network runs it. */
+const addEndpoint = (db: string, ...args: string[]) => runCli(db, ['webhooks', 'add', ...args], undefined, ALLOW_PRIVATE);
+
 async function cli(db: string, ...args: string[]): Promise<string> {
   const run = await runCli(db, args, undefined, ALLOW_PRIVATE);
   assert.equal(run.code, 0, run.stderr);
@@ -143,16 +146,11 @@ for (const backend of BACKENDS) {
       }
       const allowed = await runCli(db, ['webhooks', 'add', 'http://[::1]:9/hooks', '--webhook-allow-private']);
       assert.equal(allowed.code, 0, allowed.stderr);
-      const byEnv = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:3000/hooks'], undefined, ALLOW_PRIVATE);
+      const byEnv = await addEndpoint(db, 'http://127.0.0.1:3000/hooks');
       assert.equal(byEnv.code, 0, byEnv.stderr);
       assert.doesNotMatch(byEnv.stderr, /note:/);
       // A URL another endpoint has: taken (as while an endpoint's types change), and said.
-      const again = await runCli(
-        db,
-        ['webhooks', 'add', 'http://127.0.0.1:3000/hooks', '--events', 'plant.deleted'],
-        undefined,
-        ALLOW_PRIVATE,
-      );
+      const again = await addEndpoint(db, 'http://127.0.0.1:3000/hooks', '--events', 'plant.deleted');
       assert.equal(again.code, 0, again.stderr);
       const first = (await list()).find((e) => e.url === 'http://127.0.0.1:3000/hooks')!;
       assert.match(
@@ -170,12 +168,7 @@ for (const backend of BACKENDS) {
 
     it('registers an endpoint for the event types chosen with --events, and lists each endpoint with its types', async () => {
       const db = await backend.freshDb();
-      const mirror = await runCli(
-        db,
-        ['webhooks', 'add', 'http://127.0.0.1:9/hooks/mirror', '--events', 'plant.created,plant.updated,plant.deleted'],
-        undefined,
-        ALLOW_PRIVATE,
-      );
+      const mirror = await addEndpoint(db, 'http://127.0.0.1:9/hooks/mirror', '--events', 'plant.created,plant.updated,plant.deleted');
       assert.equal(mirror.code, 0, mirror.stderr);
       assert.match(mirror.stdout, /^whsec_[A-Za-z0-9+/]{32}\n$/);
       assert.match(
@@ -184,7 +177,7 @@ for (const backend of BACKENDS) {
       );
       // In any order, spaced or repeated: stored in the document's order, each once.
       await cli(db, 'webhooks', 'add', 'http://127.0.0.1:9/hooks/gone', '--events', ' plant.deleted, plant.updated,plant.deleted');
-      const original = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/plants'], undefined, ALLOW_PRIVATE);
+      const original = await addEndpoint(db, 'http://127.0.0.1:9/hooks/plants');
       assert.equal(original.code, 0, original.stderr);
       assert.match(original.stderr, /\(plant\.created, as NewPlant\); store the secret now/);
       for (const [events, error] of [
@@ -199,7 +192,7 @@ for (const backend of BACKENDS) {
         ['', /^plantstore: --events names no event type; the event types are plant\.created, plant\.updated, plant\.deleted\n$/],
         [' , ', /^plantstore: --events names no event type/],
       ] as const) {
-        const run = await runCli(db, ['webhooks', 'add', 'http://127.0.0.1:9/hooks/refused', '--events', events], undefined, ALLOW_PRIVATE);
+        const run = await addEndpoint(db, 'http://127.0.0.1:9/hooks/refused', '--events', events);
         assert.equal(run.code, 1, `--events "${events}": ${run.stderr}`);
         assert.match(run.stderr, error);
         assert.equal(run.stdout, '', 'no secret for an endpoint not added');
