@@ -522,6 +522,10 @@ export interface operations {
             /** @description Unexpected error: an invalid, repeated or unknown query parameter, or a malformed request */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -548,6 +552,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -614,6 +622,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -626,6 +638,10 @@ export interface operations {
                 headers: {
                     /** @description With too many full listings: seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -656,6 +672,10 @@ export interface operations {
             /** @description plant response */
             200: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -666,6 +686,10 @@ export interface operations {
             /** @description unexpected error: the body is not JSON, or not a NewPlant (a missing, mistyped or unknown field; an id below 1 or above 2^53 - 1; a name or tag that is empty, too long or has control characters); If-Match or If-None-Match is not `*` or entity tags; or a query parameter was given (it takes none) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -692,6 +716,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -712,6 +740,10 @@ export interface operations {
             /** @description The id is taken by another plant (of another user, or with another name or tag) */
             409: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -722,6 +754,10 @@ export interface operations {
             /** @description If-Match names entity tags, or If-None-Match is `*`: the plant list has no version (code 41204) */
             412: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -732,6 +768,10 @@ export interface operations {
             /** @description The request body is larger than 32 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -752,6 +792,10 @@ export interface operations {
             /** @description The request body is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -798,6 +842,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -810,6 +858,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -841,6 +893,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -853,6 +909,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -861,6 +921,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, or a query parameter was given (it takes none) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -887,6 +951,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -897,6 +965,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -919,6 +991,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -975,6 +1051,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -987,6 +1067,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1016,6 +1100,10 @@ export interface operations {
             /** @description Plant deleted */
             204: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1024,6 +1112,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, If-Match or If-None-Match is not `*` or entity tags, a query parameter or a request body other than none, `{}` or `null` was given (it takes neither) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1050,6 +1142,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1060,6 +1156,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1082,6 +1182,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1092,6 +1196,10 @@ export interface operations {
             /** @description A request body (this operation takes none) larger than 64 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1112,6 +1220,10 @@ export interface operations {
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1158,6 +1270,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1170,6 +1286,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1206,6 +1326,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1216,6 +1340,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1; the body is not JSON or not a PlantPatch (an unknown or mistyped field, a name or tag that is empty, too long or has control characters, a null name); If-Match is not `*` or entity tags; or a query parameter was given (it takes none) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1242,6 +1370,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1252,6 +1384,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1262,6 +1398,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1284,6 +1424,10 @@ export interface operations {
                 headers: {
                     /** @description The plant's version: send it back in If-Match to change the plant only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1294,6 +1438,10 @@ export interface operations {
             /** @description The request body is larger than 32 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1316,6 +1464,10 @@ export interface operations {
                 headers: {
                     /** @description The media types a change is taken in: `application/merge-patch+json, application/json` */
                     "Accept-Patch"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1362,6 +1514,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1374,6 +1530,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1405,6 +1565,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1417,6 +1581,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1425,6 +1593,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 (code 40001); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1451,6 +1623,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1461,6 +1637,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1471,6 +1651,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1493,6 +1677,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1549,6 +1737,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1561,6 +1753,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1596,6 +1792,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1606,6 +1806,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1 (code 40001); the body is not JSON or not a PlantAccess: a missing, mistyped or unknown field, more than 1000 names in a list, a name given twice, or one no user or group can have (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1632,6 +1836,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1642,6 +1850,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1652,6 +1864,10 @@ export interface operations {
             /** @description The Accept header rules out application/json */
             406: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1674,6 +1890,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1684,6 +1904,10 @@ export interface operations {
             /** @description The request body is larger than 1 MiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1704,6 +1928,10 @@ export interface operations {
             /** @description The request body is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1724,6 +1952,10 @@ export interface operations {
             /** @description The access names users or groups that do not exist (code 42201; the message names them) */
             422: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1760,6 +1992,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1772,6 +2008,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1805,6 +2045,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1813,6 +2057,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1839,6 +2087,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1849,6 +2101,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see (code 40402), or no user with this name (code 40403) */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1871,6 +2127,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1881,6 +2141,10 @@ export interface operations {
             /** @description A request body (this operation takes none) larger than 64 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1901,6 +2165,10 @@ export interface operations {
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1947,6 +2215,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1959,6 +2231,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -1992,6 +2268,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2000,6 +2280,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no user can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2026,6 +2310,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2036,6 +2324,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see (code 40402), or no user with this name (code 40403) */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2058,6 +2350,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2068,6 +2364,10 @@ export interface operations {
             /** @description A request body (this operation takes none) larger than 64 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2088,6 +2388,10 @@ export interface operations {
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2134,6 +2438,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2146,6 +2454,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2179,6 +2491,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2187,6 +2503,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2213,6 +2533,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2223,6 +2547,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see (code 40402), or no group with this name (code 40404) */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2245,6 +2573,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2255,6 +2587,10 @@ export interface operations {
             /** @description A request body (this operation takes none) larger than 64 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2275,6 +2611,10 @@ export interface operations {
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2321,6 +2661,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2333,6 +2677,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2366,6 +2714,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2374,6 +2726,10 @@ export interface operations {
             /** @description unexpected error: the id is not a whole number from 1 to 2^53 - 1, or the name is one no group can have (code 40001); a request body other than none, `{}` or `null`, as it takes none (code 40005); a query parameter, as it takes none (code 40004); or a malformed request: a bad percent-encoding, or If-Match or If-None-Match that is not `*` or entity tags (code 40003) */
             400: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2400,6 +2756,10 @@ export interface operations {
             /** @description The caller can see the plant but is neither its owner nor an admin */
             403: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2410,6 +2770,10 @@ export interface operations {
             /** @description No plant with this id that the caller can see (code 40402), or no group with this name (code 40404) */
             404: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2432,6 +2796,10 @@ export interface operations {
                 headers: {
                     /** @description The access's version: send it back in If-Match to change the access only while it is still this one. */
                     ETag?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2442,6 +2810,10 @@ export interface operations {
             /** @description A request body (this operation takes none) larger than 64 KiB */
             413: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2462,6 +2834,10 @@ export interface operations {
             /** @description A request body (this operation takes none) that is not application/json */
             415: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2508,6 +2884,10 @@ export interface operations {
             /** @description Unexpected server error */
             500: {
                 headers: {
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };
@@ -2520,6 +2900,10 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again. */
                     "Retry-After"?: string;
+                    /** @description When rate limiting is on: the remaining requests of the current window and the seconds until it ends, e.g. `"default";r=29990;t=42` (IETF httpapi RateLimit header fields draft). */
+                    RateLimit?: string;
+                    /** @description When rate limiting is on: the quota per window and the window in seconds, e.g. `"default";q=30000;w=60`. */
+                    "RateLimit-Policy"?: string;
                     "Plantstore-Version": components["headers"]["Plantstore-Version"];
                     [name: string]: unknown;
                 };

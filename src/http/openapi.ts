@@ -14,7 +14,7 @@ export const API_TITLE = 'OpenAPI Plant Store';
  */
 export const CONTRACT_VERSION = '1.0.0';
 import { VERSION_HEADER } from './common-headers.js';
-import { BODY_LIMIT } from './routes/protected.js';
+import { BODY_LIMIT, rateLimitHeaders } from './routes/protected.js';
 
 export { VERSION_HEADER };
 
@@ -87,6 +87,33 @@ function withVersionHeader<T extends object>(doc: T): T {
       const responses = (operation as { responses?: Responses } | undefined)?.responses;
       for (const response of Object.values(responses ?? {})) {
         response.headers = { ...response.headers, [VERSION_HEADER]: { $ref: `#/components/headers/${VERSION_HEADER}` } };
+      }
+    }
+  }
+  return doc;
+}
+
+/** The answers given before a route runs, and so before the rate limit counts the request (withTransportAnswers). */
+const BEFORE_ROUTING = new Set(['408', '414', '417', '431']);
+
+/**
+ * Documents the rate limit's headers on every answer of an operation behind bearer authentication that a route
+ * gives: a request is counted as it is authenticated, and every answer after that carries them while rate limiting
+ * is on. Written out as the routes that declare them do (optional, as they are sent only then); an answer whose
+ * route declares them keeps its own.
+ */
+function withRateLimitHeaders<T extends object>(doc: T): T {
+  const declared = Object.fromEntries(
+    Object.entries(rateLimitHeaders).map(([name, { description }]) => [name, { schema: { type: 'string' }, description }]),
+  );
+  const { paths } = doc as { paths?: Record<string, Record<string, unknown> | undefined> };
+  for (const path of Object.values(paths ?? {})) {
+    for (const operation of Object.values(path ?? {})) {
+      const described = operation as { responses?: Responses; security?: unknown[] } | undefined;
+      if (described?.security?.length === 0) continue;
+      for (const [status, response] of Object.entries(described?.responses ?? {})) {
+        if (BEFORE_ROUTING.has(status) || response.headers?.RateLimit !== undefined) continue;
+        response.headers = { ...response.headers, ...declared };
       }
     }
   }
@@ -247,7 +274,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? { ...withErrorCatalogue(withVersionHeader(withTransportAnswers(documentObject.openapiObject, BODY_LIMIT / 1024))), webhooks }
+        ? {
+            ...withErrorCatalogue(
+              withVersionHeader(withRateLimitHeaders(withTransportAnswers(documentObject.openapiObject, BODY_LIMIT / 1024))),
+            ),
+            webhooks,
+          }
         : documentObject.swaggerObject,
     // Shared schemas keep their own names (Plant, Error) in components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },

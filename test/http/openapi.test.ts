@@ -7,7 +7,7 @@ import { VERSION } from '../../src/version.js';
 import type { Store } from '../../src/store/store.js';
 import { BACKENDS, cleanupBackends } from '../helpers/backends.js';
 import { assertError } from '../helpers/assertions.js';
-import { startApp, uncheckedRequest, type RunningApp } from '../helpers/http-app.js';
+import { bearer, rawRequest, seed, startApp, uncheckedRequest, type RunningApp } from '../helpers/http-app.js';
 
 // The served interface description: a valid OpenAPI 3.1 document, lint-clean under Redocly's recommended
 // rules, and saying what the contract says. The document does not depend on the backend, so one is enough.
@@ -183,6 +183,46 @@ describe(`served OpenAPI document [${backend.name}]`, () => {
           );
         }
       }
+    }
+  });
+
+  it('declares the rate limit headers on every answer a protected operation gives once routed, and on no other', async () => {
+    const transport = ['408', '414', '417', '431'];
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const op = operation as Json;
+        if (op.responses === undefined) continue;
+        const open = Array.isArray(op.security) && op.security.length === 0;
+        for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+          const declared = ['RateLimit', 'RateLimit-Policy'].filter((name) => response.headers?.[name] !== undefined);
+          const expected = open || transport.includes(status) ? [] : ['RateLimit', 'RateLimit-Policy'];
+          assert.deepEqual(declared, expected, `${method.toUpperCase()} ${path} ${status}`);
+        }
+      }
+    }
+    // And they are sent so, refusals included: a rate-limited service's answers, each checked against the document.
+    const { tokens } = await seed(store, { users: [{ name: 'rita' }] });
+    const limited = await startApp(store, { config: { rateLimit: '1000/1m' } });
+    try {
+      const as = bearer(tokens.rita!);
+      for (const [method, target, headers, body] of [
+        ['GET', '/plants/999999', as],
+        ['GET', '/plants/x', as],
+        ['GET', '/plants/999999', { ...as, accept: 'text/html' }],
+        ['DELETE', '/plants/999999', { ...as, 'content-type': 'application/json', 'content-length': '7' }, '{"a":1}'],
+        ['PUT', '/plants/999999/access/users/rita', as],
+      ] as const) {
+        const res = await rawRequest(limited.url, target, headers, method, body);
+        assert.ok(res.status >= 400, `${method} ${target}: ${res.status}`);
+        assert.match(
+          String(res.headers.ratelimit),
+          /^"default";r=\d+;t=\d+(, "writes";r=\d+;t=\d+)?$/,
+          `${method} ${target} ${res.status}`,
+        );
+        assert.ok(res.headers['ratelimit-policy'], `${method} ${target} ${res.status}`);
+      }
+    } finally {
+      await limited.close();
     }
   });
 
