@@ -26,8 +26,15 @@ export interface DispatcherOptions {
 /** How long a delivered or failed event stays listed (`webhooks deliveries`, `retry`) before it is pruned. */
 export const KEPT_MS = 7 * 24 * 3_600_000;
 const PRUNE_EVERY_MS = 10 * 60_000;
-/** The least time between two looks for due deliveries that commits asked for (see nudge). */
+/** The least time between two claims that commits asked for (see nudge). */
 const NUDGE_GAP_MS = 5;
+
+/**
+ * What a claim asks for: `look` first finds which endpoints have deliveries due (the poll's, and the first); `known`
+ * claims at once for the endpoints the last look found enabled (a commit's: its deliveries are due now); `refill`
+ * claims for the endpoints running low (see claimMore).
+ */
+type ClaimKind = 'look' | 'known' | 'refill';
 
 export const DISPATCHER_DEFAULTS: DispatcherOptions = {
   pollMs: 500,
@@ -52,12 +59,16 @@ export class WebhookDispatcher {
   private readonly pruning: OutboxPruning;
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
-  private nudgeTimer: NodeJS.Timeout | undefined;
-  /** Asked for during a claim, to follow it: a claim for the endpoints running low, or one after a look. */
-  private claimAgain: 'no' | 'refill' | 'look' = 'no';
+  private nudgeTimer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** Asked for during a claim, to follow it: a claim for the endpoints running low, or a commit's (see nudge). */
+  private claimAgain: 'no' | 'refill' | 'nudged' = 'no';
+  /** A poll's look came while a claim ran: the next claim looks first, so that a busy drain still finds new endpoints. */
+  private lookOwed = false;
+  /** The endpoints the last look found enabled: a commit's claim asks for these without looking again. */
+  private enabled: readonly number[] = [];
   /** Why the last claim failed, while claims fail: each reason is logged once, not at every poll. */
   private claimFailure: string | undefined;
-  /** As the last look found: with no endpoint enabled, commits do not ask for looks (the poll finds a new endpoint). */
+  /** As the last look found: with no endpoint enabled, commits ask for no claim (the poll finds a new endpoint). */
   private anyEnabled = true;
   private readonly shares: EndpointShares;
   private readonly outcomes: OutcomeRecorder;
@@ -83,32 +94,34 @@ export class WebhookDispatcher {
   }
 
   /**
-   * A plant was committed, by this process or (as its change feed tells) by another: due deliveries are looked for
-   * now rather than at the next poll, which stays as the backstop. Under a flood of writes the looks are at least
-   * NUDGE_GAP_MS apart, and never two at a time.
+   * A plant was committed, by this process or (as its change feed tells) by another: its deliveries are claimed now
+   * rather than at the next poll, which stays as the backstop. The claim asks for the endpoints the last look found
+   * enabled, without a look of its own: a round trip less between a commit and its arrival. An endpoint added since
+   * is found by the next poll's look. Under a flood of writes these claims are at least NUDGE_GAP_MS apart, and
+   * never two at a time.
    */
   nudge(): void {
-    // Before start() nothing is looked for; after stop() nothing more.
+    // Before start() nothing is claimed; after stop() nothing more.
     if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined || !this.anyEnabled) return;
     if (this.claiming !== undefined) {
-      this.claimAgain = 'look';
+      this.claimAgain = 'nudged';
       return;
     }
-    this.nudgeTimer = setTimeout(
-      () => {
-        this.nudgeTimer = undefined;
-        this.claimMore();
-      },
-      Math.max(0, this.lastClaimAt + NUDGE_GAP_MS - Date.now()),
-    );
-    this.nudgeTimer.unref();
+    const claim = () => {
+      this.nudgeTimer = undefined;
+      this.claimMore('known');
+    };
+    const wait = this.lastClaimAt + NUDGE_GAP_MS - Date.now();
+    // A timer of 0 waits a millisecond: past the gap, the claim goes once this turn of the event loop is done.
+    this.nudgeTimer = wait > 0 ? setTimeout(claim, wait).unref() : setImmediate(claim);
   }
 
   /** Stops claiming and abandons deliveries in flight (their leases run out, and another attempt follows). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
-    clearTimeout(this.nudgeTimer);
+    clearTimeout(this.nudgeTimer as NodeJS.Timeout | undefined);
+    clearImmediate(this.nudgeTimer as NodeJS.Immediate | undefined);
     this.sender.abortAll();
     await this.claiming;
     await this.pruning.settled();
@@ -120,23 +133,30 @@ export class WebhookDispatcher {
 
   /**
    * Claims due deliveries for the free slots of every endpoint, and starts them; one claim at a time. A look first
-   * finds which endpoints have deliveries due; a refill (`look` false) claims at once for the endpoints whose last
-   * claim got all it asked for and that are running low, a statement fewer while an endpoint is busy.
+   * finds which endpoints have deliveries due; a commit's claim (`known`) asks for every endpoint the last look found
+   * enabled; a refill claims at once for the endpoints whose last claim got all it asked for and that are running
+   * low. The last two are a statement fewer.
    */
-  private claimMore(look = true): void {
+  private claimMore(kind: ClaimKind = 'look'): void {
     if (this.stopped) return;
     if (this.claiming !== undefined) {
-      if (look || this.claimAgain === 'no') this.claimAgain = look ? 'look' : 'refill';
+      // A look claims what a commit's claim would, and that claims what a refill would.
+      if (kind === 'look') this.lookOwed = true;
+      else if (kind === 'known') this.claimAgain = 'nudged';
+      else if (this.claimAgain === 'no') this.claimAgain = 'refill';
       return;
     }
+    const look = kind === 'look' || this.lookOwed;
+    this.lookOwed = false;
     this.lastClaimAt = Date.now();
     this.claimAgain = 'no';
     this.pruning.startIfDue();
     this.claiming = Promise.resolve()
       .then(async () => {
-        if (!look) return this.shares.runningLow();
+        if (!look) return kind === 'refill' ? this.shares.runningLow() : this.enabled;
         const lookedAt = Date.now();
         const { due, enabled } = await this.outbox.dueEndpoints();
+        this.enabled = enabled;
         this.anyEnabled = enabled.length > 0;
         // An endpoint another process disabled or removed is sent nothing more (its queue is given back by pump).
         this.shares.looked(enabled, lookedAt);
@@ -162,9 +182,10 @@ export class WebhookDispatcher {
       })
       .finally(() => {
         this.claiming = undefined;
-        // A commit or a free slot during the claim may have made due what the claim's query did not see.
-        if (this.claimAgain === 'look') this.nudge();
-        else if (this.claimAgain === 'refill') this.claimMore(false);
+        // A poll, a commit or a free slot during the claim may have made due what the claim's query did not see.
+        if (this.lookOwed) this.claimMore('look');
+        else if (this.claimAgain === 'nudged') this.nudge();
+        else if (this.claimAgain === 'refill') this.claimMore('refill');
       });
   }
 
@@ -200,7 +221,7 @@ export class WebhookDispatcher {
       // A slot of the process's is free: another endpoint's queue may have waited for it.
       if (this.inFlight.size < this.options.concurrency) for (const other of this.shares.all()) this.pump(other);
       // Claims come in batches: once half of what waits for the endpoint is sent, if more may be due.
-      if (share.runningLow) this.claimMore(false);
+      if (share.runningLow) this.claimMore('refill');
     });
     this.inFlight.set(running, delivery);
   }

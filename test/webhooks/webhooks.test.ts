@@ -654,6 +654,29 @@ for (const backend of BACKENDS) {
       });
     }
 
+    it("a commit's deliveries are claimed without a look: the endpoints are the last look's", { timeout: 30_000 }, async () => {
+      const store = await backend.open();
+      await seed(store, { users: [{ name: 'alice' }] });
+      const receiver = await startReceiver();
+      await store.webhooks.addEndpoint(receiver.url, newWebhookSecret());
+      let looks = 0;
+      const dueEndpoints = store.webhooks.dueEndpoints.bind(store.webhooks);
+      store.webhooks.dueEndpoints = () => ((looks += 1), dueEndpoints());
+      const server = await startApp(store, { webhooks: { ...FAST, pollMs: 60_000 } });
+      try {
+        // The change feed follows the log once its first read is back: commits before it wait for the poll.
+        await until(() => looks === 1 && store.changes.sync(), 'the first look, and the change feed following');
+        for (let id = 1; id <= 5; id++) {
+          await addPlant(store, { id, name: `Claimed ${id}`, owner: 'alice', public: false });
+          await until(() => receiver.received.length === id, `plant ${id} delivered`, 5_000);
+        }
+        assert.equal(looks, 1, 'no look after the first: each commit claimed at once');
+      } finally {
+        await server.close();
+        await receiver.close();
+      }
+    });
+
     it('with no endpoint enabled, commits ask for no look at the outbox; the poll finds a new endpoint', { timeout: 30_000 }, async () => {
       const store = await backend.open();
       await seed(store, { users: [{ name: 'alice' }] });
