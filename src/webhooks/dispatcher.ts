@@ -60,16 +60,18 @@ export class WebhookDispatcher {
   private claiming: Promise<void> | undefined;
   private lastClaimAt = 0;
   private nudgeTimer: NodeJS.Timeout | NodeJS.Immediate | undefined;
-  /** Asked for during a claim, to follow it: a claim for the endpoints running low, or a commit's (see nudge). */
-  private claimAgain: 'no' | 'refill' | 'nudged' = 'no';
-  /** A poll's look came while a claim ran: the next claim looks first, so that a busy drain still finds new endpoints. */
-  private lookOwed = false;
-  /** The endpoints the last look found enabled: a commit's claim asks for these without looking again. */
-  private enabled: readonly number[] = [];
+  /**
+   * Asked for during a claim, to follow it: a claim for the endpoints running low, a commit's (see nudge), or a
+   * poll's look, so that a busy drain still finds new endpoints. Each claims what the ones before it would.
+   */
+  private claimAgain: 'no' | 'refill' | 'nudged' | 'look' = 'no';
+  /**
+   * The endpoints the last look found enabled (undefined before the first): a commit's claim asks for these without
+   * looking again, and with none enabled commits ask for no claim (the poll finds a new endpoint).
+   */
+  private enabled: readonly number[] | undefined;
   /** Why the last claim failed, while claims fail: each reason is logged once, not at every poll. */
   private claimFailure: string | undefined;
-  /** As the last look found: with no endpoint enabled, commits ask for no claim (the poll finds a new endpoint). */
-  private anyEnabled = true;
   private readonly shares: EndpointShares;
   private readonly outcomes: OutcomeRecorder;
   private stopped = false;
@@ -102,9 +104,9 @@ export class WebhookDispatcher {
    */
   nudge(): void {
     // Before start() nothing is claimed; after stop() nothing more.
-    if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined || !this.anyEnabled) return;
+    if (this.stopped || this.timer === undefined || this.nudgeTimer !== undefined || this.enabled?.length === 0) return;
     if (this.claiming !== undefined) {
-      this.claimAgain = 'nudged';
+      if (this.claimAgain !== 'look') this.claimAgain = 'nudged';
       return;
     }
     const claim = () => {
@@ -140,24 +142,20 @@ export class WebhookDispatcher {
   private claimMore(kind: ClaimKind = 'look'): void {
     if (this.stopped) return;
     if (this.claiming !== undefined) {
-      // A look claims what a commit's claim would, and that claims what a refill would.
-      if (kind === 'look') this.lookOwed = true;
-      else if (kind === 'known') this.claimAgain = 'nudged';
+      if (kind === 'look') this.claimAgain = 'look';
+      else if (kind === 'known' && this.claimAgain !== 'look') this.claimAgain = 'nudged';
       else if (this.claimAgain === 'no') this.claimAgain = 'refill';
       return;
     }
-    const look = kind === 'look' || this.lookOwed;
-    this.lookOwed = false;
     this.lastClaimAt = Date.now();
     this.claimAgain = 'no';
     this.pruning.startIfDue();
     this.claiming = Promise.resolve()
       .then(async () => {
-        if (!look) return kind === 'refill' ? this.shares.runningLow() : this.enabled;
+        if (kind !== 'look') return kind === 'refill' ? this.shares.runningLow() : (this.enabled ?? []);
         const lookedAt = Date.now();
         const { due, enabled } = await this.outbox.dueEndpoints();
         this.enabled = enabled;
-        this.anyEnabled = enabled.length > 0;
         // An endpoint another process disabled or removed is sent nothing more (its queue is given back by pump).
         this.shares.looked(enabled, lookedAt);
         return due;
@@ -183,7 +181,7 @@ export class WebhookDispatcher {
       .finally(() => {
         this.claiming = undefined;
         // A poll, a commit or a free slot during the claim may have made due what the claim's query did not see.
-        if (this.lookOwed) this.claimMore('look');
+        if (this.claimAgain === 'look') this.claimMore('look');
         else if (this.claimAgain === 'nudged') this.nudge();
         else if (this.claimAgain === 'refill') this.claimMore('refill');
       });
